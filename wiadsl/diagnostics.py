@@ -1,0 +1,132 @@
+"""Source spans and the one error hierarchy every user-facing failure goes through.
+
+Invariant: anything a user can cause (bad source, a bad call, a bad command line)
+raises a ``WiaError`` subclass; a source error carries a ``Span`` and renders as
+
+    kernel.wia:3:11: error: shape mismatch in '@': ...
+        y = A @ x;
+              ^
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A named piece of source text; spans point into it."""
+
+    name: str
+    text: str
+
+    def line_text(self, line: int) -> str:
+        lines = self.text.splitlines()
+        if 1 <= line <= len(lines):
+            return lines[line - 1]
+        return ""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A 1-based (line, column) range in a source file; ``end_*`` is exclusive."""
+
+    source: SourceFile = field(repr=False, compare=False, hash=False)
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @property
+    def filename(self) -> str:
+        return self.source.name
+
+    def render_caret(self) -> str:
+        """The source line and a caret row underlining the span (on its first line)."""
+        text = self.source.line_text(self.line).expandtabs(4)
+        if self.end_line == self.line and self.end_column > self.column + 1:
+            width = self.end_column - self.column
+        else:
+            width = 1
+        width = max(1, min(width, max(1, len(text) - self.column + 1)))
+        return f"    {text}\n    {' ' * (self.column - 1)}{'^' * width}"
+
+    def to(self, other: Span) -> Span:
+        """The span from the start of ``self`` to the end of ``other``."""
+        return Span(self.source, self.line, self.column, other.end_line, other.end_column)
+
+
+class WiaError(Exception):
+    """Base of every error a user can cause. ``span`` is set for source errors."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: Span | None = None, notes: tuple[str, ...] = ()):
+        self.message = message
+        self.span = span
+        self.notes = tuple(notes)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if self.span is None:
+            head = f"error: {self.message}"
+        else:
+            s = self.span
+            head = f"{s.filename}:{s.line}:{s.column}: error: {self.message}\n{s.render_caret()}"
+        return "\n".join([head, *(f"note: {n}" for n in self.notes)])
+
+
+class WiaSyntaxError(WiaError):
+    """The source does not follow the grammar."""
+
+
+class WiaNameError(WiaError):
+    """An unknown, duplicate, or possibly unbound name."""
+
+
+class WiaTypeError(WiaError):
+    """A dtype or kind mismatch (bool condition, output dtype, arity, keywords)."""
+
+
+class WiaShapeError(WiaError):
+    """Shapes that cannot agree (broadcasting, '@', reshape counts, index bounds)."""
+
+
+class WiaImportError(WiaError):
+    """A missing or cyclic import."""
+
+
+class WiaCallError(WiaError):
+    """A bad call of a compiled kernel: dtype, rank, extent, missing or extra argument."""
+
+
+class WiaRuntimeError(WiaError):
+    """A failure detected while a kernel runs (dynamic index out of range, ...)."""
+
+
+class WiaIRError(WiaError):
+    """Malformed IR text or IR that fails verification."""
+
+
+class WiaUsageError(WiaError):
+    """A bad command line or API option."""
+
+
+class WiaErrors(WiaError):
+    """Several source errors found in one file, reported together."""
+
+    def __init__(self, errors: list[WiaError]):
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, first.span)
+
+    def render(self) -> str:
+        return "\n".join(e.render() for e in self.errors)
+
+
+def raise_all(errors: list[WiaError]) -> None:
+    """Raise nothing, the single error, or a ``WiaErrors`` holding them all."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise WiaErrors(errors)

@@ -1,0 +1,305 @@
+"""The abstract syntax tree of WIA DSL: frozen dataclasses, each with a source span.
+
+Invariants:
+- ``span`` is excluded from equality, so two parses of the same program compare
+  equal whatever the layout (the unparser round-trip relies on this).
+- Parentheses leave no node; ``else if`` is an ``If`` as the only statement of
+  the ``else`` block; ``x += e`` stays an ``AugAssign`` (the checker and the
+  lowering desugar it).
+- Dtype names in argument position (``cast(x, f16)``) are plain ``Name`` nodes;
+  the checker gives them meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..diagnostics import Span
+
+
+def _span() -> Span:
+    """A keyword-only span field left out of equality and repr."""
+    return field(compare=False, repr=False, kw_only=True)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- expressions
+
+@dataclass(frozen=True)
+class IntLit:
+    value: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FloatLit:
+    value: float
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BoolLit:
+    value: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ArrayLit:
+    """``[e0, e1, ...]``; nested for higher rank."""
+
+    elements: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class QualifiedName:
+    """``module.name`` used as a value (an imported const)."""
+
+    module: str
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class UnaryOp:
+    """``op`` is ``-`` or ``!``."""
+
+    op: str
+    operand: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """``op`` is one of ``|| && == != < <= > >= + - * / % @ **``."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Keyword:
+    name: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Call:
+    """``name(args, kw=...)`` or ``module.name(...)`` (``module`` is None for builtins/funcs)."""
+
+    name: str
+    args: tuple[Expr, ...]
+    keywords: tuple[Keyword, ...] = ()
+    module: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """``start:stop:step`` inside an index; each part may be omitted."""
+
+    start: Expr | None
+    stop: Expr | None
+    step: Expr | None
+    span: Span = _span()
+
+
+IndexItem = Union["Expr", Slice]
+
+
+@dataclass(frozen=True)
+class Index:
+    """``base[i, :, 1:3]``."""
+
+    base: Expr
+    items: tuple[IndexItem, ...]
+    span: Span = _span()
+
+
+Expr = Union[IntLit, FloatLit, BoolLit, ArrayLit, Name, QualifiedName, UnaryOp, BinOp, Call, Index]
+
+
+# ---------------------------------------------------------------- types
+
+@dataclass(frozen=True)
+class ScalarType:
+    """``f32``, ``i64``, ``bool``... (``dtype`` is the source spelling)."""
+
+    dtype: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One extent in a tensor type: an integer literal or a symbolic name."""
+
+    value: int | str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """``f32[M, 4]``."""
+
+    dtype: str
+    dims: tuple[Dim, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class AnyTensorType:
+    """``tensor``: dtype and rank fixed at call time."""
+
+    span: Span = _span()
+
+
+TypeExpr = Union[ScalarType, TensorType, AnyTensorType]
+
+
+# ---------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Block:
+    stmts: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Assign:
+    target: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class AugAssign:
+    """``target op= value`` with ``op`` one of ``+ - * /``."""
+
+    target: str
+    op: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class SliceAssign:
+    """``target[items] = value``: a functional update making a new value of ``target``."""
+
+    target: str
+    items: tuple[IndexItem, ...]
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then_body: Block
+    else_body: Block | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class For:
+    """``for var in range(start, stop, step)``; ``start``/``step`` None when omitted."""
+
+    var: str
+    start: Expr | None
+    stop: Expr
+    step: Expr | None
+    body: Block
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class While:
+    cond: Expr
+    body: Block
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Return:
+    value: Expr
+    span: Span = _span()
+
+
+Stmt = Union[Assign, AugAssign, SliceAssign, If, For, While, Return]
+
+
+# ---------------------------------------------------------------- declarations
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel parameter; ``direction`` is ``input`` or ``output``."""
+
+    direction: str
+    name: str
+    type: TypeExpr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FuncParam:
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Const:
+    name: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Func:
+    name: str
+    params: tuple[FuncParam, ...]
+    body: Block
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    body: Block
+    span: Span = _span()
+
+
+Decl = Union[Import, Const, Func, Kernel]
+
+
+@dataclass(frozen=True)
+class Program:
+    """One source file: its declarations in source order."""
+
+    decls: tuple[Decl, ...]
+    filename: str = field(default="<string>", compare=False)
+
+    def of_type(self, cls: type) -> list:
+        return [d for d in self.decls if isinstance(d, cls)]
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return self.of_type(Kernel)
+
+    @property
+    def funcs(self) -> list[Func]:
+        return self.of_type(Func)
