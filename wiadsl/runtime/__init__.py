@@ -1,0 +1,1 @@
+"""The Python API: argument checking, kernel specialization, and calling a backend."""

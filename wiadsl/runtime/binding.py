@@ -1,0 +1,173 @@
+"""Check a Python call against a kernel signature before any backend sees it.
+
+Invariant: a ``BoundCall`` holds only arrays a backend can take as they are —
+C-contiguous, aligned, of the declared dtype and rank, with every symbolic dim
+bound consistently — and output buffers that are writable and of the exact
+dtype. Every failure is a ``WiaCallError`` that names the argument.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..diagnostics import WiaCallError
+from ..dtypes import DType, from_numpy
+from .signature import KernelSignature, ParamSpec
+
+
+@dataclass
+class BoundCall:
+    """A checked call: inputs by name, optional output buffers, bound dims."""
+
+    inputs: dict[str, np.ndarray]
+    out_buffers: dict[str, np.ndarray | None]
+    dims: dict[str, int] = field(default_factory=dict)
+    dim_sources: dict[str, str] = field(default_factory=dict)
+
+    def input_types(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
+        """Each input's (dtype, shape): the key a backend specializes on."""
+        return {n: (_dtype_of(a), a.shape) for n, a in self.inputs.items()}
+
+
+def _dtype_of(array: np.ndarray) -> DType:
+    found = from_numpy(array.dtype)
+    assert found is not None, "bind_call admits only language dtypes"
+    return found
+
+
+def bind_call(sig: KernelSignature, args: tuple, kwargs: dict) -> BoundCall:
+    """Match positional and keyword arguments to parameters and check each one."""
+    given = _match_arguments(sig, args, kwargs)
+    bound = BoundCall(inputs={}, out_buffers={p.name: None for p in sig.outputs})
+    for param in sig.inputs:
+        value = _as_input(param, given[param.name])
+        _bind_dims(bound, param, value.shape)
+        bound.inputs[param.name] = value
+    for param in sig.outputs:
+        if param.name in given:
+            buffer = _as_output_buffer(param, given[param.name])
+            _bind_dims(bound, param, buffer.shape)
+            bound.out_buffers[param.name] = buffer
+    return bound
+
+
+def _match_arguments(sig: KernelSignature, args: tuple, kwargs: dict) -> dict[str, object]:
+    inputs = sig.inputs
+    if len(args) > len(inputs):
+        names = ", ".join(p.name for p in inputs)
+        raise WiaCallError(
+            f"{sig.name}() takes {len(inputs)} input(s) ({names}) but {len(args)} positional "
+            "arguments were given; pass output buffers by name"
+        )
+    given: dict[str, object] = {p.name: a for p, a in zip(inputs, args)}
+    known = {p.name for p in sig.params}
+    for name, value in kwargs.items():
+        if name not in known:
+            raise WiaCallError(f"{sig.name}() got an unknown argument '{name}'; "
+                               f"its parameters are: {sig.describe()}")
+        if name in given:
+            raise WiaCallError(f"{sig.name}() got argument '{name}' twice "
+                               "(by position and by name)")
+        given[name] = value
+    missing = [p.name for p in inputs if p.name not in given]
+    if missing:
+        raise WiaCallError(f"{sig.name}() is missing input(s) {', '.join(map(repr, missing))}; "
+                           f"it takes {sig.describe()}")
+    return given
+
+
+def _as_input(param: ParamSpec, value: object) -> np.ndarray:
+    """The argument as an array the kernel can take, or a WiaCallError."""
+    if isinstance(value, (bool, numbers.Number)) and not isinstance(value, np.generic):
+        return _python_scalar(param, value)
+    if not isinstance(value, (np.ndarray, np.generic)):
+        raise WiaCallError(f"argument '{param.name}': expected a NumPy array or a scalar "
+                           f"({param.describe()}), got {type(value).__name__}")
+    array = np.asarray(value)
+    dtype = from_numpy(array.dtype)
+    if dtype is None:
+        raise WiaCallError(f"argument '{param.name}': dtype {array.dtype} is not supported "
+                           "(use bool, int8, int32, int64, float16, float32 or float64)")
+    expected = param.dtype
+    if expected is not None and dtype is not expected and not _bf16_as_f32(expected, dtype):
+        raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, got a "
+                           f"{array.dtype} array; convert it with .astype(np.{expected.numpy})")
+    _check_rank(param, array.shape, "array")
+    # A strided view is copied, as NumPy ufuncs would read it: the kernel sees a
+    # dense buffer and the caller's array is left untouched.
+    return np.ascontiguousarray(array)
+
+
+def _bf16_as_f32(expected: DType, got: DType) -> bool:
+    # NumPy has no bfloat16: bf16 parameters take float32 arrays (values are rounded).
+    return expected is DType.BF16 and got is DType.F32
+
+
+def _python_scalar(param: ParamSpec, value: bool | numbers.Number) -> np.ndarray:
+    if param.dims is not None and param.dims != ():
+        raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, "
+                           f"got the scalar {value!r}")
+    if param.dtype is None:
+        return np.asarray(value)
+    target = param.dtype.numpy
+    if isinstance(value, complex):
+        raise WiaCallError(f"argument '{param.name}': complex values are not supported")
+    if param.dtype.is_int and not float(value).is_integer():
+        raise WiaCallError(f"argument '{param.name}': expected {param.dtype}, got {value!r}")
+    if param.dtype is DType.BOOL and not isinstance(value, (bool, np.bool_)):
+        raise WiaCallError(f"argument '{param.name}': expected bool, got {value!r}")
+    if param.dtype.is_int:
+        info = np.iinfo(target)
+        if not info.min <= int(value) <= info.max:
+            raise WiaCallError(f"argument '{param.name}': {value!r} is out of range for "
+                               f"{param.dtype}")
+        return np.asarray(int(value), dtype=target)
+    return np.asarray(value, dtype=target)
+
+
+def _check_rank(param: ParamSpec, shape: tuple[int, ...], what: str) -> None:
+    if param.dims is None:
+        return
+    if len(shape) != len(param.dims):
+        got = "a scalar" if not shape else f"a {len(shape)}-D {what} of shape {shape}"
+        raise WiaCallError(f"argument '{param.name}': expected {param.describe()} "
+                           f"(rank {len(param.dims)}), got {got}")
+
+
+def _as_output_buffer(param: ParamSpec, value: object) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise WiaCallError(f"output '{param.name}': expected a NumPy array to write into, "
+                           f"got {type(value).__name__}")
+    dtype = from_numpy(value.dtype)
+    if dtype is None or (param.dtype is not None and dtype is not param.dtype
+                         and not _bf16_as_f32(param.dtype, dtype)):
+        raise WiaCallError(f"output '{param.name}': expected a buffer of {param.describe()}, "
+                           f"got a {value.dtype} array")
+    if not value.flags.c_contiguous or not value.flags.writeable:
+        raise WiaCallError(f"output '{param.name}': the buffer must be C-contiguous and "
+                           "writable (pass np.empty(...) or a contiguous copy)")
+    _check_rank(param, value.shape, "buffer")
+    return value
+
+
+def _bind_dims(bound: BoundCall, param: ParamSpec, shape: tuple[int, ...]) -> None:
+    """Bind each symbolic dim; a fixed dim must match exactly."""
+    if not param.dims:
+        return
+    for axis, (dim, extent) in enumerate(zip(param.dims, shape)):
+        where = f"'{param.name}' (axis {axis})"
+        if isinstance(dim, int):
+            if extent != dim:
+                raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, "
+                                   f"got shape {shape}: axis {axis} must be {dim}")
+            continue
+        if dim in bound.dims and bound.dims[dim] != extent:
+            raise WiaCallError(
+                f"dim '{dim}' is {bound.dims[dim]} from argument {bound.dim_sources[dim]} "
+                f"but {extent} from argument {where}"
+            )
+        bound.dims.setdefault(dim, extent)
+        bound.dim_sources.setdefault(dim, where)

@@ -1,0 +1,1 @@
+"""User-facing tools: the ``wiac`` command line and the REPL."""
