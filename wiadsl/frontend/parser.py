@@ -1,0 +1,222 @@
+"""Source text to AST: ``parse_source``, ``parse_bytes`` and ``tokenize``.
+
+The flow: pre-scan (comments, nesting, invalid characters) -> Lark's basic lexer
+-> Lark's LALR parser fed token by token, with recovery -> parse tree ->
+``AstBuilder`` (non-recursive) -> ``ast.Program``.
+
+Invariants:
+- Every failure is a ``WiaSyntaxError`` (several: ``WiaErrors``, in source order);
+  no other exception escapes for any input text.
+- Recovery: after a parse error the parser skips to the end of the statement (the
+  next ``;`` or the ``}`` closing a block, at the same brace depth) and unwinds its
+  stack to the nearest place where a statement or declaration may start, so each
+  bad statement gives one error. A parse error in a statement that already has a
+  lexical error is not reported (it is almost always a consequence of it).
+- Accepted programs nest at most ``MAX_DEPTH`` AST levels, so the recursive
+  consumers (``==``, the unparser, later phases) stay far from Python's stack limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from lark import Token, Tree
+from lark.exceptions import UnexpectedToken
+from lark.parsers.lalr_interactive_parser import InteractiveParser
+
+from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
+from .ast import Program
+from .ast_builder import AstBuilder
+from .tokens import (
+    MAX_DEPTH,
+    MAX_ERRORS,
+    lark_parser,
+    lex,
+    prescan,
+    token_span,
+    tokenize,
+    unexpected_token_message,
+)
+
+__all__ = ["parse_source", "parse_bytes", "tokenize"]
+
+# A parser state that accepts one of these is where a statement (WHILE) or a
+# top-level declaration (KERNEL) may start: the states recovery unwinds to.
+_SYNC_TERMINALS = frozenset({"WHILE", "KERNEL"})
+_DECL_KEYWORDS = frozenset({"IMPORT", "CONST", "FUNC", "KERNEL"})
+
+
+def parse_source(text: str, filename: str = "<string>") -> Program:
+    """Parse one source file. Raises ``WiaSyntaxError`` or ``WiaErrors``."""
+    source = SourceFile(filename, text)
+    cleaned, errors = prescan(source)
+    tokens = lex(source, cleaned, errors)
+    tree = _Driver(source, tokens, [e.span for e in errors if e.span]).run(errors)
+    program = None
+    if tree is not None:
+        builder = AstBuilder(source)
+        program = Program(builder.transform(tree), filename=filename)
+        errors.extend(builder.errors)
+        if not errors:
+            errors.extend(_check_depth(program))
+    errors.sort(key=lambda e: (e.span.line, e.span.column) if e.span else (0, 0))
+    raise_all(errors[:MAX_ERRORS])
+    assert program is not None
+    return program
+
+
+def parse_bytes(data: bytes, filename: str = "<string>") -> Program:
+    """Decode UTF-8 (a leading BOM is dropped) and parse; bad bytes are a ``WiaSyntaxError``."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise _decode_error(data, e, filename) from None
+    return parse_source(text, filename)
+
+
+def _decode_error(data: bytes, e: UnicodeDecodeError, filename: str) -> WiaSyntaxError:
+    """The error for the first invalid byte, located by line and column."""
+    line_start = data.rfind(b"\n", 0, e.start) + 1
+    line = data.count(b"\n", 0, e.start) + 1
+    column = len(data[line_start:e.start].decode("utf-8", errors="replace")) + 1
+    source = SourceFile(filename, data.decode("utf-8", errors="replace"))
+    span = Span(source, line, column, line, column + 1)
+    return WiaSyntaxError(f"invalid UTF-8 byte 0x{data[e.start]:02x}", span)
+
+
+@dataclass
+class _Driver:
+    """Feeds tokens to Lark's interactive LALR parser and recovers from errors."""
+
+    source: SourceFile
+    tokens: list[Token]
+    lexical_errors: list[Span]
+    brace_depth: int = 0
+    decl: str | None = None
+    stmt_start: tuple[int, int] = (1, 1)
+
+    def run(self, errors: list[WiaError]) -> Tree | None:
+        """The parse tree, or None when the end of the file could not be reached."""
+        parser = lark_parser().parse_interactive()
+        i, recovering = 0, False
+        while i < len(self.tokens) and len(errors) < MAX_ERRORS:
+            token = self.tokens[i]
+            try:
+                parser.feed_token(token)
+            except UnexpectedToken as e:
+                if recovering:  # not yet back in step: drop the token silently
+                    i += 1
+                    continue
+                self._report(e.token, parser, errors)
+                i = self._skip_statement(i)
+                at_decl = i < len(self.tokens) and self.tokens[i].type in _DECL_KEYWORDS
+                _unwind(parser, frozenset({"KERNEL"}) if at_decl else _SYNC_TERMINALS)
+                recovering = True
+                continue
+            recovering = False
+            self._track(token)
+            i += 1
+        try:
+            return parser.feed_token(self._end_token())
+        except UnexpectedToken as e:
+            if not recovering:
+                self._report(e.token, parser, errors)
+            return None
+
+    def _report(self, token: Token, parser: InteractiveParser, errors: list[WiaError]) -> None:
+        """Record the error at ``token`` unless a lexical error in its statement explains it."""
+        where = (token.line, token.column)
+        if any(self.stmt_start <= (s.line, s.column) <= where for s in self.lexical_errors):
+            return
+        # accepts() tries each candidate on a copy of the stack: unlike the LALR table
+        # row, which merges lookaheads of similar states, it lists only what fits here.
+        message = unexpected_token_message(token, parser.accepts(), self.brace_depth > 0,
+                                           self.decl)
+        errors.append(WiaSyntaxError(message, token_span(self.source, token)))
+
+    def _track(self, token: Token) -> None:
+        """Keep the context the messages and the cascade filter need."""
+        if token.type == "LBRACE":
+            self.brace_depth += 1
+        elif token.type == "RBRACE":
+            self.brace_depth = max(0, self.brace_depth - 1)
+        elif self.brace_depth == 0 and token.type in ("IMPORT", "CONST", "FUNC", "KERNEL"):
+            self.decl = str(token)
+        if token.type in ("SEMICOLON", "LBRACE", "RBRACE"):
+            self.stmt_start = (token.end_line, token.end_column)
+
+    def _skip_statement(self, i: int) -> int:
+        """The index after the bad statement starting near ``i``.
+
+        A ``;`` at brace depth 0 is consumed, a ``}`` closing a block opened inside
+        the skipped text is consumed, a ``}`` closing an enclosing block is kept, and
+        so is a declaration keyword at depth 0 (a new declaration starts there).
+        """
+        depth = 0
+        while i < len(self.tokens):
+            kind = self.tokens[i].type
+            if kind == "LBRACE":
+                depth += 1
+            elif kind == "RBRACE":
+                if depth == 0:
+                    return i
+                depth -= 1
+                if depth == 0:
+                    self._track(self.tokens[i])
+                    return i + 1
+            elif kind == "SEMICOLON" and depth == 0:
+                self._track(self.tokens[i])
+                return i + 1
+            elif kind in _DECL_KEYWORDS and depth == 0:
+                self.brace_depth = 0
+                return i
+            i += 1
+        return i
+
+    def _end_token(self) -> Token:
+        """``$END``, placed just after the last token (or at 1:1 for an empty file)."""
+        if not self.tokens:
+            return Token("$END", "", 0, 1, 1, 1, 1, 0)
+        last = self.tokens[-1]
+        return Token("$END", "", last.end_pos, last.end_line, last.end_column,
+                     last.end_line, last.end_column, last.end_pos)
+
+
+def _unwind(parser: InteractiveParser, sync: frozenset[str]) -> None:
+    """Pop the LALR stack to the nearest state that accepts a terminal in ``sync``.
+
+    With ``_SYNC_TERMINALS`` that is where a statement or declaration may start.
+
+    Any prefix of a valid LR stack is itself valid, so parsing can go on from there;
+    the values popped are the half-built bad statement.
+    """
+    state = parser.parser_state
+    table = state.parse_conf.states
+    while len(state.state_stack) > 1 and not table[state.state_stack[-1]].keys() & sync:
+        state.state_stack.pop()
+        state.value_stack.pop()
+
+
+def _check_depth(program: Program) -> list[WiaError]:
+    """An error at the first node (in source order) nested deeper than ``MAX_DEPTH``.
+
+    An iterative walk: the tree may be far deeper than Python's recursion limit.
+    """
+    too_deep: list[Span] = []
+    stack: list[tuple[object, int]] = [(d, 1) for d in program.decls]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            too_deep.append(node.span)  # type: ignore[attr-defined]
+            continue
+        for f in dataclasses.fields(node):  # type: ignore[arg-type]
+            if f.name == "span":
+                continue
+            value = getattr(node, f.name)
+            children = value if isinstance(value, tuple) else (value,)
+            stack.extend((c, depth + 1) for c in children if dataclasses.is_dataclass(c))
+    if not too_deep:
+        return []
+    first = min(too_deep, key=lambda s: (s.line, s.column))
+    return [WiaSyntaxError(f"nesting too deep (more than {MAX_DEPTH} levels)", first)]

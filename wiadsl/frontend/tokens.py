@@ -1,0 +1,241 @@
+"""Lexical layer of the frontend: the cached Lark parser, a pre-scan, and the lexer.
+
+Invariants:
+- ``lark_parser()`` is built once per process from ``grammar/wia.lark``.
+- ``prescan`` runs before Lark sees the text. It raises at once for the two errors
+  that make the rest of the file meaningless (an unterminated block comment, and
+  brackets nested deeper than ``MAX_DEPTH``, which would otherwise make recursive
+  consumers overflow the stack), and it replaces every character that starts no
+  token by a space, recording an "invalid character" error for it. The cleaned
+  text has the same length and line structure, so token positions stay true.
+- ``lex`` therefore never raises: every lexical problem is a recorded error.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters
+from lark.lexer import BasicLexer, LexerThread
+
+from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
+from ..resources import grammar_path
+
+#: Deepest bracket or AST nesting the frontend accepts (far below Python's recursion limit).
+MAX_DEPTH = 200
+#: Errors reported for one file at most; the rest would be noise.
+MAX_ERRORS = 50
+
+_VALID = r"A-Za-z0-9_ \t\f\r\n+\-*/%@!=<>&|(),;:.\[\]{}"
+_SCAN = re.compile(
+    r"(?P<comment>//[^\n]*|/\*[\s\S]*?\*/)"
+    r"|(?P<open_comment>/\*)"
+    r"|(?P<open>[(\[{])"
+    r"|(?P<close>[)\]}])"
+    r"|(?P<pair>&&|\|\|)"
+    r"|(?P<bad>[&|]|[^" + _VALID + r"])"
+)
+
+
+@functools.cache
+def lark_parser() -> Lark:
+    """The LALR parser for the grammar (basic lexer, so keywords are reserved)."""
+    return Lark(
+        grammar_path().read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="basic",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+@functools.cache
+def _lexer() -> BasicLexer:
+    """The lexer of ``lark_parser()``, built once (``Lark.lex`` would rebuild it per call)."""
+    return BasicLexer(lark_parser().lexer_conf)
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of ``offset``, counting lines the way Lark does."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, column
+
+
+def offset_span(source: SourceFile, offset: int, length: int = 1) -> Span:
+    """The span of ``length`` characters at ``offset`` (on one line)."""
+    line, column = position(source.text, offset)
+    return Span(source, line, column, line, column + length)
+
+
+def token_span(source: SourceFile, token: Token) -> Span:
+    """The span of a Lark token; ``$END`` tokens have zero width."""
+    end_line = token.end_line if token.end_line is not None else token.line
+    end_column = token.end_column if token.end_column is not None else token.column
+    return Span(source, token.line, token.column, end_line, end_column)
+
+
+def describe_char(char: str) -> str:
+    """A character as an error message shows it: quoted if printable, else U+XXXX."""
+    if char.isprintable() and not char.isspace():
+        return f"'{char}'"
+    return f"U+{ord(char):04X}"
+
+
+def prescan(source: SourceFile) -> tuple[str, list[WiaError]]:
+    """Check comments and nesting; blank out invalid characters (see the module doc).
+
+    Returns the cleaned text and the invalid-character errors; raises
+    ``WiaSyntaxError`` for an unterminated comment or nesting beyond ``MAX_DEPTH``.
+    """
+    text = source.text
+    errors: list[WiaError] = []
+    bad_offsets: list[int] = []
+    depth = 0
+    for m in _SCAN.finditer(text):
+        kind = m.lastgroup
+        if kind == "open_comment":
+            raise WiaSyntaxError("unterminated block comment", offset_span(source, m.start(), 2))
+        if kind == "open":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise WiaSyntaxError(f"nesting too deep (more than {MAX_DEPTH} levels)",
+                                     offset_span(source, m.start()))
+        elif kind == "close":
+            depth = max(0, depth - 1)
+        elif kind == "bad":
+            bad_offsets.append(m.start())
+            if len(errors) < MAX_ERRORS:
+                message = f"invalid character {describe_char(m.group())}"
+                errors.append(WiaSyntaxError(message, offset_span(source, m.start())))
+    if not bad_offsets:
+        return text, errors
+    chars = list(text)
+    for offset in bad_offsets:
+        chars[offset] = " "
+    return "".join(chars), errors
+
+
+def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
+    """The tokens of the pre-scanned ``text``; lexical errors are appended to ``errors``."""
+    while True:
+        try:
+            return list(LexerThread.from_text(_lexer(), text).lex(None))
+        except UnexpectedCharacters as e:
+            # The pre-scan should have blanked every such character; stay total anyway.
+            errors.append(WiaSyntaxError(f"invalid character {describe_char(text[e.pos_in_stream])}",
+                                         offset_span(source, e.pos_in_stream)))
+            text = text[: e.pos_in_stream] + " " + text[e.pos_in_stream + 1:]
+
+
+def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int, int]]:
+    """The tokens of ``text`` as ``(kind, text, line, column)``, for ``wiac --emit tokens``.
+
+    ``kind`` is the grammar's terminal name (``NAME``, ``INT``, ``KERNEL``, ``LPAR``...).
+    Raises ``WiaSyntaxError`` / ``WiaErrors`` for lexical errors.
+    """
+    source = SourceFile(filename, text)
+    cleaned, errors = prescan(source)
+    tokens = lex(source, cleaned, errors)
+    raise_all(errors)
+    return [(t.type, str(t), t.line, t.column) for t in tokens]
+
+
+# ------------------------------------------------------------------ words for errors
+# Parse errors name tokens the way a user writes them, never by terminal name.
+
+_KEYWORDS = frozenset({
+    "IMPORT", "CONST", "FUNC", "KERNEL", "INPUT", "OUTPUT", "IF", "ELSE", "FOR", "IN",
+    "WHILE", "RETURN", "TRUE", "FALSE",
+})
+_DECL_START = frozenset({"IMPORT", "CONST", "FUNC", "KERNEL"})
+_CMP_OPS = frozenset({"EQEQ", "NOTEQ", "LESS", "LESSEQ", "GREATER", "GREATEREQ"})
+_BINARY_OPS = _CMP_OPS | {"OROR", "ANDAND", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT",
+                          "AT", "POW"}
+# Tokens that may continue a complete expression; listing them all would bury the
+# one token the user most likely forgot.
+_CONTINUATION = _BINARY_OPS | {"LPAR", "LSQB", "DOT"}
+_CLOSING = frozenset({"RPAR", "RSQB", "RBRACE"})
+_ORDER = ["INPUT", "OUTPUT", "COMMA", "COLON", "SEMICOLON", "ASSIGN", "RPAR", "RSQB",
+          "LBRACE", "RBRACE", "NAME", "INT", "FLOAT"]
+_NAMED_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number",
+                "$END": "end of file"}
+
+
+@functools.cache
+def _spellings() -> dict[str, str]:
+    """Terminal name -> how an error message spells it (``'{'``, ``a name``)."""
+    words = {t.name: f"'{t.pattern.value}'" for t in lark_parser().terminals
+             if t.pattern.type == "str"}
+    words.update(_NAMED_WORDS)
+    return words
+
+
+def found_words(token: Token) -> str:
+    """What was found, for a message: ``keyword 'if'``, ``name 'x'``, ``'}'``."""
+    if token.type == "$END":
+        return "end of file"
+    if token.type in _KEYWORDS:
+        return f"keyword '{token}'"
+    if token.type == "NAME":
+        return f"name '{token}'"
+    if token.type in ("INT", "FLOAT"):
+        return f"number '{token}'"
+    return f"'{token}'"
+
+
+def _join(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _list_expected(expected: set[str]) -> str | None:
+    """The expected terminals in words, or None when they are too many to help."""
+    if expected & _BINARY_OPS:
+        expected = expected - _CONTINUATION
+    if not expected or len(expected) > 5:
+        return None
+    rank = {name: i for i, name in enumerate(_ORDER)}
+    names = sorted(expected, key=lambda n: (rank.get(n, len(rank)), n))
+    return _join([_spellings().get(n, n) for n in names])
+
+
+def expected_words(expected: set[str], in_block: bool, decl: str | None) -> str | None:
+    """What the parser wanted, in words, chosen by the kind of place it was in."""
+    expected = set(expected) - {"$END"}
+    if expected & _DECL_START:
+        return "a declaration ('import', 'const', 'func' or 'kernel')"
+    if "WHILE" in expected:
+        return "a statement or '}'"
+    if "SEMICOLON" in expected:
+        return "';' after statement" if in_block or decl is None else f"';' after {decl}"
+    if "INT" in expected and "LPAR" in expected:
+        extras = [_spellings()[n] for n in ("COLON", "RPAR", "RSQB") if n in expected]
+        return _join(["an expression", *extras])
+    return _list_expected(expected)
+
+
+def unexpected_token_message(token: Token, expected: set[str], in_block: bool,
+                             decl: str | None) -> str:
+    """The message for a parse error at ``token`` (see tests/frontend/test_syntax_errors.py).
+
+    ``in_block`` says the error is inside a ``{...}`` body; ``decl`` is the keyword
+    of the top-level declaration being parsed, for "expected ';' after const".
+    """
+    if token.type in _CMP_OPS and "PLUS" in expected and not expected & _CMP_OPS:
+        return "comparison operators cannot be chained; combine them with '&&'"
+    want = expected_words(expected, in_block, decl)
+    if token.type == "$END":
+        if "RBRACE" in expected:
+            return "unexpected end of file; expected '}'"
+        return "unexpected end of file" + (f"; expected {want}" if want else "")
+    if token.type in _CLOSING and (expected & _DECL_START or "WHILE" in expected):
+        return f"unexpected {found_words(token)}"
+    if want is None:
+        return f"unexpected {found_words(token)}"
+    if token.type == "NAME" and "INPUT" in expected:
+        return "expected 'input' or 'output' before the parameter name"
+    if token.type in _KEYWORDS:
+        return f"expected {want}, found {found_words(token)}"
+    return f"expected {want}"
