@@ -76,7 +76,7 @@ class Emitter:
     def to_index(self, tv: TypedValue) -> Value:
         if isinstance(tv.value.type, IndexType):
             return tv.value
-        if tv.static is not None and not isinstance(tv.static, (list, tuple, np.ndarray)):
+        if isinstance(tv.static, (int, np.integer)) and not isinstance(tv.static, bool):
             return self.b.constant(int(tv.static), INDEX)
         return self.b.value("arith.cast", [tv.value], INDEX)
 

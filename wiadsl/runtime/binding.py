@@ -98,7 +98,7 @@ def _as_input(param: ParamSpec, value: object) -> np.ndarray:
     _check_rank(param, array.shape, "array")
     # A strided view is copied, as NumPy ufuncs would read it: the kernel sees a
     # dense buffer and the caller's array is left untouched.
-    return np.ascontiguousarray(array)
+    return array if array.flags.c_contiguous else array.copy(order="C")
 
 
 def _bf16_as_f32(expected: DType, got: DType) -> bool:

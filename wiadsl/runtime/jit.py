@@ -15,7 +15,7 @@ import numpy as np
 
 from ..diagnostics import WiaRuntimeError, WiaUsageError
 from ..frontend.compile import CompiledSource, compile_source
-from ..ir.core import ModuleOp
+from ..ir.module import ModuleOp
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
 
