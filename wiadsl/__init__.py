@@ -21,14 +21,14 @@ __version__ = "0.1.0"
 
 
 def jit(source: str, kernel: str | None = None, target: str = "interp",
-        filename: str = "<string>"):
+        filename: str = "<string>", **options):
     """Compile ``source``; return a Module of kernels, or the kernel named ``kernel``.
 
     See ``wiadsl.runtime.jit.jit`` (LANGUAGE.md §8 is the contract).
     """
     from .runtime.jit import jit as _jit
 
-    return _jit(source, kernel=kernel, target=target, filename=filename)
+    return _jit(source, kernel=kernel, target=target, filename=filename, **options)
 
 
 __all__ = [

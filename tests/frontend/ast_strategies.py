@@ -60,8 +60,12 @@ def _index_items(e: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[tuple]:
 
 
 def _calls(e: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Call]:
-    keyword = st.builds(lambda n, v: ast.Keyword(n, v, span=SPAN), names(), e)
-    keywords = st.lists(keyword, max_size=2, unique_by=lambda k: k.name).map(tuple)
+    def keywords_named(ns: list[str]) -> st.SearchStrategy[tuple[ast.Keyword, ...]]:
+        return st.tuples(*(e.map(lambda v, n=n: ast.Keyword(n, v, span=SPAN)) for n in ns))
+
+    # Uniqueness is drawn on the names alone: a filtered draw of a whole keyword
+    # would make Hypothesis print the (huge) repr of the expression strategy.
+    keywords = st.lists(names(), max_size=2, unique=True).flatmap(keywords_named)
     args = st.lists(e, max_size=3).map(tuple)
     return st.builds(lambda n, a, k, m: ast.Call(n, a, k, m, span=SPAN),
                      names(), args, keywords, st.none() | names())

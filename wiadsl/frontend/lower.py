@@ -21,9 +21,10 @@ this ends after at most a few rounds).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -212,7 +213,8 @@ class BodyLowerer:
             incoming = [(then_end, then_env), (pre, env)]
         live = [(blk, e) for blk, e in incoming if blk is not None]
         if not live:  # every path returned
-            self._terminate(pre, lambda b: b.cond_br(cond, then_block, [], else_block, []))
+            with self._at_end(pre) as b:
+                b.cond_br(cond, then_block, [], else_block, [])
             self.block = None
             return env
         join = self._new_block("join")
@@ -222,9 +224,11 @@ class BodyLowerer:
             if blk is pre:  # no else: the false edge goes straight to the join
                 false_args = values
             else:
-                self._terminate(blk, lambda b, v=values: b.br(join, v))
+                with self._at_end(blk) as b:
+                    b.br(join, values)
         false_dest = else_block if else_block is not None else join
-        self._terminate(pre, lambda b: b.cond_br(cond, then_block, [], false_dest, false_args))
+        with self._at_end(pre) as b:
+            b.cond_br(cond, then_block, [], false_dest, false_args)
         self._move_to(join)
         return joined
 
@@ -324,7 +328,8 @@ class BodyLowerer:
             cond = header_cond(hdr_env, i)
             body_block = self._new_block("body")
             exit_block = self._new_block("exit")
-            self._terminate(header, lambda b: b.cond_br(cond, body_block, [], exit_block, []))
+            with self._at_end(header) as b:
+                b.cond_br(cond, body_block, [], exit_block, [])
             self._move_to(body_block)
             body_env = self.block_stmts(body, {**hdr_env, **({var: i} if var else {})})
             end = self.block
@@ -338,10 +343,12 @@ class BodyLowerer:
         if end is not None:
             back = [advance(body_env, i).value] if i is not None else []
             back += [self._coerce_at_end(end, body_env[n], types[n]) for n in carried]
-            self._terminate(end, lambda b: b.br(header, back))
+            with self._at_end(end) as b:
+                b.br(header, back)
         entry_args = [induction.value] if induction is not None else []
         entry_args += [self._coerce_at_end(pre, env[n], types[n]) for n in carried]
-        self._terminate(pre, lambda b: b.br(header, entry_args))
+        with self._at_end(pre) as b:
+            b.br(header, entry_args)
         self._move_to(exit_block)
         return {**env, **{n: hdr_env[n] for n in carried}}
 
@@ -369,19 +376,19 @@ class BodyLowerer:
 
     def _coerce_at_end(self, block: Block, tv: TypedValue, t: ValueType) -> Value:
         """``tv`` as type ``t``, with any cast emitted at the end of ``block``."""
-        saved = self.em.b.block
-        self.em.b.set_insertion_point_to_end(block)
-        value = self.em.coerce_to(tv, t)
-        if saved is not None:
-            self.em.b.set_insertion_point_to_end(saved)
-        return value
+        with self._at_end(block):
+            return self.em.coerce_to(tv, t)
 
-    def _terminate(self, block: Block, make) -> None:
+    @contextmanager
+    def _at_end(self, block: Block) -> Iterator[Builder]:
+        """The builder at the end of ``block`` (for terminators made last), then back."""
         saved = self.em.b.block
         self.em.b.set_insertion_point_to_end(block)
-        make(self.em.b)
-        if saved is not None:
-            self.em.b.set_insertion_point_to_end(saved)
+        try:
+            yield self.em.b
+        finally:
+            if saved is not None:
+                self.em.b.set_insertion_point_to_end(saved)
 
 
 def _nested(array: np.ndarray) -> object:

@@ -18,7 +18,16 @@ from ..ir.core import Value
 from ..ir.types import TensorType
 from . import ast
 from . import shaperules as sr
-from .builtins import BUILTINS, REQUIRED, Builtin, Operand, SignatureError, Sym, apply_rule, bind_arguments
+from .builtins import (
+    BUILTINS,
+    REQUIRED,
+    Builtin,
+    Operand,
+    SignatureError,
+    Sym,
+    apply_rule,
+    bind_arguments,
+)
 from .exprtext import expr_text
 from .lower_expr import Env, dtype_name
 from .lower_values import TypedValue, dialect, ir_type

@@ -8,29 +8,19 @@ backend, and checks and returns the outputs in declaration order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..diagnostics import WiaRuntimeError, WiaUsageError
+from ..dtypes import DType
 from ..frontend.compile import CompiledSource, compile_source
 from ..ir.module import ModuleOp
+from .backend import Backend, CompiledKernel, get_backend
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
 
-#: A backend runs the IR function ``name`` of a module on bound inputs and returns
-#: the output values in declaration order.
-Backend = Callable[[ModuleOp, str, list[np.ndarray]], Sequence[object]]
-
-
-def _interp_backend(module: ModuleOp, name: str, args: list[np.ndarray]) -> Sequence[object]:
-    from ..ir.interpreter import run_func
-
-    return run_func(module, name, args)
-
-
-BACKENDS: dict[str, Backend] = {"interp": _interp_backend}
 DEFAULT_TARGET = "interp"
 
 
@@ -40,8 +30,10 @@ class KernelFunction:
 
     source: CompiledSource
     signature: KernelSignature
-    target: str
-    _specializations: dict[tuple, ModuleOp] = field(default_factory=dict, repr=False)
+    backend: Backend
+    options: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    _specializations: dict[tuple, CompiledKernel] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -49,21 +41,32 @@ class KernelFunction:
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         bound = bind_call(self.signature, args, kwargs)
-        module = self.ir_for(bound)
+        compiled = self.compiled_for(bound)
         inputs = [bound.inputs[p.name] for p in self.signature.inputs]
-        results = BACKENDS[self.target](module, self.name, inputs)
+        results = compiled.run(inputs)
+        self.stats = dict(compiled.stats)
         outputs = [self._deliver(p, r, bound) for p, r in zip(self.signature.outputs, results)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def ir_for(self, bound: BoundCall) -> ModuleOp:
-        """The IR specialized to this call's ``tensor`` parameters (cached)."""
-        key = tuple((n, str(d), len(s)) for n, (d, s) in bound.input_types().items()
-                    if self._is_generic(n))
+    def compiled_for(self, bound: BoundCall) -> CompiledKernel:
+        """The kernel compiled for this call's specialization (cached).
+
+        A specialization is fixed by the dtype and rank of each ``tensor``
+        parameter, and also by every extent when the backend compiles per shape.
+        """
+        types = bound.input_types()
+        generic = {n: (d, len(s)) for n, (d, s) in types.items() if self._is_generic(n)}
+        key: tuple = tuple(sorted((n, str(d), r) for n, (d, r) in generic.items()))
+        if self.backend.specialize_shapes:
+            key += tuple(sorted((n, s) for n, (_, s) in types.items()))
         if key not in self._specializations:
-            generic = {n: (d, len(s)) for n, (d, s) in bound.input_types().items()
-                       if self._is_generic(n)}
-            self._specializations[key] = self.source.lower_kernel(self.name, generic)
+            module = self.ir_for(generic)
+            self._specializations[key] = self.backend.compile(module, self.name, self.options)
         return self._specializations[key]
+
+    def ir_for(self, generic: dict[str, tuple[DType, int]] | None = None) -> ModuleOp:
+        """The verified IR of this kernel (``tensor`` params typed by ``generic``)."""
+        return self.source.lower_kernel(self.name, generic or {})
 
     def _is_generic(self, name: str) -> bool:
         return any(p.name == name and p.dtype is None for p in self.signature.params)
@@ -114,15 +117,15 @@ class Module:
 
 
 def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,
-        filename: str = "<string>") -> Module | KernelFunction:
+        filename: str = "<string>", **options: Any) -> Module | KernelFunction:
     """Compile ``source``; return a Module, or the one kernel named ``kernel``.
 
-    ``filename`` is used in diagnostics and to find imports next to the file.
+    ``filename`` is used in diagnostics and to find imports next to the file;
+    ``options`` go to the backend (e.g. ``array=(32, 32)`` for ``systolic``).
     """
-    if target not in BACKENDS:
-        raise WiaUsageError(f"unknown target '{target}'; available: {', '.join(BACKENDS)}")
+    backend = get_backend(target)
     compiled = compile_source(source, filename)
-    kernels = {k.name: KernelFunction(compiled, signature_of(k), target)
+    kernels = {k.name: KernelFunction(compiled, signature_of(k), backend, dict(options))
                for k in compiled.kernels}
     if kernel is None:
         return Module(kernels)

@@ -1,0 +1,1 @@
+"""Helpers for tests of the compiler (FileCheck-style matching of IR text)."""
