@@ -38,8 +38,8 @@ class Directive:
             if part.startswith("{{") and part.endswith("}}"):
                 out.append(f"(?:{part[2:-2]})")
             else:
-                out.append(r"\s+".join(re.escape(w) for w in part.split()) if part.strip()
-                           else (r"\s*" if part else ""))
+                out.extend(r"\s+" if tok.isspace() else re.escape(tok)
+                           for tok in re.split(r"(\s+)", part) if tok)
         return re.compile("".join(out))
 
 
