@@ -21,9 +21,10 @@ class SourceFile:
     text: str
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
+        # Lark counts lines by '\n' only; splitlines() would also split on \f, \x1c...
+        lines = self.text.split("\n")
         if 1 <= line <= len(lines):
-            return lines[line - 1]
+            return lines[line - 1].rstrip("\r")
         return ""
 
 
@@ -43,13 +44,16 @@ class Span:
 
     def render_caret(self) -> str:
         """The source line and a caret row underlining the span (on its first line)."""
-        text = self.source.line_text(self.line).expandtabs(4)
+        raw = self.source.line_text(self.line)
+        # Columns count characters; expand tabs in the prefix too, so the caret lines up.
+        start = len(raw[: self.column - 1].expandtabs(4))
         if self.end_line == self.line and self.end_column > self.column + 1:
-            width = self.end_column - self.column
+            end = len(raw[: self.end_column - 1].expandtabs(4))
         else:
-            width = 1
-        width = max(1, min(width, max(1, len(text) - self.column + 1)))
-        return f"    {text}\n    {' ' * (self.column - 1)}{'^' * width}"
+            end = start + 1
+        text = raw.expandtabs(4)
+        width = max(1, min(end - start, max(1, len(text) - start)))
+        return f"    {text}\n    {' ' * start}{'^' * width}"
 
     def to(self, other: Span) -> Span:
         """The span from the start of ``self`` to the end of ``other``."""

@@ -109,6 +109,19 @@ def test_errors_in_several_declarations_and_kinds():
     ]
 
 
+def test_missing_brace_after_a_bad_statement_is_reported_too():
+    with pytest.raises(WiaErrors) as info:
+        parse_source("kernel k() {\n    x = ;\n", "m.wia")
+    assert [e.render().splitlines()[0] for e in info.value.errors] == [
+        "m.wia:2:9: error: expected an expression",
+        "m.wia:2:10: error: unexpected end of file; expected '}'",
+    ]
+
+
+def test_garbage_to_the_end_of_file_is_one_error():
+    assert render("kernel k() { x = a b c").count("error:") == 1
+
+
 def test_lexical_error_is_not_repeated_as_a_parse_error():
     # Blanking '#' leaves `x = ;`; that parse error would only repeat the first one.
     assert render("kernel k() { x = #; }").splitlines()[0] == \

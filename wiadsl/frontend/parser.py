@@ -95,6 +95,7 @@ class _Driver:
     brace_depth: int = 0
     decl: str | None = None
     stmt_start: tuple[int, int] = (1, 1)
+    skipped_to_end: bool = False  # the last recovery found no end of statement
 
     def run(self, errors: list[WiaError]) -> Tree | None:
         """The parse tree, or None when the end of the file could not be reached."""
@@ -120,7 +121,9 @@ class _Driver:
         try:
             return parser.feed_token(self._end_token())
         except UnexpectedToken as e:
-            if not recovering:
+            # Unless the last skip ran to the end (the error is then that same one),
+            # an unexpected end is an error of its own, typically a missing '}'.
+            if not self.skipped_to_end:
                 self._report(e.token, parser, errors)
             return None
 
@@ -172,6 +175,7 @@ class _Driver:
                 self.brace_depth = 0
                 return i
             i += 1
+        self.skipped_to_end = True
         return i
 
     def _end_token(self) -> Token:
