@@ -31,7 +31,7 @@ import numpy as np
 from ..diagnostics import Span, WiaNameError, WiaTypeError
 from ..dtypes import DType
 from ..ir.builder import Builder
-from ..ir.core import Block, Value
+from ..ir.core import Block, OpResult, Value
 from ..ir.module import FuncOp
 from . import ast
 from . import typerules as tr
@@ -71,6 +71,7 @@ class BodyLowerer:
         self.returns: list[PendingReturn] = []
         self._dim_sources = dims or {}
         self._dims: dict[str, TypedValue] = {}
+        self._block_hints: dict[str, int] = {}
 
     # ------------------------------------------------------------- names
 
@@ -150,8 +151,7 @@ class BodyLowerer:
 
     def _assign(self, s: ast.Assign, env: Env) -> Env:
         tv = self.exprs.expr(s.value, env)
-        if tv.value.name_hint is None:  # the printer shows %norm rather than %1
-            tv.value.name_hint = s.target
+        _name(tv.value, s.target)
         return {**env, s.target: tv}
 
     def _augassign(self, s: ast.AugAssign, env: Env) -> Env:
@@ -161,6 +161,7 @@ class BodyLowerer:
             result = self.exprs.binary(s.op, current, value)
         except tr.RuleError as err:
             raise rule_error(err, s.span) from None
+        _name(result.value, s.target)
         return {**env, s.target: result}
 
     def _sliceassign(self, s: ast.SliceAssign, env: Env) -> Env:
@@ -183,6 +184,7 @@ class BodyLowerer:
         else:
             new = b.value("tensor.insert_slice", [value.value, target.value, *operands],
                           ir_type(result), {"layout": layout})
+        _name(new, s.target)
         return {**env, s.target: TypedValue(new, result)}
 
     def _return(self, s: ast.Return, env: Env) -> Env:
@@ -255,6 +257,7 @@ class BodyLowerer:
             arg = join.add_arg(ir_type(t), name)
             joined[name] = TypedValue(arg, t)
             for k, ((blk, _), tv) in enumerate(zip(live, tvs, strict=True)):
+                _yield_name(tv.value, name)
                 edge_values[k].append(self._coerce_at_end(blk, tv, t))
         return joined, edge_values
 
@@ -317,7 +320,7 @@ class BodyLowerer:
         carried = [n for n in env if n in assigned_names(body) and n != var]
         types = {n: env[n].type for n in carried}
         while True:
-            mark = len(self.func.blocks)
+            mark, hints = len(self.func.blocks), dict(self._block_hints)
             header = self._new_block("loop")
             i = TypedValue(header.add_arg(ir_type(induction.type), var), induction.type) \
                 if induction is not None else None
@@ -339,7 +342,15 @@ class BodyLowerer:
                    for n in carried):
                 break
             self._discard_blocks(mark)
+            self._block_hints = hints  # the next round reuses the names
             types = widened
+        for n in carried:
+            _yield_name(env[n].value, n)
+            if end is not None:
+                _yield_name(body_env[n].value, n)
+        # the exit block goes after the body's blocks, so the IR reads top to bottom
+        self.func.body.remove_block(exit_block)
+        self.func.body.add_block(exit_block)
         if end is not None:
             back = [advance(body_env, i).value] if i is not None else []
             back += [self._coerce_at_end(end, body_env[n], types[n]) for n in carried]
@@ -368,7 +379,11 @@ class BodyLowerer:
         return self.block
 
     def _new_block(self, hint: str) -> Block:
-        return self.func.add_block((), None, hint)
+        """A new block named ``hint``, ``hint.1``, ``hint.2``... (unique in the function,
+        so the printer keeps every name: ``^loop.1`` rather than ``^bb3``)."""
+        n = self._block_hints.get(hint, 0)
+        self._block_hints[hint] = n + 1
+        return self.func.add_block((), None, f"{hint}.{n}" if n else hint)
 
     def _move_to(self, block: Block) -> None:
         self.block = block
@@ -389,6 +404,20 @@ class BodyLowerer:
         finally:
             if saved is not None:
                 self.em.b.set_insertion_point_to_end(saved)
+
+
+def _name(value: Value, name: str) -> None:
+    """Name an unnamed value after the variable it binds (``%norm`` rather than ``%1``)."""
+    if value.name_hint is None:
+        value.name_hint = name
+
+
+def _yield_name(value: Value, name: str) -> None:
+    """Let the join or header argument for ``name`` print as ``%name``: an op result
+    flowing into it gives up that hint (it prints numbered). Block arguments keep
+    theirs (a kernel parameter stays ``%x``)."""
+    if isinstance(value, OpResult) and value.name_hint == name:
+        value.name_hint = None
 
 
 def _nested(array: np.ndarray) -> object:

@@ -208,9 +208,14 @@ def _scalar_of(lx: ExprLowerer, value: Value, r: ValueType) -> Value:
 
 def _flatten(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
     x = _tv(a, "x")
-    rest = lx.em.index_product([lx.em.dim(x.value, i) for i in range(1, x.type.rank)])
-    extents = [lx.em.dim(x.value, 0), rest]
-    return _op(lx, "tensor.reshape", [x.value] + _dynamic_extents(lx, r, extents), r)
+    lead, rest = ir_type(r).shape  # type: ignore[union-attr]
+    extents: list[Value] = []  # only the dynamic ones, as _dynamic_extents would pick
+    if lead is None:
+        extents.append(lx.em.dim(x.value, 0))
+    if rest is None:
+        extents.append(lx.em.index_product([lx.em.dim(x.value, i)
+                                            for i in range(1, x.type.rank)]))
+    return _op(lx, "tensor.reshape", [x.value] + extents, r)
 
 
 def _broadcast_to(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
@@ -265,9 +270,14 @@ def _quant(kind: str) -> Emit:
         if zp.type.dtype.kind == 0 or zp.type.weak:
             zp = lx.em.cast(zp, DType.I32 if zp.type.dtype.kind < 2 else zp.type.dtype)
         ops = [x.value, scale.value, zp.value]
+        # The IR's fake_quant is f32, as dequantize; the language types it as x's
+        # float dtype (shaperules), so a non-f32 x gets the f32 result cast back.
+        ir_result = ValueType(DType.F32, r.shape) if kind == "fake_quant" else r
         if r.is_scalar:
-            return _scalar_quant(lx, kind, ops, r)
-        return _op(lx, f"tensor.{kind}", ops, r)
+            out = _scalar_quant(lx, kind, ops, ir_result)
+        else:
+            out = _op(lx, f"tensor.{kind}", ops, ir_result)
+        return lx.em.cast(out, r.dtype) if out.type.dtype is not r.dtype else out
     return emit
 
 

@@ -91,6 +91,12 @@ class ExprLowerer:
     def _unary(self, e: ast.UnaryOp, env: Env) -> TypedValue:
         x = self.expr(e.operand, env)
         if e.op == "-":
+            if isinstance(x.static, (int, float)) and not isinstance(x.static, bool):
+                result = tr.unary("neg", x.type)  # ``-5`` is the constant -5
+                assert isinstance(result, ValueType)
+                if isinstance(e.operand, (ast.IntLit, ast.FloatLit)) and not x.value.uses:
+                    x.value.op.erase()  # type: ignore[attr-defined]  # fresh, unshared
+                return self.em.constant(-x.static, result, -x.static)
             return self.unary_fn("neg", x)
         tr.unary("!", x.type)
         if x.static is not None and np.ndim(x.static) == 0:

@@ -55,12 +55,17 @@ class ProgramLowerer:
 
     # ---------------------------------------------------------------- kernels
 
-    def kernel_types(self, name: str, generic: GenericTypes) -> list[tuple[str, str, ValueType]]:
-        """(name, direction, type) per parameter, ``tensor`` ones from ``generic``."""
+    def kernel_types(self, name: str, generic: GenericTypes
+                     ) -> list[tuple[str, str, ValueType | None]]:
+        """(name, direction, type) per parameter, ``tensor`` ones from ``generic``; a
+        ``tensor`` output not in ``generic`` is None: the body's value fixes its type."""
         typing = self.checked.kernels[name]
         out = []
         for p in typing.params:
             t = p.type
+            if t is UNKNOWN and p.direction == "output" and p.name not in generic:
+                out.append((p.name, p.direction, None))  # typed by what the body assigns
+                continue
             if t is UNKNOWN:
                 if p.name not in generic:
                     raise WiaUsageError(
@@ -75,9 +80,9 @@ class ProgramLowerer:
     def lower_kernel(self, name: str, generic: GenericTypes | None = None) -> FuncOp:
         typing = self.checked.kernels[name]
         params = self.kernel_types(name, generic or {})
-        inputs = [(n, t) for n, d, t in params if d == "input"]
+        inputs = [(n, t) for n, d, t in params if d == "input" and t is not None]
         outputs = [(n, t) for n, d, t in params if d == "output"]
-        func = FuncOp(name, [ir_type(t) for _, t in inputs], [ir_type(t) for _, t in outputs],
+        func = FuncOp(name, [ir_type(t) for _, t in inputs], [],
                       [n for n, _ in inputs],
                       {"kernel": True, "outputs": [n for n, _ in outputs]})
         self.module.add(func)
@@ -91,7 +96,10 @@ class ProgramLowerer:
         env = body.block_stmts(typing.kernel.body, env)
         block = body.block
         assert block is not None, "kernels have no return statement"
-        results = [body._coerce_at_end(block, env[n], t) for n, t in outputs]
+        types = [t if t is not None else _strong(env[n].type) for n, t in outputs]
+        results = [body._coerce_at_end(block, env[n], t)
+                   for (n, _), t in zip(outputs, types, strict=True)]
+        func.result_types = tuple(ir_type(t) for t in types)
         Builder.at_end(block).ret(results)
         return func
 
@@ -139,6 +147,11 @@ class ProgramLowerer:
             Builder.at_end(r.block).ret([body._coerce_at_end(r.block, r.value, result)])
         ir_func.result_types = (ir_type(result),)
         return FuncInstance(ir_func, passed, result)
+
+
+def _strong(t: ValueType) -> ValueType:
+    """The type a ``tensor`` output takes from its value: weakness ends at the call."""
+    return ValueType(t.dtype, t.shape)
 
 
 def lower_program(checked: CheckedProgram, kernel: str | None = None,

@@ -105,6 +105,9 @@ class Operation:
 
     name: ClassVar[str] = ""
     traits: ClassVar[frozenset[Trait]] = frozenset()
+    #: Optional source location (a ``diagnostics.Span``) of the code this op came
+    #: from; set by the lowering, kept by passes, read by optimization remarks.
+    loc: Any = None
 
     def __init__(self, operands: Sequence[Value] = (), result_types: Sequence[IRType] = (),
                  attributes: dict[str, Any] | None = None,
@@ -361,3 +364,12 @@ def value_block(value: Value) -> Block | None:
         return value.block
     assert isinstance(value, OpResult)
     return value.op.parent
+
+
+def walk_nested(blocks: Sequence[Block]) -> Iterator[Operation]:
+    """Every op of ``blocks`` and, after each op, the ops of its regions (pre-order)."""
+    for block in list(blocks):
+        for op in list(block.ops):
+            yield op
+            for region in op.regions:
+                yield from walk_nested(region.blocks)

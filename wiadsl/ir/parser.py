@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .core import Block, Operation, Value
+from .core import Block, Operation, Region, Value
 from .lexer import Token
 from .module import FuncOp, ModuleOp
-from .ops import CMP_OPS, OPS, SHORT_NAMES, create_op
+from .ops import CMP_OPS, OPS, SHORT_NAMES, create_op, op_class
 from .parse_attrs import TokenCursor
 from .types import I1, IndexType, IRType
 
-_LONG_NAMES = {short: long for long, short in SHORT_NAMES.items()}
+_LONG_NAMES = {short: long for long, short in SHORT_NAMES.items()} | {"yield": "tensor.yield"}
 
 
 def _hint(token_text: str) -> str | None:
@@ -165,12 +165,36 @@ class Parser(TokenCursor):
             raise self.error(f"unknown op '{name_tok.text}'", name_tok)
         parse = _CUSTOM.get(name, Parser._generic)
         operands, types, results, attrs, succs = parse(self, scope, name, len(result_toks))
+        regions = []
+        while self.at("PUNCT", "{"):  # only op regions can follow the type signature
+            regions.append(self._parse_region(scope))
         values = [scope.use(tok, t) for tok, t in zip(operands, types, strict=False)]
-        op = create_op(name, values, results, attrs, succs, [None] * len(results))
+        if regions:
+            op = op_class(name)(values, results, attrs, succs, regions, [None] * len(results))
+        else:
+            op = create_op(name, values, results, attrs, succs, [None] * len(results))
         block.append(op)
         for tok, result in zip(result_toks, op.results, strict=False):
             scope.define(tok, result)
         return op
+
+    def _parse_region(self, scope: FuncScope) -> Region:
+        """``{ ^bb0(%a: T, ...): ops }``: one block; its label is local to the region."""
+        self.punct("{")
+        self.expect("BLOCK", what="a region block label")
+        block = Block()
+        if self.accept_punct("("):
+            for arg_tok, t in self.comma_list(self._param, ")"):
+                scope.define(arg_tok, block.add_arg(t))
+            self.punct(")")
+        self.punct(":")
+        while not self.accept_punct("}"):
+            if self.at("BLOCK"):
+                raise self.error("op regions have one block")
+            if self.at("EOF"):
+                raise self.error("expected '}' at the end of the region")
+            self.parse_op(scope, block)
+        return Region([block])
 
     def _operand_toks(self) -> list[Token]:
         return self.comma_list(lambda: self.expect("VALUE")) if self.at("VALUE") else []
@@ -278,6 +302,7 @@ _CUSTOM: dict[str, Callable[..., Any]] = {
     "cf.cond_br": Parser._cond_branch,
     "func.return": Parser._return,
     "func.call": Parser._call,
+    "tensor.yield": Parser._return,
 }
 
 

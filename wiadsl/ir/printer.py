@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from .attributes import format_attr_dict, format_scalar
-from .core import Block, Operation, Value
+from .core import Block, Operation, Region, Value
 from .module import FuncOp, ModuleOp
 from .ops import CMP_OPS, SHORT_NAMES
 from .types import IndexType, IRType
@@ -67,11 +67,18 @@ class Namer:
 
 def _values_in_order(func: FuncOp) -> list[Value]:
     out: list[Value] = []
-    for block in func.blocks:
+    _collect_values(func.blocks, out)
+    return out
+
+
+def _collect_values(blocks: Sequence[Block], out: list[Value]) -> None:
+    # Values inside op regions (fused bodies) share the function's name space.
+    for block in blocks:
         out.extend(block.args)
         for op in block.ops:
             out.extend(op.results)
-    return out
+            for region in op.regions:
+                _collect_values(region.blocks, out)
 
 
 def type_signature(op: Operation) -> str:
@@ -106,7 +113,7 @@ class FuncPrinter:
             self.lines.append(self.label(block))
             for op in block.ops:
                 self.op_lines[id(op)] = len(self.lines)
-                self.lines.append("  " + self.op_text(op))
+                self.lines.extend("  " + line for line in self.op_text(op).split("\n"))
         self.lines.append("}")
         return self.lines
 
@@ -133,7 +140,22 @@ class FuncPrinter:
     def op_text(self, op: Operation) -> str:
         lhs = f"{self.operands(op.results)} = " if op.results else ""
         printer = _CUSTOM.get(op.name, FuncPrinter.generic)
-        return lhs + printer(self, op)
+        text = lhs + printer(self, op)
+        for region in op.regions:
+            text += " " + self.region_text(region)
+        return text
+
+    def region_text(self, region: Region) -> str:
+        """``{`` then each block's label and ops (indented), then ``}``; block labels
+        are scoped to the region (``^bb0``...)."""
+        lines = ["{"]
+        for i, block in enumerate(region.blocks):
+            args = ", ".join(f"{self.names.value(a)}: {a.type}" for a in block.args)
+            lines.append(f"^bb{i}({args}):" if block.args else f"^bb{i}:")
+            for op in block.ops:
+                lines.extend("  " + line for line in self.op_text(op).split("\n"))
+        lines.append("}")
+        return "\n".join(lines)
 
     def generic(self, op: Operation, skip: Sequence[str] = ()) -> str:
         parts = [op.name]
@@ -181,6 +203,9 @@ class FuncPrinter:
         types = ", ".join(map(str, op.operand_types))
         return f"return {self.operands(op.operands)}{self.trailing_attrs(op)} : {types}"
 
+    def yield_(self, op: Operation) -> str:
+        return "yield" + self.ret(op)[len("return"):]
+
     def call(self, op: Operation) -> str:
         ins = "(" + ", ".join(map(str, op.operand_types)) + ")"
         outs = _type_group(op.result_types)
@@ -195,6 +220,7 @@ _CUSTOM: dict[str, Callable[[FuncPrinter, Operation], str]] = {
     "cf.cond_br": FuncPrinter.cond_branch,
     "func.return": FuncPrinter.ret,
     "func.call": FuncPrinter.call,
+    "tensor.yield": FuncPrinter.yield_,
 }
 assert set(SHORT_NAMES) <= set(_CUSTOM)
 

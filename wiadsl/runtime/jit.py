@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..diagnostics import WiaRuntimeError, WiaUsageError
+from ..diagnostics import WiaCallError, WiaRuntimeError, WiaUsageError
 from ..dtypes import DType
 from ..frontend.compile import CompiledSource, compile_source
 from ..ir.module import ModuleOp
@@ -78,6 +78,11 @@ class KernelFunction:
         self._check_output_shape(param, array.shape, bound)
         buffer = bound.out_buffers.get(param.name)
         if buffer is not None:
+            if buffer.dtype != array.dtype and param.dtype is None:
+                # a ``tensor`` output: its dtype is known only now, before any write
+                raise WiaCallError(f"output '{param.name}': expected a buffer of "
+                                   f"{array.dtype} (the dtype of the result), got a "
+                                   f"{buffer.dtype} array")
             np.copyto(buffer, array)
             return buffer
         return array[()] if array.ndim == 0 else np.ascontiguousarray(array)

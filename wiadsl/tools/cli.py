@@ -1,99 +1,226 @@
-"""``wiac``: compile a WIA DSL file and print or write one stage of the pipeline.
+"""``wiac``: the WIA DSL compiler's command line.
 
-Exit status: 0 on success, 1 on a user error (the diagnostic on stderr, never a
-traceback), 2 on bad command-line usage (argparse's convention).
+Three commands share the program name:
+
+    wiac [OPTIONS] FILE            compile FILE and print or write one stage (--emit, -o)
+    wiac [OPTIONS] FILE --run      run a kernel of FILE on .npy inputs
+    wiac check [OPTIONS] FILE      run every kernel on every backend and compare
+    wiac --repl  (or no argument)  the interactive session
+
+Exit statuses are documented in ``errors.py`` (0 ok, 1 user error, 2 bad command
+line, 3 internal compiler error). Invariant: every path through ``main`` returns
+one of them; nothing raises out of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
-from ..diagnostics import WiaError, WiaUsageError
+from ..diagnostics import WiaUsageError
+from ..runtime.backend import TARGETS
+from .emit import EMITTERS, EXTENSIONS, TARGET_EMITS, Artifact, CompileJob
+from .errors import EXIT_OK, EXIT_USAGE, guarded
+from .pipeline import PM_OPTIONS, OptOptions
+from .source import CommandLineError, parse_defines, parse_inputs, read_source
 
-EMIT_STAGES = ("tokens", "ast", "ir")
+COMPILE_TARGETS = sorted({*TARGETS, *TARGET_EMITS})
+
+EXAMPLES = """\
+examples:
+  wiac examples/matmul.wia                     print the IR (--emit ir is the default)
+  wiac examples/cnn.wia --emit opt-ir -O3 --time-passes
+  wiac examples/mlp.wia -p 'inline,canonicalize,cse,dce' --print-ir-after-all
+  wiac examples/matmul.wia -o matmul.ptx       PTX, and the launch plan in matmul.ptx.json
+  wiac examples/matmul.wia -D M=256 -D K=256 -D N=256 -o matmul.sasm
+  wiac examples/matmul.wia --run --input A=a.npy --input B=b.npy -o c.npz
+  cat k.wia | wiac - --emit ast                '-' reads stdin (and -o - writes stdout)
+  wiac check examples/mlp.wia -D T=7 --bisect  every backend against the interpreter
+  wiac --repl                                  the interactive session (also: python -m wiadsl)
+
+-o OUT picks the output from its extension: .ir (optimized IR), .ll (LLVM IR),
+.s (host assembly), .o (object), .ptx (PTX), .sasm (systolic assembly).
+
+exit status: 0 success, 1 error in the program or its inputs (diagnostic on stderr),
+2 malformed command line, 3 internal compiler error (set WIADSL_DEBUG=1 for the traceback).
+"""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but usage errors exit with status 2 through our own message format."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="wiac",
-        description="Compile WIA DSL kernels. Reads FILE ('-' for stdin) and prints the "
-        "stage chosen with --emit, or writes it to -o OUT ('-' for stdout).",
-    )
-    parser.add_argument("file", help="a .wia source file, or '-' for standard input")
-    parser.add_argument("-o", "--output", metavar="OUT", help="write the result here")
-    parser.add_argument("--emit", choices=EMIT_STAGES, default="ir",
-                        help="the stage to print (default: ir)")
-    parser.add_argument("--kernel", metavar="NAME", help="only this kernel")
-    parser.add_argument("--version", action="version", version=f"wiac {__version__}")
-    return parser
+    p = _ArgumentParser(
+        prog="wiac", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        usage="wiac [options] FILE\n       wiac check [options] FILE\n       wiac --repl",
+        description="Compile WIA DSL kernels: print any stage of the pipeline, write "
+        "PTX, systolic assembly, LLVM IR or objects, run a kernel on .npy files, or "
+        "start the interactive session.")
+    p.add_argument("file", nargs="?", metavar="FILE", help="a .wia source file ('-': stdin)")
+    out = p.add_argument_group("output")
+    out.add_argument("-o", "--output", metavar="OUT",
+                     help="write here ('-': stdout); the extension picks --emit")
+    out.add_argument("--emit", choices=list(EMITTERS), metavar="STAGE",
+                     help="what to produce: " + ", ".join(EMITTERS) + " (default: ir)")
+    out.add_argument("--target", choices=COMPILE_TARGETS, metavar="TARGET",
+                     help="backend: " + ", ".join(COMPILE_TARGETS) + " (for --run: "
+                     "where the kernel runs; otherwise the default --emit)")
+    out.add_argument("--kernel", metavar="NAME", help="the kernel to compile or run")
+    out.add_argument("-D", dest="defines", action="append", default=[], metavar="DIM=N",
+                     help="fix a symbolic dim (-D M=128); repeatable")
+    opt = p.add_argument_group("optimization")
+    opt.add_argument("-O", dest="level", type=int, choices=range(4), default=2,
+                     metavar="N", help="optimization level -O0..-O3 (default: -O2)")
+    opt.add_argument("-p", "--passes", dest="pipeline", metavar="PIPELINE",
+                     help="run this pass pipeline instead ('inline,cse,tile{sizes=32,32}')")
+    opt.add_argument("--print-ir-after-all", action="store_true",
+                     help="print the IR after every pass (stderr)")
+    opt.add_argument("--print-ir-after", action="append", metavar="PASS",
+                     help="print the IR after this pass (stderr); repeatable")
+    opt.add_argument("--print-ir-after-change", action="store_true",
+                     help="print the IR after each pass that changed it (stderr)")
+    opt.add_argument("--time-passes", action="store_true",
+                     help="a table of the time spent in each pass (stderr)")
+    opt.add_argument("--remarks", action="store_true",
+                     help="report what was fused and what was not, and why (stderr)")
+    opt.add_argument("--patterns", action="append", default=[], metavar="FILE",
+                     help="add the rewrite patterns of FILE; repeatable")
+    be = p.add_argument_group("backend options")
+    be.add_argument("--arch", default="sm_80", help="PTX target architecture (default sm_80)")
+    be.add_argument("--array", default="128x128", metavar="RxC",
+                    help="systolic array size (default 128x128)")
+    be.add_argument("--dataflow", choices=("ws", "os"), default="ws",
+                    help="systolic dataflow: weight- or output-stationary (default ws)")
+    run = p.add_argument_group("running")
+    run.add_argument("--run", action="store_true",
+                     help="run the kernel; results go to -o (.npz/.npy) or stdout")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
+                     help="an input: NAME=file.npy, NAME=file.npz:key or NAME=0.5")
+    p.add_argument("--repl", action="store_true", help="start the interactive session")
+    p.add_argument("--version", action="version", version=f"wiac {__version__}")
+    return p
 
 
-def _read_source(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise WiaUsageError(f"cannot read '{path}': {exc.strerror}") from None
-    from ..frontend.parser import decode_source
-
-    return decode_source(data, path), path
+def parse_array(text: str) -> tuple[int, int]:
+    rows, sep, cols = text.lower().partition("x")
+    if not (sep and rows.isdigit() and cols.isdigit()) or int(rows) < 1 or int(cols) < 1:
+        raise CommandLineError(f"--array expects ROWSxCOLS (like 128x128), got '{text}'")
+    return int(rows), int(cols)
 
 
-def _emit_tokens(text: str, filename: str, _args: argparse.Namespace) -> str:
-    from ..frontend.parser import tokenize
-
-    return "".join(f"{line}:{col}\t{kind}\t{tok!r}\n" for kind, tok, line, col in
-                   tokenize(text, filename))
-
-
-def _emit_ast(text: str, filename: str, _args: argparse.Namespace) -> str:
-    from ..frontend.astdump import dump_program
-    from ..frontend.loader import load_program
-    from ..frontend.typecheck import check
-
-    loaded = load_program(text, filename)
-    check(loaded)
-    return dump_program(loaded.main)
+def job_from_args(args: argparse.Namespace, text: str, filename: str) -> CompileJob:
+    pm = {k: getattr(args, k) for k in PM_OPTIONS if getattr(args, k)}
+    patterns = [read_source(path)[0] for path in args.patterns]
+    opt = OptOptions(args.level, args.pipeline, pm, patterns)
+    return CompileJob(text, filename, args.kernel, opt, parse_defines(args.defines),
+                      args.arch, parse_array(args.array), args.dataflow,
+                      [] if args.remarks else None)
 
 
-def _emit_ir(text: str, filename: str, args: argparse.Namespace) -> str:
-    from ..ir.printer import print_module
-    from ..frontend.compile import compile_to_ir
+def choose_emitter(args: argparse.Namespace) -> str:
+    """--emit, else the -o extension, else the --target default, else ``ir``."""
+    if args.emit:
+        return args.emit
+    if args.output and args.output != "-":
+        suffix = Path(args.output).suffix
+        if suffix in EXTENSIONS:
+            return EXTENSIONS[suffix]
+    if args.target:
+        return TARGET_EMITS[args.target]
+    return "ir"
 
-    return print_module(compile_to_ir(text, filename, kernel=args.kernel))
+
+def _check_combinations(args: argparse.Namespace) -> None:
+    if args.file is None:
+        raise CommandLineError("no input file (give FILE, '-' for stdin, or --repl)")
+    if args.input and not args.run:
+        raise CommandLineError("--input needs --run")
+    if args.run and args.emit:
+        raise CommandLineError("--run and --emit exclude each other")
 
 
-EMITTERS: dict[str, Callable[[str, str, argparse.Namespace], str]] = {
-    "tokens": _emit_tokens,
-    "ast": _emit_ast,
-    "ir": _emit_ir,
-}
+def compile_command(args: argparse.Namespace) -> int:
+    _check_combinations(args)
+    text, filename = read_source(args.file)
+    job = job_from_args(args, text, filename)
+    if args.run:
+        return _run(args, job)
+    emitter = EMITTERS[choose_emitter(args)]
+    if emitter.binary and args.output in (None, "-") and sys.stdout.isatty():
+        raise WiaUsageError(f"--emit {emitter.name} writes binary data; give -o FILE")
+    artifact = emitter.run(job)
+    _write(artifact, args.output)
+    _print_remarks(job)
+    return EXIT_OK
 
 
-def _write(result: str, output: str | None) -> None:
+def _run(args: argparse.Namespace, job: CompileJob) -> int:
+    from .run import print_run, run_kernel, save_outputs
+
+    target = None if args.target in (None, "ptx") else args.target
+    if args.target == "ptx":
+        raise CommandLineError("--run --target ptx: PTX runs on a GPU; use --target cuda")
+    outputs, stats = run_kernel(job, target, parse_inputs(args.input))
+    if args.output and args.output != "-":
+        save_outputs(outputs, args.output)
+        if stats:
+            print_run({}, stats)
+    else:
+        print_run(outputs, stats)
+    return EXIT_OK
+
+
+def _write(artifact: Artifact, output: str | None) -> None:
     if output is None or output == "-":
-        sys.stdout.write(result)
+        main = artifact.main
+        if isinstance(main, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(main)
+        else:
+            sys.stdout.write(main)
+        sys.stdout.flush()
         return
     try:
-        Path(output).write_text(result)
+        if isinstance(artifact.main, bytes):
+            Path(output).write_bytes(artifact.main)
+        else:
+            Path(output).write_text(artifact.main, encoding="utf-8")
+        for suffix, text in artifact.side.items():
+            Path(output + suffix).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise WiaUsageError(f"cannot write '{output}': {exc.strerror}") from None
 
 
+def _print_remarks(job: CompileJob) -> None:
+    for remark in job.remarks or ():
+        render = getattr(remark, "render", None)
+        print(render() if callable(render) else str(remark), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``wiac`` entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        from .repl import main as repl_main
+
+        return repl_main([])
+    if argv[0] == "check":
+        from .check import main as check_main
+
+        return check_main(argv[1:])
     args = build_arg_parser().parse_args(argv)
-    try:
-        text, filename = _read_source(args.file)
-        _write(EMITTERS[args.emit](text, filename, args), args.output)
-    except WiaError as err:
-        print(err.render(), file=sys.stderr)
-        return 1
-    return 0
+    if args.repl:
+        from .repl import main as repl_main
+
+        return guarded(lambda: repl_main(args), "wiac")
+    return guarded(lambda: compile_command(args))
 
 
 if __name__ == "__main__":

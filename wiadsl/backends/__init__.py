@@ -1,0 +1,1 @@
+"""Code generators that turn optimized IR into something a machine runs."""

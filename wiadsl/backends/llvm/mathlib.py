@@ -1,0 +1,89 @@
+"""Math functions emitted inline, so loops that call them still vectorize.
+
+libm calls (``expf``...) are opaque to the loop vectorizer; NumPy's own exp is
+SIMD, so a scalar libm loop would lose to it. ``exp_f32`` and ``tanh_f32`` are
+Cephes' single-precision algorithms (range reduction + polynomial, about
+1 ulp), written with plain IR and intrinsics that have vector forms. Other
+functions use LLVM intrinsics or libm (f64 always libm: accuracy first).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .types import F32, F64, I32
+
+LOG2E = 1.44269504088896341
+C1, C2 = 0.693359375, -2.12194440e-4
+EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+            1.6666665459e-1, 5.0000001201e-1)
+TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+             -3.33332819422e-1)
+
+
+def intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+    mod = b.module
+    t = args[0].type
+    suffix = {F32: "f32", F64: "f64"}.get(t, str(t))
+    full = f"llvm.{name}.{suffix}"
+    fn = mod.globals.get(full)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(t, [t] * len(args)), full)
+    return b.call(fn, args)
+
+
+def libm(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+    mod = b.module
+    t = args[0].type
+    symbol = name + ("f" if t == F32 else "")
+    fn = mod.globals.get(symbol)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(t, [t] * len(args)), symbol)
+    return b.call(fn, args)
+
+
+def _f(v: float) -> ir.Constant:
+    return ir.Constant(F32, v)
+
+
+def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: tuple[float, ...]) -> ir.Value:
+    acc = _f(coeffs[0])
+    for c in coeffs[1:]:
+        acc = b.fadd(b.fmul(acc, x), _f(c))
+    return acc
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x for float: n = round(x log2 e), r = x - n ln 2, e**r by polynomial,
+    scaled by 2**n in two steps so subnormal results and overflow to inf come out right."""
+    xc = intrinsic(b, "minnum", [intrinsic(b, "maxnum", [x, _f(-104.0)]), _f(89.0)])
+    n = intrinsic(b, "rint", [b.fmul(xc, _f(LOG2E))])
+    r = b.fsub(b.fsub(xc, b.fmul(n, _f(C1))), b.fmul(n, _f(C2)))
+    p = b.fadd(b.fadd(b.fmul(b.fmul(_poly(b, r, EXP_POLY), r), r), r), _f(1.0))
+    ni = b.fptosi(n, I32)
+    half = b.ashr(ni, ir.Constant(I32, 1))
+    rest = b.sub(ni, half)
+
+    def pow2(k: ir.Value) -> ir.Value:
+        return b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+    y = b.fmul(b.fmul(p, pow2(half)), pow2(rest))
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh for float: an odd polynomial below |x| = 0.625, else 1 - 2/(e**2|x| + 1)."""
+    ax = intrinsic(b, "fabs", [x])
+    z = b.fmul(x, x)
+    small = b.fadd(b.fmul(b.fmul(_poly(b, z, TANH_POLY), z), x), x)
+    e = exp_f32(b, b.fmul(ax, _f(2.0)))
+    big = b.fsub(_f(1.0), b.fdiv(_f(2.0), b.fadd(e, _f(1.0))))
+    big = intrinsic(b, "copysign", [big, x])
+    return b.select(b.fcmp_ordered("<", ax, _f(0.625)), small, big)
+
+
+def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return exp_f32(b, x) if x.type == F32 else libm(b, "exp", [x])
+
+
+def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return tanh_f32(b, x) if x.type == F32 else libm(b, "tanh", [x])

@@ -1,0 +1,90 @@
+"""The host target: one target machine, one long-lived MCJIT engine, the O3 pipeline.
+
+Invariants (PERFORMANCE.md, llvmlite 0.50):
+- Only ``initialize_native_target``/``initialize_native_asmprinter`` are called
+  (``llvm.initialize()`` raises in 0.50).
+- The engine owns its target machine and lives as long as the process: it is
+  created once from an empty module and every kernel is ``add_module``d to it
+  (a collected engine would leave the target machine dangling).
+- Modules are verified before optimizing; assembly and objects are emitted from
+  clones (codegen mutates the module it is given).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import cache
+
+import llvmlite.binding as llvm
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    cpu: str
+    features: str
+    triple: str
+
+    @property
+    def avx512(self) -> bool:
+        return "+avx512f" in self.features.split(",")
+
+    @property
+    def vector_bits(self) -> int:
+        return 512 if self.avx512 else 256 if "+avx2" in self.features.split(",") else 128
+
+
+@cache
+def host() -> HostInfo:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return HostInfo(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+                    llvm.get_process_triple())
+
+
+def target_machine(jit: bool = True) -> llvm.TargetMachine:
+    h = host()
+    target = llvm.Target.from_triple(h.triple)
+    return target.create_target_machine(cpu=h.cpu, features=h.features, opt=3,
+                                        reloc="static" if jit else "pic",
+                                        codemodel="jitdefault" if jit else "default", jit=jit)
+
+
+class Engine:
+    """The process-wide MCJIT engine; ``add`` is serialized by a lock."""
+
+    def __init__(self) -> None:
+        self.tm = target_machine(jit=True)
+        self._lock = threading.Lock()
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        self._modules: list[llvm.ModuleRef] = []  # keep every added module alive
+
+    def add(self, mod: llvm.ModuleRef, symbol: str) -> int:
+        with self._lock:
+            self.engine.add_module(mod)
+            self.engine.finalize_object()
+            self._modules.append(mod)
+            return self.engine.get_function_address(symbol)
+
+
+@cache
+def engine() -> Engine:
+    host()
+    return Engine()
+
+
+def parse_and_verify(text: str) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    return mod
+
+
+def optimize(mod: llvm.ModuleRef, level: int = 3) -> None:
+    """The new pass manager's default pipeline at ``level``, with loop and SLP
+    vectorization on (SLP is off by default in llvmlite)."""
+    tm = engine().tm
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)

@@ -1,0 +1,90 @@
+"""IR types -> LLVM types, and the bf16/f16 storage conventions.
+
+Invariants:
+- Registers: i1 for booleans, ``half`` for f16, ``float`` for bf16 (values whose
+  low 16 bits are zero, as the interpreter keeps them), i64 for ``index``.
+- Memory: booleans are one byte (NumPy's bool), everything else as in registers.
+- f16 and bf16 arithmetic runs in float and is rounded back after every op
+  (``compute_type``/``finish``), exactly as the interpreter does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from ...dtypes import DType
+from ...ir.types import IndexType, IRType, ScalarType
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+
+_REG = {DType.BOOL: I1, DType.I8: I8, DType.I32: I32, DType.I64: I64,
+        DType.F16: F16, DType.BF16: F32, DType.F32: F32, DType.F64: F64}
+
+
+def reg_type(dtype: DType | None) -> ir.Type:
+    return I64 if dtype is None else _REG[dtype]
+
+
+def mem_type(dtype: DType) -> ir.Type:
+    return I8 if dtype is DType.BOOL else _REG[dtype]
+
+
+def dtype_of(t: IRType) -> DType | None:
+    return None if isinstance(t, IndexType) else t.dtype  # type: ignore[union-attr]
+
+
+def scalar_type(t: IRType) -> ir.Type:
+    assert isinstance(t, (ScalarType, IndexType))
+    return reg_type(dtype_of(t))
+
+
+def compute_dtype(dtype: DType) -> DType:
+    """The dtype math runs in: f32 for the 16-bit floats."""
+    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+
+
+def to_compute(b: ir.IRBuilder, v: ir.Value, dtype: DType) -> ir.Value:
+    return b.fpext(v, F32) if dtype is DType.F16 else v
+
+
+def round_bf16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """Round a float to bf16 precision, nearest even; NaN stays NaN."""
+    bits = b.bitcast(v, I32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = b.and_(b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb),
+                     ir.Constant(I32, 0xFFFF0000 - (1 << 32)))
+    is_nan = b.fcmp_unordered("uno", v, v)
+    return b.select(is_nan, v, b.bitcast(rounded, F32))
+
+
+def from_compute(b: ir.IRBuilder, v: ir.Value, dtype: DType) -> ir.Value:
+    if dtype is DType.F16:
+        return b.fptrunc(v, F16)
+    if dtype is DType.BF16:
+        return round_bf16(b, v)
+    return v
+
+
+def constant(dtype: DType | None, value: object) -> ir.Constant:
+    """An LLVM constant of a scalar dtype (bf16 and f16 values pre-rounded)."""
+    t = reg_type(dtype)
+    if dtype is None or dtype.is_int:
+        return ir.Constant(t, int(value))  # type: ignore[arg-type]
+    if dtype is DType.BOOL:
+        return ir.Constant(t, int(bool(value)))
+    if dtype is DType.F16:
+        return ir.Constant(t, float(np.float16(value)))  # type: ignore[arg-type]
+    if dtype in (DType.F32, DType.BF16):
+        x = np.float32(value)  # type: ignore[arg-type]
+        if dtype is DType.BF16:
+            from ...ir.numerics import round_bf16 as np_round
+            x = np_round(np.asarray(x))[()]
+        return ir.Constant(t, float(x))
+    return ir.Constant(t, float(value))  # type: ignore[arg-type]
+
+
+def itemsize(dtype: DType) -> int:
+    return 1 if dtype is DType.BOOL else np.dtype(dtype.numpy).itemsize

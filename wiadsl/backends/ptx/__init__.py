@@ -1,0 +1,1 @@
+"""PTX backend: our own PTX text per kernel, a JSON launch plan, and executors (simulator, CUDA)."""

@@ -1,0 +1,292 @@
+"""Expression DAGs to PTX: kernel parameters, index spaces, loads, stores, scalar ops.
+
+Invariants:
+- ``KernelParams`` gives every kernel parameter a matching launch-plan argument,
+  in order: ``{"buffer": name}``, ``{"expr": sym, "type": "u32"|"s32"}``
+  or ``{"scalar": name, "dtype": d}``. Compile-time ints are immediates, never params.
+- Offsets are signed 32-bit element counts (views may have negative strides);
+  byte addresses are ``base + offset * size`` via ``mul.wide.s32``.
+- ``ExprCodegen.memo`` maps node ids to registers valid at the current point;
+  callers give each loop body a fresh copy so no register defined inside one
+  loop body is read after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...diagnostics import WiaError
+from ...dtypes import DType
+from .builder import KernelBuilder
+from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
+from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
+from .scalar_ops import ScalarEmitter
+from .symbolic import Sym, contiguous_strides, mul
+
+
+@dataclass
+class KernelParams:
+    """Kernel parameters and the plan arguments that feed them."""
+
+    kb: KernelBuilder
+    args: list[dict[str, Any]] = field(default_factory=list)
+    memo: dict[str, str] = field(default_factory=dict)
+
+    def buffer(self, name: str) -> str:
+        key = f"buf:{name}"
+        if key not in self.memo:
+            self.memo[key] = self.kb.pointer(f"p{len(self.args)}")
+            self.args.append({"buffer": name})
+        return self.memo[key]
+
+    def sym(self, value: Sym, ptype: str = "u32") -> str:
+        """An integer size: an immediate when known, else a parameter."""
+        if isinstance(value, int):
+            return str(value)
+        key = f"{ptype}:{value}"
+        if key not in self.memo:
+            self.memo[key] = self.kb.param(ptype, f"p{len(self.args)}")
+            self.args.append({"expr": value, "type": ptype})
+        return self.memo[key]
+
+    def scalar(self, name: str, dtype: DType) -> str:
+        """A host scalar passed by value, as a compute register of ``dtype``."""
+        key = f"scalar:{name}:{dtype}"
+        if key not in self.memo:
+            reg = self.kb.param(PARAM_TYPE[dtype], f"p{len(self.args)}")
+            self.args.append({"scalar": name, "dtype": str(dtype)})
+            if dtype is DType.BOOL:
+                p = self.kb.reg("pred")
+                self.kb.prologue.append(f"setp.ne.u32 {p}, {reg}, 0;")
+                reg = p
+            self.memo[key] = reg
+        return self.memo[key]
+
+
+@dataclass
+class IndexGroup:
+    """Domain axes ``axes`` (extents ``dims``) enumerated by the linear register ``lin``."""
+
+    axes: tuple[int, ...]
+    dims: tuple[Sym, ...]
+    lin: str
+
+
+class ExprCodegen:
+    """Evaluates expression nodes at the current domain point of a loop kernel."""
+
+    def __init__(self, kb: KernelBuilder, params: KernelParams, inputs: list[TensorArg],
+                 scalars: list, domain: tuple[Sym, ...]):
+        self.kb, self.params, self.inputs, self.scalars = kb, params, inputs, scalars
+        self.domain = domain
+        self.ops = ScalarEmitter(kb)
+        self.memo: dict[int, str] = {}
+        self.groups: list[IndexGroup] = []
+        self.coords: dict[int, str] = {}
+        self.partials: dict[tuple[int, int], str] = {}
+        self.stage_regs: list[str] = []
+        self.load_override: dict[int, str] | None = None
+        self.outputs_args: list[TensorArg] = []
+
+    # ------------------------------------------------------------ index space
+    def set_group(self, index: int, group: IndexGroup) -> None:
+        """(Re)bind index group ``index``; drops coordinates and partials derived from it."""
+        while len(self.groups) <= index:
+            self.groups.append(group)
+        self.groups[index] = group
+        for a in group.axes:
+            self.coords.pop(a, None)
+        for key in [k for k in self.partials if k[1] == index]:
+            del self.partials[key]
+
+    def coord(self, axis: int) -> str:
+        if axis not in self.coords:
+            g = next(g for g in self.groups if axis in g.axes)
+            self._decompose(g)
+        return self.coords[axis]
+
+    def _decompose(self, g: IndexGroup) -> None:
+        kb, rest = self.kb, g.lin
+        for pos in range(len(g.axes) - 1, 0, -1):
+            d = self.params.sym(g.dims[pos])
+            c, q = kb.reg("b32"), kb.reg("b32")
+            kb.emit(f"rem.u32 {c}, {rest}, {d}")
+            kb.emit(f"div.u32 {q}, {rest}, {d}")
+            self.coords[g.axes[pos]] = c
+            rest = q
+        self.coords[g.axes[0]] = rest
+
+    def partial(self, arg: int, gi: int) -> str | None:
+        """Offset contribution of index group ``gi`` to input/output view ``arg``."""
+        key = (arg, gi)
+        if key in self.partials:
+            return self.partials[key]
+        t = self._arg(arg)
+        g = self.groups[gi]
+        strides = [t.strides[a] for a in g.axes]
+        out: str | None
+        if all(s == 0 for s in strides):
+            out = None
+        elif strides == [mul(strides[-1], c) for c in contiguous_strides(list(g.dims))]:
+            out = self._scaled(g.lin, strides[-1])
+        else:
+            out = None
+            for a, s in zip(g.axes, strides, strict=True):
+                if s != 0:
+                    out = self._mad(self.coord(a), s, out)
+        self.partials[key] = out  # type: ignore[assignment]
+        return out
+
+    def _arg(self, arg: int) -> TensorArg:
+        return self.inputs[arg] if arg >= 0 else self.outputs_args[-arg - 1]
+
+    def _scaled(self, reg: str, stride: Sym) -> str:
+        if stride == 1:
+            return reg
+        return self._mad(reg, stride, None)
+
+    def _mad(self, reg: str, stride: Sym, acc: str | None) -> str:
+        s = self.params.sym(stride, "s32")
+        out = self.kb.reg("b32")
+        if acc is None:
+            self.kb.emit(f"mul.lo.s32 {out}, {reg}, {s}")
+        else:
+            self.kb.emit(f"mad.lo.s32 {out}, {reg}, {s}, {acc}")
+        return out
+
+    def address(self, arg: int) -> str:
+        """Byte address of view ``arg`` (>= 0: input, < 0: output -1-k) at the current point."""
+        t = self._arg(arg)
+        base = self.params.buffer(t.buffer)
+        off: str | None = None
+        for gi in range(len(self.groups)):
+            p = self.partial(arg, gi)
+            if p is not None:
+                if off is None:
+                    off = p
+                else:
+                    s = self.kb.reg("b32")
+                    self.kb.emit(f"add.s32 {s}, {off}, {p}")
+                    off = s
+        if t.offset != 0:
+            o = self.params.sym(t.offset, "s32")
+            s = self.kb.reg("b32")
+            self.kb.emit(f"add.s32 {s}, {off or 0}, {o}")
+            off = s
+        if off is None:
+            return base
+        wide, addr = self.kb.reg("b64"), self.kb.reg("b64")
+        self.kb.emit(f"mul.wide.s32 {wide}, {off}, {info(t.dtype).size}")
+        self.kb.emit(f"add.s64 {addr}, {base}, {wide}")
+        return addr
+
+    # ------------------------------------------------------------ memory
+    def load(self, addr: str, dtype: DType) -> str:
+        kb, i = self.kb, info(dtype)
+        if dtype is DType.BOOL:
+            r, p = kb.reg("b32"), kb.reg("pred")
+            kb.emit(f"ld.global.u8 {r}, [{addr}]")
+            kb.emit(f"setp.ne.u32 {p}, {r}, 0")
+            return p
+        if dtype in (DType.F16, DType.BF16):
+            h = kb.reg("b16")
+            kb.emit(f"ld.global.b16 {h}, [{addr}]")
+            return self.widen16(h, dtype)
+        r = kb.reg(i.reg)
+        kb.emit(f"ld.global.{i.mem} {r}, [{addr}]")
+        return r
+
+    def guarded_load(self, arg: int) -> str:
+        """A load that reads 0 outside the view's guards (zero padding)."""
+        kb, t = self.kb, self.inputs[arg]
+        ok = kb.reg("pred")
+        kb.emit(f"setp.eq.u32 {ok}, 0, 0")
+        for terms, bias, limit in t.guards:
+            acc = kb.reg("b32")
+            kb.emit(f"mov.u32 {acc}, {bias}")
+            for axis, coef in terms:
+                kb.emit(f"mad.lo.s32 {acc}, {self.coord(axis)}, {coef}, {acc}")
+            lo, hi = kb.reg("pred"), kb.reg("pred")
+            kb.emit(f"setp.ge.s32 {lo}, {acc}, 0")
+            kb.emit(f"setp.lt.s32 {hi}, {acc}, {self.params.sym(limit, 's32')}")
+            kb.emit(f"and.pred {ok}, {ok}, {lo}")
+            kb.emit(f"and.pred {ok}, {ok}, {hi}")
+        addr = self.address(arg)  # outside the branch: coordinates it computes stay valid
+        zero = self.constant(0, t.dtype)
+        out = kb.reg(info(t.dtype).reg)
+        kb.emit(f"mov.{info(t.dtype).itype} {out}, {zero}")
+        skip = kb.new_label("pad")
+        kb.bra(skip, ok, negate=True)
+        v = self.load(addr, t.dtype)
+        kb.emit(f"mov.{info(t.dtype).itype} {out}, {v}")
+        kb.label(skip)
+        return out
+
+    def widen16(self, h: str, dtype: DType) -> str:
+        if dtype is DType.BF16:
+            return self.ops.widen_bf16(h)
+        f = self.kb.reg("f32")
+        self.kb.emit(f"cvt.f32.f16 {f}, {h}")
+        return f
+
+    def store(self, addr: str, reg: str, dtype: DType) -> None:
+        kb, i = self.kb, info(dtype)
+        if dtype is DType.BOOL:
+            r = kb.reg("b32")
+            kb.emit(f"selp.u32 {r}, 1, 0, {reg}")
+            kb.emit(f"st.global.u8 [{addr}], {r}")
+        elif dtype in (DType.F16, DType.BF16):
+            h = self.narrow16(reg, dtype)
+            kb.emit(f"st.global.b16 [{addr}], {h}")
+        else:
+            kb.emit(f"st.global.{i.mem} [{addr}], {reg}")
+
+    def narrow16(self, reg: str, dtype: DType) -> str:
+        h = self.kb.reg("b16")
+        self.kb.emit(f"cvt.rn.{'bf16' if dtype is DType.BF16 else 'f16'}.f32 {h}, {reg}")
+        return h
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, node: Node) -> str:
+        key = id(node)
+        if key not in self.memo:
+            self.memo[key] = self._compute(node)
+        return self.memo[key]
+
+    def _compute(self, node: Node) -> str:
+        if isinstance(node, Load):
+            if self.load_override is not None and node.arg in self.load_override:
+                return self.load_override[node.arg]
+            t = self.inputs[node.arg]
+            if t.guards:
+                return self.guarded_load(node.arg)
+            return self.load(self.address(node.arg), t.dtype)
+        if isinstance(node, Scalar):
+            s = self.scalars[node.arg]
+            return self.params.scalar(str(s.value), s.dtype)
+        if isinstance(node, Const):
+            return self.constant(node.value, node.dtype)
+        if isinstance(node, Iota):
+            r = self.kb.reg("b64")
+            self.kb.emit(f"cvt.u64.u32 {r}, {self.coord(node.axis)}")
+            return self.ops.cast(r, DType.I64, node.dtype)
+        if isinstance(node, Stage):
+            return self.stage_regs[node.index]
+        if isinstance(node, Apply):
+            args = [(self.value(a), a.dtype) for a in node.args]
+            return self.ops.apply(node.fn, node.dtype, args, node.attrs)
+        raise WiaError(f"the PTX backend cannot compute node {type(node).__name__}")
+
+    def constant(self, value: Any, dtype: DType) -> str:
+        kb, i = self.kb, info(dtype)
+        if dtype is DType.BOOL:
+            p = kb.reg("pred")
+            kb.emit(f"setp.ne.u32 {p}, {1 if value else 0}, 0")
+            return p
+        if dtype in (DType.F16, DType.BF16):
+            value = round16(float(value), dtype)
+        r = kb.reg(i.reg)
+        lit = float_literal(value, dtype) if dtype.is_float else int_literal(int(value), dtype)
+        kb.emit(f"mov.{i.itype} {r}, {lit}")
+        return r

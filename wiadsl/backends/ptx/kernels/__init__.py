@@ -1,0 +1,1 @@
+"""Device-kernel generators, one module per op class (elementwise, row, matmul, window)."""

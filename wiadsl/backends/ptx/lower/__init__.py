@@ -1,0 +1,1 @@
+"""Lowering of tensor IR to device kernels and a host launch plan."""

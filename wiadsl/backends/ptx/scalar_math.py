@@ -1,0 +1,235 @@
+"""Multi-instruction scalar math (f32 transcendentals, floor division, NaN-aware min/max).
+
+Invariants (accuracy, f32, vs. NumPy's correctly rounded float32 results):
+- ``exp``: Cody-Waite reduction by ln2 (hi/lo split) around ``ex2.approx``:
+  ~2 ulp; inputs clamped to [-104, 89] so -inf gives 0 and +inf gives inf.
+- ``log``: ``lg2.approx`` times ln2: absolute error ~2^-22 (relative error grows
+  near 1).
+- ``tanh``: odd polynomial for |x| < 0.3, ``1 - 2/(exp(2|x|)+1)`` above: < 1e-6 rel.
+- ``erf``: Taylor series for |x| < 0.5, Abramowitz-Stegun 7.1.26 above (abs < 2e-7).
+- ``sin/cos``: reduction by 2*pi (hi/lo) then ``sin.approx``/``cos.approx``.
+- ``pow``: ``exp2(y*log2|x|)`` with NumPy's sign rules for negative bases and
+  ``pow(x, 0) = 1``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+LOG2E = 1.4426950408889634
+LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
+TWO_PI_HI, TWO_PI_LO = 6.28125, 0.0019353071795864769
+
+
+def _f32(v: float) -> str:
+    """An exact f32 immediate."""
+    return "0f" + struct.pack(">f", float(v)).hex().upper()
+
+
+class MathEmitter:
+    """Mixin of ScalarEmitter: helpers that need several instructions."""
+
+    kb: object  # KernelBuilder, set by the dataclass that mixes this in
+
+    def _r(self, cls: str = "f32") -> str:
+        return self.kb.reg(cls)  # type: ignore[attr-defined]
+
+    def _e(self, s: str) -> None:
+        self.kb.emit(s)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------ min/max/rem
+    def fminmax(self, fn: str, t: str, a: str, b: str) -> str:
+        out = self._r("f64" if t == "f64" else "f32")
+        if t == "f32":
+            self._e(f"{fn}.NaN.f32 {out}, {a}, {b}")
+            return out
+        p, s, m = self._r("pred"), self._r("f64"), self._r("f64")
+        self._e(f"{fn}.f64 {m}, {a}, {b}")
+        self._e(f"setp.nan.f64 {p}, {a}, {b}")
+        self._e(f"add.rn.f64 {s}, {a}, {b}")
+        self._e(f"selp.f64 {out}, {s}, {m}, {p}")
+        return out
+
+    def fremainder(self, t: str, a: str, b: str) -> str:
+        """NumPy float remainder: the result has the divisor's sign."""
+        cls = "f64" if t == "f64" else "f32"
+        q, r, fix = self._r(cls), self._r(cls), self._r(cls)
+        p1, p2, p3 = self._r("pred"), self._r("pred"), self._r("pred")
+        zero = "0d0000000000000000" if t == "f64" else "0f00000000"
+        self._e(f"div.rn.{t} {q}, {a}, {b}")
+        self._e(f"cvt.rzi.{t}.{t} {q}, {q}")
+        self._e(f"neg.{t} {q}, {q}")
+        self._e(f"fma.rn.{t} {r}, {q}, {b}, {a}")
+        self._e(f"setp.ne.{t} {p1}, {r}, {zero}")
+        self._e(f"setp.lt.{t} {p2}, {r}, {zero}")
+        self._e(f"setp.lt.{t} {p3}, {b}, {zero}")
+        self._e(f"xor.pred {p2}, {p2}, {p3}")
+        self._e(f"and.pred {p1}, {p1}, {p2}")
+        self._e(f"add.rn.{t} {fix}, {r}, {b}")
+        self._e(f"selp.{t} {r}, {fix}, {r}, {p1}")
+        return r
+
+    def floor_divmod(self, fn: str, t: str, a: str, b: str) -> str:
+        """Floor division / remainder (NumPy); a zero divisor gives 0."""
+        cls = "b64" if t == "s64" else "b32"
+        bits = "b64" if t == "s64" else "b32"
+        q, r, x, out = self._r(cls), self._r(cls), self._r(cls), self._r(cls)
+        pz, pr, pn = self._r("pred"), self._r("pred"), self._r("pred")
+        safe = self._r(cls)
+        self._e(f"setp.eq.{t} {pz}, {b}, 0")
+        self._e(f"selp.{t} {safe}, 1, {b}, {pz}")
+        self._e(f"div.{t} {q}, {a}, {safe}")
+        self._e(f"rem.{t} {r}, {a}, {safe}")
+        self._e(f"setp.ne.{t} {pr}, {r}, 0")
+        self._e(f"xor.{bits} {x}, {r}, {safe}")
+        self._e(f"setp.lt.{t} {pn}, {x}, 0")
+        self._e(f"and.pred {pr}, {pr}, {pn}")
+        if fn == "div":
+            self._e(f"@{pr} sub.{t} {q}, {q}, 1")
+            self._e(f"selp.{t} {out}, 0, {q}, {pz}")
+        else:
+            self._e(f"@{pr} add.{t} {r}, {r}, {safe}")
+            self._e(f"selp.{t} {out}, 0, {r}, {pz}")
+        return out
+
+    def ipow(self, t: str, a: str, b: str) -> str:
+        """Integer power by repeated squaring (exponent >= 0; checked by the interpreter)."""
+        cls = "b64" if t == "s64" else "b32"
+        res, base, e, bit = self._r(cls), self._r(cls), self._r(cls), self._r(cls)
+        p = self._r("pred")
+        kb = self.kb
+        top, done = kb.new_label("pow"), kb.new_label("powdone")  # type: ignore[attr-defined]
+        self._e(f"mov.{t} {res}, 1")
+        self._e(f"mov.{t} {base}, {a}")
+        self._e(f"mov.{t} {e}, {b}")
+        kb.label(top)  # type: ignore[attr-defined]
+        self._e(f"setp.le.{t} {p}, {e}, 0")
+        self._e(f"@{p} bra {done}")
+        self._e(f"and.{'b64' if cls == 'b64' else 'b32'} {bit}, {e}, 1")
+        self._e(f"setp.ne.{t} {p}, {bit}, 0")
+        self._e(f"@{p} mul.lo.{t} {res}, {res}, {base}")
+        self._e(f"mul.lo.{t} {base}, {base}, {base}")
+        self._e(f"shr.{t} {e}, {e}, 1")
+        self._e(f"bra {top}")
+        kb.label(done)  # type: ignore[attr-defined]
+        return res
+
+    # ------------------------------------------------------------ f32 math
+    def f_exp(self, x: str) -> str:
+        c, t, j, r, e, out = (self._r() for _ in range(6))
+        self._e(f"max.NaN.f32 {c}, {x}, {_f32(-104.0)}")
+        self._e(f"min.NaN.f32 {c}, {c}, {_f32(89.0)}")
+        self._e(f"mul.rn.f32 {t}, {c}, {_f32(LOG2E)}")
+        self._e(f"cvt.rni.f32.f32 {j}, {t}")
+        self._e(f"fma.rn.f32 {r}, {j}, {_f32(-LN2_HI)}, {c}")
+        self._e(f"fma.rn.f32 {r}, {j}, {_f32(-LN2_LO)}, {r}")
+        self._e(f"mul.rn.f32 {r}, {r}, {_f32(LOG2E)}")
+        self._e(f"ex2.approx.ftz.f32 {r}, {r}")
+        self._e(f"ex2.approx.ftz.f32 {e}, {j}")
+        self._e(f"mul.rn.f32 {out}, {r}, {e}")
+        return out
+
+    def f_log(self, x: str) -> str:
+        t, out = self._r(), self._r()
+        self._e(f"lg2.approx.f32 {t}, {x}")
+        self._e(f"mul.rn.f32 {out}, {t}, {_f32(0.6931471805599453)}")
+        return out
+
+    def f_sigmoid(self, x: str) -> str:
+        n, d, out = self._r(), self._r(), self._r()
+        self._e(f"neg.f32 {n}, {x}")
+        e = self.f_exp(n)
+        self._e(f"add.rn.f32 {d}, {e}, {_f32(1.0)}")
+        self._e(f"div.rn.f32 {out}, {_f32(1.0)}, {d}")
+        return out
+
+    def f_tanh(self, x: str) -> str:
+        a, a2, d, q, big, x2, poly, out = (self._r() for _ in range(8))
+        p = self._r("pred")
+        self._e(f"abs.f32 {a}, {x}")
+        self._e(f"add.rn.f32 {a2}, {a}, {a}")
+        e = self.f_exp(a2)
+        self._e(f"add.rn.f32 {d}, {e}, {_f32(1.0)}")
+        self._e(f"div.rn.f32 {q}, {_f32(2.0)}, {d}")
+        self._e(f"sub.rn.f32 {big}, {_f32(1.0)}, {q}")
+        self._e(f"copysign.f32 {big}, {x}, {big}")
+        self._e(f"mul.rn.f32 {x2}, {x}, {x}")
+        coeffs = [-1382.0 / 155925, 62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3, 1.0]
+        self._e(f"mov.f32 {poly}, {_f32(coeffs[0])}")
+        for c in coeffs[1:]:
+            self._e(f"fma.rn.f32 {poly}, {poly}, {x2}, {_f32(c)}")
+        self._e(f"mul.rn.f32 {poly}, {poly}, {x}")
+        self._e(f"setp.lt.f32 {p}, {a}, {_f32(0.3)}")
+        self._e(f"selp.f32 {out}, {poly}, {big}, {p}")
+        return out
+
+    def f_erf(self, x: str) -> str:
+        a, x2, small, t, den, poly, big, out = (self._r() for _ in range(8))
+        p = self._r("pred")
+        self._e(f"abs.f32 {a}, {x}")
+        self._e(f"mul.rn.f32 {x2}, {x}, {x}")
+        taylor = [-1.0 / 75600, 1.0 / 9360, -1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10,
+                  -1.0 / 3, 1.0]
+        self._e(f"mov.f32 {small}, {_f32(taylor[0])}")
+        for c in taylor[1:]:
+            self._e(f"fma.rn.f32 {small}, {small}, {x2}, {_f32(c)}")
+        self._e(f"mul.rn.f32 {small}, {small}, {x}")
+        self._e(f"mul.rn.f32 {small}, {small}, {_f32(1.1283791670955126)}")
+        self._e(f"fma.rn.f32 {den}, {a}, {_f32(0.3275911)}, {_f32(1.0)}")
+        self._e(f"rcp.rn.f32 {t}, {den}")
+        coeffs = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592]
+        self._e(f"mov.f32 {poly}, {_f32(coeffs[0])}")
+        for c in coeffs[1:]:
+            self._e(f"fma.rn.f32 {poly}, {poly}, {t}, {_f32(c)}")
+        self._e(f"mul.rn.f32 {poly}, {poly}, {t}")
+        nx2 = self._r()
+        self._e(f"neg.f32 {nx2}, {x2}")
+        e = self.f_exp(nx2)
+        self._e(f"mul.rn.f32 {poly}, {poly}, {e}")
+        self._e(f"sub.rn.f32 {big}, {_f32(1.0)}, {poly}")
+        self._e(f"copysign.f32 {big}, {x}, {big}")
+        self._e(f"setp.lt.f32 {p}, {a}, {_f32(0.5)}")
+        self._e(f"selp.f32 {out}, {small}, {big}, {p}")
+        return out
+
+    def _reduce_2pi(self, x: str) -> str:
+        k, r = self._r(), self._r()
+        self._e(f"mul.rn.f32 {k}, {x}, {_f32(0.15915494309189535)}")
+        self._e(f"cvt.rni.f32.f32 {k}, {k}")
+        self._e(f"fma.rn.f32 {r}, {k}, {_f32(-TWO_PI_HI)}, {x}")
+        self._e(f"fma.rn.f32 {r}, {k}, {_f32(-TWO_PI_LO)}, {r}")
+        return r
+
+    def f_sin(self, x: str) -> str:
+        r, out = self._reduce_2pi(x), self._r()
+        self._e(f"sin.approx.f32 {out}, {r}")
+        return out
+
+    def f_cos(self, x: str) -> str:
+        r, out = self._reduce_2pi(x), self._r()
+        self._e(f"cos.approx.f32 {out}, {r}")
+        return out
+
+    def f_pow(self, x: str, y: str) -> str:
+        a, lg, prod, r, neg, half, fr = (self._r() for _ in range(7))
+        pneg, pint, podd, pzero, pnan = (self._r("pred") for _ in range(5))
+        self._e(f"abs.f32 {a}, {x}")
+        self._e(f"lg2.approx.f32 {lg}, {a}")
+        self._e(f"mul.rn.f32 {prod}, {lg}, {y}")
+        self._e(f"ex2.approx.f32 {r}, {prod}")
+        # negative base: integral y keeps |x|^y with the parity's sign, else NaN
+        self._e(f"setp.lt.f32 {pneg}, {x}, {_f32(0.0)}")
+        self._e(f"cvt.rzi.f32.f32 {fr}, {y}")
+        self._e(f"setp.eq.f32 {pint}, {fr}, {y}")
+        self._e(f"mul.rn.f32 {half}, {y}, {_f32(0.5)}")
+        self._e(f"cvt.rzi.f32.f32 {fr}, {half}")
+        self._e(f"setp.ne.f32 {podd}, {fr}, {half}")
+        self._e(f"neg.f32 {neg}, {r}")
+        self._e(f"and.pred {podd}, {podd}, {pneg}")
+        self._e(f"selp.f32 {r}, {neg}, {r}, {podd}")
+        self._e(f"not.pred {pnan}, {pint}")
+        self._e(f"and.pred {pnan}, {pnan}, {pneg}")
+        self._e(f"selp.f32 {r}, {_f32(float('nan'))}, {r}, {pnan}")
+        self._e(f"setp.eq.f32 {pzero}, {y}, {_f32(0.0)}")
+        self._e(f"selp.f32 {r}, {_f32(1.0)}, {r}, {pzero}")
+        return r

@@ -1,0 +1,197 @@
+"""The SIMT executor: runs one wave of blocks to completion.
+
+Scheduling is "min-PC": each step executes the instruction at the lowest PC of
+any running lane, for exactly the lanes at that PC.  While every lane of the
+wave runs at one PC (the common, converged case) the executor stays in
+*uniform* mode and keeps a single scalar PC (no per-step reductions).
+
+Invariants: a data instruction runs on the lanes whose guard holds, then every
+lane at the PC advances; a lane at a barrier waits (``WAIT``) until all threads
+of its block have arrived at a barrier with the same id — and, for ``bar.sync``,
+at the same instruction; a thread that exits while others of its block wait, or
+a block whose running threads are all waiting on different barriers, is a
+divergent-barrier error.  Any ``MemoryFault`` becomes a ``PtxSimError`` naming
+kernel, line, instruction, thread and address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dispatch import Compiled
+from .errors import MemoryFault, PtxSimError
+from .state import DONE, EXIT, RUN, WAIT, Wave
+
+
+@dataclass
+class Counters:
+    """Steps (instructions issued) and thread-instructions (lanes × steps) executed."""
+
+    steps: int = 0
+    thread_instrs: int = 0
+
+
+class Executor:
+    """Runs ``ops`` (one compiled kernel) on a ``Wave``."""
+
+    def __init__(self, kernel_name: str, ops: list[Compiled], max_steps: int):
+        self.kernel = kernel_name
+        self.ops = ops
+        self.max_steps = max_steps
+
+    def error(self, msg: str, c: Compiled | None, w: Wave, lane: int | None = None,
+              address: int | None = None) -> PtxSimError:
+        return PtxSimError(msg, kernel=self.kernel, line=c.instr.line if c else None,
+                           instr=str(c.instr) if c else None,
+                           thread=w.describe_lane(lane) if lane is not None else None,
+                           address=address)
+
+    def run(self, w: Wave, counters: Counters) -> None:
+        ops, nops, n = self.ops, len(self.ops), w.n
+        uniform, upc = True, 0
+        steps = 0
+        with np.errstate(all="ignore"):
+            while True:
+                if uniform:
+                    P, idx, cnt = upc, None, n
+                else:
+                    P = int(w.pc.min())
+                    if P == DONE:
+                        break
+                    idx = np.flatnonzero(w.pc == P)
+                    cnt = len(idx)
+                    if cnt == n:
+                        uniform, upc, idx = True, P, None
+                if P >= nops:  # falling off the end is an implicit exit
+                    c = Compiled(ops[-1].instr, control=("exit",)) if ops else None
+                    if c is None:
+                        break
+                else:
+                    c = ops[P]
+                steps += 1
+                counters.thread_instrs += cnt
+                if steps > self.max_steps:
+                    raise self.error(f"step limit {self.max_steps} exceeded (infinite loop?)", c, w)
+                try:
+                    g = None
+                    if c.guard is not None:
+                        g = np.asarray(c.guard(w, idx))
+                        if g.all():
+                            g = None
+                    if c.control is None:
+                        sub = idx if g is None else (np.flatnonzero(g) if idx is None else idx[g])
+                        if sub is None or len(sub):
+                            c.fn(w, sub)
+                        if uniform:
+                            upc = P + 1
+                        else:
+                            w.pc[idx] = P + 1
+                        continue
+                    if uniform:
+                        if self._uniform_control(c, g, P, w):
+                            upc = self._next
+                            if upc == DONE:
+                                break
+                            continue
+                        uniform = False
+                        w.pc[:] = P
+                        idx = w.all_lanes
+                    self._control(c, g, P, idx, w)
+                except MemoryFault as e:
+                    raise self.error(e.message, c, w, e.lane, e.address) from None
+        counters.steps += steps
+        if (w.status == WAIT).any():
+            lane = int(np.flatnonzero(w.status == WAIT)[0])
+            c = ops[int(w.wait_pc[lane])]
+            raise self.error("deadlock: threads wait at a barrier that can never complete", c, w, lane)
+
+    def _uniform_control(self, c: Compiled, g, P: int, w: Wave) -> bool:
+        """Handle a control op when all lanes are at ``P``; False if lanes must split."""
+        kind = c.control[0]
+        if kind == "trap":
+            raise MemoryFault("trap executed", 0)
+        if kind == "bra":
+            if g is None:
+                self._next = c.control[1]
+                return True
+            if not g.any():
+                self._next = P + 1
+                return True
+            return False
+        if kind == "exit":
+            if g is None:
+                w.status[:] = EXIT
+                w.pc[:] = DONE
+                self._next = DONE
+                return True
+            if not g.any():
+                self._next = P + 1
+                return True
+            return False
+        _, bid, count, _aligned = c.control
+        if g is None and count is None:
+            self._next = P + 1  # every thread of every block arrives together
+            return True
+        return False
+
+    def _control(self, c: Compiled, g, P: int, idx: np.ndarray, w: Wave) -> None:
+        kind = c.control[0]
+        go = idx if g is None else idx[g]
+        stay = idx[:0] if g is None else idx[~g]
+        w.pc[stay] = P + 1
+        if kind == "trap":
+            if len(go):
+                raise MemoryFault("trap executed", int(go[0]))
+            return
+        if kind == "bra":
+            w.pc[go] = c.control[1]
+            return
+        if kind == "exit":
+            w.pc[go] = DONE
+            w.status[go] = EXIT
+            self._check_barriers(w, np.unique(w.block_of_lane[go]), c)
+            return
+        _, bid, count, aligned = c.control
+        if not len(go):
+            return
+        w.pc[go] = DONE
+        w.status[go] = WAIT
+        w.wait_bar[go] = np.asarray(bid(w, go), np.int64)
+        w.wait_pc[go] = P
+        w.wait_cnt[go] = -1 if count is None else np.asarray(count(w, go), np.int64)
+        self._check_barriers(w, np.unique(w.block_of_lane[go]), c)
+
+    def _check_barriers(self, w: Wave, blocks: np.ndarray, c: Compiled) -> None:
+        """Release completed barriers of ``blocks``; raise on a barrier that cannot complete."""
+        bs = w.geom.bsize
+        for b in blocks:
+            lo = int(b) * bs
+            s = w.status[lo : lo + bs]
+            waiting = s == WAIT
+            if not waiting.any():
+                continue
+            running = (s == RUN).any()
+            for bid in np.unique(w.wait_bar[lo : lo + bs][waiting]):
+                wl = waiting & (w.wait_bar[lo : lo + bs] == bid)
+                cnt = int(w.wait_cnt[lo : lo + bs][wl].max())
+                expected = bs if cnt < 0 else cnt
+                if wl.sum() >= expected:
+                    lanes = lo + np.flatnonzero(wl)
+                    pcs = np.unique(w.wait_pc[lanes])
+                    if len(pcs) > 1 and any(self.ops[int(p)].control[3] for p in pcs):
+                        lines = ", ".join(str(self.ops[int(p)].instr.line) for p in pcs)
+                        raise self.error(f"divergent barrier: threads of one block wait at "
+                                         f"different bar.sync instructions (lines {lines})",
+                                         self.ops[int(pcs[0])], w, int(lanes[0]))
+                    w.status[lanes] = RUN
+                    w.pc[lanes] = w.wait_pc[lanes] + 1
+                elif not running:
+                    lane = lo + int(np.flatnonzero(wl)[0])
+                    n_exit = int((s == EXIT).sum())
+                    why = (f"{n_exit} threads of the block exited without reaching it" if n_exit
+                           else "the other threads of the block wait at a different barrier")
+                    raise self.error(f"divergent barrier: {int(wl.sum())} of {bs} threads wait at "
+                                     f"barrier {int(bid)} but {why}",
+                                     self.ops[int(w.wait_pc[lane])], w, lane)

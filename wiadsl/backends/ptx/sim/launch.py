@@ -1,0 +1,145 @@
+"""The public entry point: ``launch(ptx, kernel, grid, block, args, shared_bytes)``.
+
+Arguments, in the kernel's parameter order:
+
+* a NumPy array → a device buffer: its bytes are copied in, the kernel gets a
+  global pointer to it (``.u64`` parameter), and after the launch the buffer is
+  copied back **into the same array** (only if the kernel stored to it).  Passing
+  one array twice aliases one buffer.  A read-only array (``writeable=False``)
+  is a read-only buffer: a store to it is an error.
+* a Python/NumPy scalar → the parameter's value, converted to its PTX type.
+* ``bytes`` → the raw bytes of a ``.b8 name[N]`` (struct) parameter.
+
+Returns ``LaunchStats`` (instructions issued, thread-instructions, seconds).
+Every failure is a ``PtxSimError``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .ast import Module
+from .errors import PtxSimError
+from .exec import Counters, Executor
+from .memory import BankedMemory, GlobalMemory
+from .operands import imm_value
+from .parser import parse_module
+from .program import Program, compile_program
+from .state import Geometry, Wave
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """What a launch executed: warp-agnostic steps, lane-instructions, wall time."""
+
+    steps: int
+    thread_instructions: int
+    seconds: float
+
+    @property
+    def thread_instructions_per_second(self) -> float:
+        return self.thread_instructions / self.seconds if self.seconds else 0.0
+
+
+@lru_cache(maxsize=64)
+def _parse_cached(text: str) -> Module:
+    return parse_module(text)
+
+
+@lru_cache(maxsize=128)
+def _program_cached(text: str, kernel: str, shared_bytes: int) -> Program:
+    return compile_program(_parse_cached(text), kernel, shared_bytes)
+
+
+def _dims(v, what: str) -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, int) else tuple(v)
+    t = t + (1,) * (3 - len(t))
+    if len(t) != 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in t):
+        raise PtxSimError(f"{what} must be 1 to 3 positive integers, got {v!r}")
+    return tuple(int(x) for x in t)
+
+
+def _param_bytes(prog: Program, args, glob: GlobalMemory, arrays: list) -> bytes:
+    from .ast import Imm
+
+    params = prog.kernel.params
+    if len(args) != len(params):
+        raise PtxSimError(f"kernel '{prog.kernel.name}' takes {len(params)} arguments, "
+                          f"got {len(args)}")
+    buf = bytearray(prog.param_total)
+    seen: dict[int, int] = {}
+    for p, a in zip(params, args):
+        off, size = prog.param_layout[p.name]
+        if isinstance(a, np.ndarray):
+            if p.size != 8:
+                raise PtxSimError(f"parameter '{p.name}' (.{p.type.name}) cannot take an array")
+            if id(a) not in seen:
+                data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                seen[id(a)] = glob.add(f"arg{len(arrays)}:{p.name}", data, bool(a.flags.writeable))
+                arrays.append((a, len(glob.regions) - 1))
+            raw = int(seen[id(a)]).to_bytes(8, "little")
+        elif isinstance(a, (bytes, bytearray)):
+            if len(a) != size:
+                raise PtxSimError(f"parameter '{p.name}' needs {size} bytes, got {len(a)}")
+            raw = bytes(a)
+        elif isinstance(a, (int, float, np.integer, np.floating, bool)):
+            kind = "float" if isinstance(a, (float, np.floating)) else "int"
+            if kind == "float" and not p.type.is_float:
+                raise PtxSimError(f"parameter '{p.name}' (.{p.type.name}) got float {a!r}")
+            v = imm_value(None, Imm(kind, a.item() if hasattr(a, "item") else a, str(a)), p.type)
+            raw = np.asarray(v).tobytes()
+        else:
+            raise PtxSimError(f"parameter '{p.name}': unsupported argument {type(a).__name__}")
+        buf[off : off + len(raw)] = raw
+    return bytes(buf)
+
+
+def launch(ptx: str, kernel: str, grid, block, args, shared_bytes: int = 0, *,
+           check_uninitialized_shared: bool = True, max_steps: int = 5_000_000,
+           max_wave_threads: int = 32768) -> LaunchStats:
+    """Simulate ``kernel<<<grid, block, shared_bytes>>>(*args)`` (see the module docstring)."""
+    t0 = time.perf_counter()
+    g = Geometry(_dims(grid, "grid"), _dims(block, "block"))
+    if g.bsize > 1024:
+        raise PtxSimError(f"block of {g.bsize} threads exceeds 1024")
+    prog = _program_cached(ptx, kernel, int(shared_bytes))
+    glob = GlobalMemory()
+    for v in prog.module.vars:
+        if v.space in ("global", "const"):
+            glob.add(v.name, v.init or bytes(v.size or 0), writable=v.space == "global")
+    arrays: list = []
+    params = _param_bytes(prog, list(args), glob, arrays)
+    ex = Executor(kernel, prog.ops, max_steps)
+    counters = Counters()
+    per_wave = max(1, max_wave_threads // g.bsize)
+    for first in range(0, g.nblocks, per_wave):
+        nb = min(per_wave, g.nblocks - first)
+        w = _make_wave(prog, g, first, nb, glob, params, check_uninitialized_shared)
+        ex.run(w, counters)
+    for arr, ri in arrays:
+        reg = glob.regions[ri]
+        if reg.written:
+            flat = reg.data[: reg.size].view(arr.dtype).reshape(arr.shape)
+            np.copyto(arr, flat)
+    return LaunchStats(counters.steps, counters.thread_instrs, time.perf_counter() - t0)
+
+
+def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemory,
+               params: bytes, track: bool) -> Wave:
+    n = nb * g.bsize
+    lanes = np.arange(n, dtype=np.int64)
+    param = BankedMemory("param", prog.param_layout, prog.param_total, 1,
+                         np.zeros(n, np.int64), False)
+    param.data[0, : len(params)] = np.frombuffer(params, np.uint8)
+    shared = BankedMemory("shared", prog.shared_layout, prog.shared_total, nb,
+                          lanes // g.bsize, track)
+    local = BankedMemory("local", prog.local_layout, prog.local_total, n, lanes, False)
+    w = Wave(g, first, nb, {**prog.kernel.regs}, glob, param, shared, local)
+    from .state import SPECIAL_TYPES  # noqa: F401  (specials are created by Wave)
+
+    w.set_smem_sizes(prog.dynamic_shared, prog.shared_total)
+    return w

@@ -1,0 +1,212 @@
+"""The loop level: buffers, element loads/stores, checks and micro-kernel calls.
+
+After ``wiadsl.loops.lower`` a function holds no tensor-level computation: every
+tensor op became loops over ``loop.*`` memory ops. Loops are ordinary CFG loops
+(a header block whose ``index`` argument is the induction variable and whose
+further arguments are the iteration values, as docs/ir.md's counted loop), so
+the printer, parser, verifier and interpreter of the tensor level work unchanged.
+
+Memory model (docs/ir.md, "Loop level"):
+- A value of ``tensor<...>`` type at this level *names a buffer*: a C-contiguous
+  array of its dtype's storage. ``loop.alloc`` makes a new, uninitialized one;
+  ``loop.store`` writes into it in place (the only ops with side effects, with
+  ``loop.gemm``, ``loop.copy`` and ``loop.check``).
+- Element access is by a linear ``index`` into the C-order flattening; the
+  lowering computes offsets from extents (``tensor.dim``), so a backend needs
+  no stride bookkeeping and static extents fold to constants.
+- Function parameters are read-only buffers (the caller's arrays).
+
+Text forms:
+    %b = loop.alloc %n : index -> tensor<?x4xf32>
+    %v = loop.load %b, %i : (tensor<?x4xf32>, index) -> f32
+    loop.store %v, %b, %i : (f32, tensor<?x4xf32>, index)
+    loop.check %ok {message = "'tensor.extract': index out of range"} : i1
+    loop.copy %src, %dst, %soff, %doff, %n : (...)
+    loop.gemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc {accumulate = false} : (...)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import WiaRuntimeError
+from ..dtypes import DType
+from .core import Operation
+from .ops_base import (
+    PURE,
+    attr_bool,
+    check_dynamic_extents,
+    expect_counts,
+    expect_index,
+    expect_tensor,
+    register,
+)
+from .types import ScalarType, TensorType
+
+
+@register
+class AllocOp(Operation):
+    """``loop.alloc <extents>``: a new buffer; one ``index`` operand per ``?``.
+
+    Contents are unspecified until stored (the interpreter fills them with a
+    recognizable garbage pattern so that reads before writes show up in tests).
+    """
+
+    name = "loop.alloc"
+    traits = PURE
+
+    def verify(self) -> None:
+        expect_counts(self, (0, None), 1)
+        result = expect_tensor(self, self.result.type, "result")
+        check_dynamic_extents(self, result, self.operands)
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        it = iter(int(a) for a in args)
+        shape = tuple(next(it) if d is None else d for d in self.result.type.shape)  # type: ignore[union-attr]
+        if any(d < 0 for d in shape):
+            raise WiaRuntimeError(f"'{self.name}': negative extent in {shape}")
+        out = np.empty(shape, dtype=self.result.type.dtype.numpy)  # type: ignore[union-attr]
+        if out.dtype.kind == "f":
+            out.fill(np.nan)
+        return [out]
+
+
+def _buffer_and_offset(op: Operation, buf_index: int, offset_index: int) -> TensorType:
+    buf = expect_tensor(op, op.operand_types[buf_index], "buffer")
+    expect_index(op, op.operand_types[offset_index], "offset")
+    return buf
+
+
+def _flat_get(op: Operation, buf: np.ndarray, i: Any) -> Any:
+    i = int(i)
+    if not 0 <= i < buf.size:
+        raise WiaRuntimeError(f"'{op.name}': offset {i} outside a buffer of {buf.size} elements")
+    return buf.reshape(-1)[i]
+
+
+@register
+class LoadOp(Operation):
+    """``loop.load %buf, %offset``: the element at a linear offset (scalar of the dtype)."""
+
+    name = "loop.load"
+    traits = PURE
+
+    def verify(self) -> None:
+        expect_counts(self, 2, 1)
+        buf = _buffer_and_offset(self, 0, 1)
+        if self.result.type != ScalarType(buf.dtype):
+            raise self.error(f"result must be {buf.dtype.ir_name}, got {self.result.type}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        return [_flat_get(self, args[0], args[1])]
+
+
+@register
+class StoreOp(Operation):
+    """``loop.store %v, %buf, %offset``: write one element in place."""
+
+    name = "loop.store"
+
+    def verify(self) -> None:
+        expect_counts(self, 3, 0)
+        buf = _buffer_and_offset(self, 1, 2)
+        if self.operand_types[0] != ScalarType(buf.dtype):
+            raise self.error(f"stores {buf.dtype.ir_name} values, got {self.operand_types[0]}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        buf, i = args[1], int(args[2])
+        if not 0 <= i < buf.size:
+            raise WiaRuntimeError(f"'{self.name}': offset {i} outside a buffer of {buf.size} elements")
+        buf.reshape(-1)[i] = args[0]
+        return []
+
+
+@register
+class CheckOp(Operation):
+    """``loop.check %ok {message}``: a runtime error with ``message`` when ``%ok`` is false.
+
+    ``message`` names the tensor-level op (and its source line when known); the
+    native backends turn it into an error code, the jit into a WiaRuntimeError.
+    """
+
+    name = "loop.check"
+
+    def verify(self) -> None:
+        expect_counts(self, 1, 0)
+        if self.operand_types[0] != ScalarType(DType.BOOL):
+            raise self.error(f"condition must be i1, got {self.operand_types[0]}")
+        if not isinstance(self.attributes.get("message"), str):
+            raise self.error("needs a string attribute 'message'")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        if not bool(args[0]):
+            raise WiaRuntimeError(self.attributes["message"])
+        return []
+
+
+@register
+class CopyOp(Operation):
+    """``loop.copy %src, %dst, %soff, %doff, %n``: ``n`` contiguous elements (memcpy).
+
+    Source and destination have one dtype and do not overlap.
+    """
+
+    name = "loop.copy"
+
+    def verify(self) -> None:
+        expect_counts(self, 5, 0)
+        src = expect_tensor(self, self.operand_types[0], "source")
+        dst = expect_tensor(self, self.operand_types[1], "destination")
+        if src.dtype is not dst.dtype:
+            raise self.error(f"copies between one dtype, got {src} and {dst}")
+        for i, t in enumerate(self.operand_types[2:]):
+            expect_index(self, t, f"operand {i + 2}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        src, dst = args[0].reshape(-1), args[1].reshape(-1)
+        so, do, n = (int(a) for a in args[2:])
+        if n < 0 or so < 0 or do < 0 or so + n > src.size or do + n > dst.size:
+            raise WiaRuntimeError(f"'{self.name}': range outside a buffer")
+        dst[do:do + n] = src[so:so + n]
+        return []
+
+
+@register
+class GemmOp(Operation):
+    """``loop.gemm``: ``C[m, n] (+)= sum_k A[m, k] * B[k, n]`` on row-major panels.
+
+    Operands: buffers A, B, C (one float dtype, f32 or f64), then ``index``
+    offsets aoff, boff, coff, extents m, n, k and leading dimensions lda, ldb,
+    ldc. ``accumulate`` (default false) adds into C instead of overwriting it.
+    The backend emits a packed, cache-blocked, register-blocked micro-kernel.
+    """
+
+    name = "loop.gemm"
+
+    def verify(self) -> None:
+        expect_counts(self, 12, 0)
+        types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
+        if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
+            raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
+        for i, t in enumerate(self.operand_types[3:]):
+            expect_index(self, t, f"operand {i + 3}")
+        attr_bool(self, "accumulate", False)
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        a, b, c = (x.reshape(-1) for x in args[:3])
+        ao, bo, co, m, n, k, lda, ldb, ldc = (int(x) for x in args[3:])
+        am = np.lib.stride_tricks.as_strided(a[ao:], (m, k), (lda * a.itemsize, a.itemsize))
+        bm = np.lib.stride_tricks.as_strided(b[bo:], (k, n), (ldb * b.itemsize, b.itemsize))
+        cm = np.lib.stride_tricks.as_strided(c[co:], (m, n), (ldc * c.itemsize, c.itemsize))
+        prod = am @ bm
+        if self.attributes.get("accumulate", False):
+            cm += prod
+        else:
+            cm[...] = prod
+        return []
+
+
+#: The loop-level ops that write memory or fail: never removed, never reordered.
+SIDE_EFFECTS = frozenset({"loop.store", "loop.check", "loop.copy", "loop.gemm"})

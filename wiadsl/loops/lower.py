@@ -1,0 +1,169 @@
+"""Tensor level -> loop level: every function of a module, op by op, table-driven.
+
+Invariants:
+- The result is a new module; the input is not modified. Function signatures,
+  names and attributes are kept (tensor types now name buffers).
+- Each tensor op is lowered by the entry for its name in ``LOWERINGS``; an op
+  without one is an error (never skipped).
+- A tensor result with exactly one user, later in the same block and with no
+  possibly-in-place op (insert) in between, stays a deferred ``Expr`` and is
+  computed inside its user's loop (fusion). Every other result is materialized
+  into a buffer where it is defined.
+- Buffers reached through block arguments are owned by that argument: a value
+  that is not owned, or that stays live in the target, is copied on the edge.
+  So ``insert``/``insert_slice`` may update their destination in place when it
+  is owned and dead afterwards (loops that fill a tensor row by row stay O(n)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..diagnostics import WiaIRError
+from ..ir.core import Block, Operation, Value
+from ..ir.module import FuncOp, ModuleOp
+from ..ir.types import TensorType
+from .analysis import Liveness
+from .builder import LoopBuilder
+from .expr import Expr, Leaf, ScalarExpr, buffer_leaf
+from .scalar import copy_leaf, materialize
+
+Lowered = Expr | Value
+Lowering = Callable[["Ctx", Operation], list[Lowered]]
+
+#: op name -> lowering; filled by the lower_* modules (imported at the bottom).
+LOWERINGS: dict[str, Lowering] = {}
+#: Ops that may write their destination operand's buffer in place.
+IN_PLACE_OPS = frozenset({"tensor.insert", "tensor.insert_slice"})
+
+
+def lowering(*names: str) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for n in names:
+            LOWERINGS[n] = fn
+        return fn
+    return register
+
+
+@dataclass
+class Ctx:
+    """What an op lowering sees: the builder, the value map, the liveness facts."""
+
+    lb: LoopBuilder
+    live: Liveness
+    env: dict[int, Lowered] = field(default_factory=dict)
+
+    def get(self, v: Value) -> Lowered:
+        try:
+            return self.env[id(v)]
+        except KeyError:
+            raise WiaIRError(f"value %{v.name_hint or '?'} used before it was lowered") from None
+
+    def scalar(self, v: Value) -> Value:
+        x = self.get(v)
+        assert not isinstance(x, Expr), "a scalar operand lowered to a tensor"
+        return x
+
+    def operand(self, v: Value) -> Expr:
+        """A tensor or scalar operand as an expression (scalars broadcast)."""
+        x = self.get(v)
+        return x if isinstance(x, Expr) else ScalarExpr(x)
+
+    def buffer(self, v: Value) -> Leaf:
+        """The operand in a whole buffer of its own (materialized once)."""
+        leaf = materialize(self.lb, self.operand(v))
+        self.env[id(v)] = leaf
+        return leaf
+
+    @staticmethod
+    def message(op: Operation, text: str) -> str:
+        loc = op.attributes.get("loc")
+        where = f" (at {loc})" if isinstance(loc, str) else ""
+        return f"'{op.name}'{where}: {text}"
+
+
+def lower_module(module: ModuleOp) -> ModuleOp:
+    """The loop-level module of ``module`` (every function lowered)."""
+    return ModuleOp([lower_func(f) for f in module])
+
+
+def lower_func(src: FuncOp) -> FuncOp:
+    dst = FuncOp(src.name, src.arg_types, src.result_types, src.arg_names,
+                 dict(src.attributes), entry_name=src.entry.name_hint or "entry")
+    blocks: dict[int, Block] = {id(src.entry): dst.entry}
+    for b in src.blocks[1:]:
+        blocks[id(b)] = dst.add_block(b.arg_types, [a.name_hint for a in b.args], b.name_hint)
+    lb = LoopBuilder(dst, dst.entry)
+    ctx = Ctx(lb, Liveness(src))
+    for b in src.blocks:
+        lb.move_to(blocks[id(b)])
+        owned = b is not src.entry
+        for a, d in zip(b.args, blocks[id(b)].args, strict=True):
+            ctx.env[id(a)] = buffer_leaf(lb, d, owned) if isinstance(a.type, TensorType) else d
+        for op in b.ops:
+            if op.is_terminator:
+                _lower_terminator(ctx, op, blocks)
+            else:
+                _lower_op(ctx, op)
+    return dst
+
+
+def _lower_op(ctx: Ctx, op: Operation) -> None:
+    fn = LOWERINGS.get(op.name)
+    if fn is None:
+        raise WiaIRError(f"no loop-level lowering for '{op.name}'")
+    results = fn(ctx, op)
+    for r, x in zip(op.results, results, strict=True):
+        if isinstance(x, Expr) and isinstance(r.type, TensorType) and not _may_defer(op, r):
+            x = materialize(ctx.lb, x)
+        ctx.env[id(r)] = x
+
+
+def _may_defer(op: Operation, result: Value) -> bool:
+    if len(result.uses) != 1:
+        return False
+    user = result.uses[0].owner
+    block = op.parent
+    if user.parent is not block or user.is_terminator or user.name == "func.call":
+        return False
+    assert block is not None
+    between = block.ops[block.ops.index(op) + 1:block.ops.index(user)]
+    return not any(o.name in IN_PLACE_OPS for o in between)
+
+
+def _lower_terminator(ctx: Ctx, op: Operation, blocks: dict[int, Block]) -> None:
+    lb = ctx.lb
+    if op.name == "func.return":
+        lb.b.ret([_materialized(ctx, v) for v in op.operands])
+        return
+    succs = []
+    for s in op.successors:
+        args: list[Value] = []
+        for v in s.args:
+            if not isinstance(v.type, TensorType):
+                args.append(ctx.scalar(v))
+                continue
+            leaf = ctx.buffer(v)
+            shared = (not leaf.owned or id(v) in ctx.live.live_in[id(s.block)]
+                      or sum(a is v for a in s.args) > 1)
+            args.append(copy_leaf(lb, leaf).buf if shared else leaf.buf)
+        succs.append((blocks[id(s.block)], args))
+    operands = [ctx.scalar(v) for v in op.operands]
+    lb.b.create(op.name, operands, successors=succs)
+
+
+def _materialized(ctx: Ctx, v: Value) -> Value:
+    return ctx.buffer(v).buf if isinstance(v.type, TensorType) else ctx.scalar(v)
+
+
+@lowering("func.call")
+def _call(ctx: Ctx, op: Operation) -> list[Lowered]:
+    args = [_materialized(ctx, v) for v in op.operands]
+    new = ctx.lb.b.create("func.call", args, list(op.result_types), dict(op.attributes))
+    # The callee may return one of its parameters: results are not owned.
+    return [buffer_leaf(ctx.lb, r, owned=False) if isinstance(r.type, TensorType) else r
+            for r in new.results]
+
+
+from . import lower_elementwise, lower_index, lower_linalg, lower_reduce  # noqa: E402, F401

@@ -1,0 +1,225 @@
+"""Matmul (plain, batched, fused epilogue), transpose, conv2d and pooling.
+
+f32/f64 products go to ``loop.gemm`` (the backend's packed micro-kernel);
+conv2d becomes im2col into a scratch buffer plus one gemm per image. Other
+dtypes get plain loops (f16/bf16 accumulate in f32 as NumPy does).
+"""
+
+from __future__ import annotations
+
+from ..dtypes import DType
+from ..ir.core import Operation, Value
+from ..ir.types import ScalarType
+from .builder import LoopBuilder, contiguous_strides
+from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
+from .lower import Ctx, Lowered, lowering
+from .scalar import cast, clone_body
+
+GEMM_DTYPES = (DType.F32, DType.F64)
+
+
+def _acc(dtype: DType) -> DType:
+    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+
+
+def matmul(ctx: Ctx, op: Operation) -> tuple[Leaf | Value, list[Value]]:
+    """The product of operands 0 and 1: a buffer (or a scalar for vector . vector)."""
+    lb = ctx.lb
+    a, b = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
+    ae = a.extents if a.rank > 1 else [lb.idx(1), *a.extents]
+    be = b.extents if b.rank > 1 else [*b.extents, lb.idx(1)]
+    m, k, k2, n = ae[-2], ae[-1], be[-2], be[-1]
+    lb.check(lb.cmp("eq", k, k2), ctx.message(op, "inner extents differ"))
+    batch = broadcast_extents(lb, [ae[:-2], be[:-2]], ctx.message(op, "batch"))
+    dtype = a.dtype
+    out_ext = [*batch, *([m] if a.rank > 1 else []), *([n] if b.rank > 1 else [])]
+    if not out_ext:
+        return _dot(lb, a, b, k), []
+    c = lb.alloc(dtype, out_ext)
+    a_bs, b_bs = contiguous_strides(lb, ae[:-2]), contiguous_strides(lb, be[:-2])
+    c_bs = contiguous_strides(lb, batch)
+    mk, kn, mn = lb.mul(m, k), lb.mul(k, n), lb.mul(m, n)
+
+    def one(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        aoff = lb2.mul(lb2.linear(broadcast_ivs(lb2, ae[:-2], ivs), a_bs), mk)
+        boff = lb2.mul(lb2.linear(broadcast_ivs(lb2, be[:-2], ivs), b_bs), kn)
+        coff = lb2.mul(lb2.linear(ivs, c_bs), mn)
+        if dtype in GEMM_DTYPES:
+            lb2.b.create("loop.gemm", [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n],
+                         attributes={"accumulate": False})
+        else:
+            _naive(lb2, a.buf, b.buf, c, (aoff, boff, coff), m, n, k)
+    lb.nest(batch, one)
+    return buffer_leaf(lb, c, owned=True), out_ext
+
+
+def _dot(lb: LoopBuilder, a: Leaf, b: Leaf, k: Value) -> Value:
+    acc = _acc(a.dtype)
+
+    def step(lb2: LoopBuilder, i: Value, it: list[Value]) -> list[Value]:
+        x, y = cast(lb2, lb2.load(a.buf, i), acc), cast(lb2, lb2.load(b.buf, i), acc)
+        return [lb2.op("arith.add", [it[0], lb2.op("arith.mul", [x, y], ScalarType(acc))],
+                       ScalarType(acc), {"reassoc": True})]
+    zero = lb.const(0.0 if acc.is_float else (False if acc is DType.BOOL else 0), ScalarType(acc))
+    (r,) = lb.loop(lb.idx(0), k, step, [zero])
+    return cast(lb, r, a.dtype)
+
+
+def _naive(lb: LoopBuilder, a: Value, b: Value, c: Value, offs: tuple[Value, Value, Value],
+           m: Value, n: Value, k: Value) -> None:
+    dtype = a.type.dtype  # type: ignore[union-attr]
+    acc = _acc(dtype)
+    t = ScalarType(acc)
+    aoff, boff, coff = offs
+
+    def cell(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        i, j = ivs
+        zero = lb2.const(0.0 if acc.is_float else (False if acc is DType.BOOL else 0), t)
+
+        def step(lb3: LoopBuilder, p: Value, it: list[Value]) -> list[Value]:
+            x = cast(lb3, lb3.load(a, lb3.add(aoff, lb3.add(lb3.mul(i, k), p))), acc)
+            y = cast(lb3, lb3.load(b, lb3.add(boff, lb3.add(lb3.mul(p, n), j))), acc)
+            return [lb3.op("arith.add", [it[0], lb3.op("arith.mul", [x, y], t)], t)]
+        (r,) = lb2.loop(lb2.idx(0), k, step, [zero])
+        lb2.store(cast(lb2, r, dtype), c, lb2.add(coff, lb2.add(lb2.mul(i, n), j)))
+    lb.nest([m, n], cell)
+
+
+@lowering("tensor.matmul")
+def _matmul(ctx: Ctx, op: Operation) -> list[Lowered]:
+    return [matmul(ctx, op)[0]]
+
+
+def _epilogue(ctx: Ctx, op: Operation, product: Leaf) -> list[Lowered]:
+    body = op.regions[0].blocks[0]
+    extra = [ctx.operand(v) for v in op.operands[2:]]
+    return [MapExpr(lambda lb, args: clone_body(lb, body, args)[0], [product, *extra],
+                    product.extents, op.result.type.dtype)]  # type: ignore[union-attr]
+
+
+@lowering("tensor.fused_matmul")
+def _fused_matmul(ctx: Ctx, op: Operation) -> list[Lowered]:
+    product, _ = matmul(ctx, op)
+    assert isinstance(product, Leaf)
+    return _epilogue(ctx, op, product)
+
+
+@lowering("tensor.transpose")
+def _transpose(ctx: Ctx, op: Operation) -> list[Lowered]:
+    x = ctx.operand(op.operands[0])
+    leaf = x if isinstance(x, Leaf) else ctx.buffer(op.operands[0])
+    perm = op.attributes["perm"]
+    return [Leaf(leaf.buf, [leaf.extents[p] for p in perm], [leaf.strides[p] for p in perm],
+                 leaf.offset, False, False)]
+
+
+def _window(lb: LoopBuilder, size: Value, k: Value, stride: int, pad: int) -> Value:
+    return lb.add(lb.floordiv(lb.sub(lb.add(size, lb.idx(2 * pad)), k), lb.idx(stride)), lb.idx(1))
+
+
+def conv2d(ctx: Ctx, op: Operation) -> Leaf:
+    lb = ctx.lb
+    x, w = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
+    (sh, sw), (ph, pw) = op.attributes["stride"], op.attributes["padding"]
+    nb, c, h, wd = x.extents
+    o, c2, kh, kw = w.extents
+    lb.check(lb.cmp("eq", c, c2), ctx.message(op, "input and weight channels differ"))
+    ho, wo = _window(lb, h, kh, sh, ph), _window(lb, wd, kw, sw, pw)
+    ok = lb.and_(lb.cmp("sge", ho, lb.idx(1)), lb.cmp("sge", wo, lb.idx(1)))
+    lb.check(ok, ctx.message(op, "kernel larger than the padded input"))
+    out = lb.alloc(x.dtype, [nb, o, ho, wo])
+    ckk, hw = lb.mul(c, lb.mul(kh, kw)), lb.mul(ho, wo)
+    dtype = x.dtype
+    t = ScalarType(dtype)
+    col = lb.alloc(dtype, [ckk, hw]) if dtype in GEMM_DTYPES else None
+
+    def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        (ni,) = ivs
+        xoff = lb2.mul(ni, lb2.mul(c, lb2.mul(h, wd)))
+
+        def element(lb3: LoopBuilder, ci: Value, i: Value, j: Value, oh: Value, ow: Value) -> Value:
+            hh = lb3.sub(lb3.add(lb3.mul(oh, lb3.idx(sh)), i), lb3.idx(ph))
+            ww = lb3.sub(lb3.add(lb3.mul(ow, lb3.idx(sw)), j), lb3.idx(pw))
+            inside = lb3.and_(lb3.and_(lb3.cmp("sge", hh, lb3.idx(0)), lb3.cmp("slt", hh, h)),
+                              lb3.and_(lb3.cmp("sge", ww, lb3.idx(0)), lb3.cmp("slt", ww, wd)))
+            hc = lb3.min(lb3.max(hh, lb3.idx(0)), lb3.sub(h, lb3.idx(1)))
+            wc = lb3.min(lb3.max(ww, lb3.idx(0)), lb3.sub(wd, lb3.idx(1)))
+            off = lb3.add(xoff, lb3.add(lb3.mul(lb3.add(lb3.mul(ci, h), hc), wd), wc))
+            return lb3.select(inside, lb3.load(x.buf, off), lb3.const(0.0 if dtype.is_float else 0, t))
+
+        if col is not None:
+            def pack(lb3: LoopBuilder, v: list[Value]) -> None:
+                ci, i, j, oh, ow = v
+                row = lb3.add(lb3.mul(ci, lb3.mul(kh, kw)), lb3.add(lb3.mul(i, kw), j))
+                lb3.store(element(lb3, ci, i, j, oh, ow), col, lb3.add(lb3.mul(row, hw), lb3.add(lb3.mul(oh, wo), ow)))
+            lb2.nest([c, kh, kw, ho, wo], pack)
+            coff = lb2.mul(ni, lb2.mul(o, hw))
+            lb2.b.create("loop.gemm", [w.buf, col, out, lb2.idx(0), lb2.idx(0), coff, o, hw, ckk, ckk, hw, hw],
+                         attributes={"accumulate": False})
+            return
+        acc = _acc(dtype)
+        ta = ScalarType(acc)
+
+        def cell(lb3: LoopBuilder, v: list[Value]) -> None:
+            oi, oh, ow = v
+
+            total = lb3.const(0.0 if acc.is_float else 0, ta)
+
+            def over(lb4: LoopBuilder, p: Value, it: list[Value]) -> list[Value]:
+                ci = lb4.floordiv(p, lb4.mul(kh, kw))
+                rest = lb4.mod(p, lb4.mul(kh, kw))
+                i, j = lb4.floordiv(rest, kw), lb4.mod(rest, kw)
+                xv = cast(lb4, element(lb4, ci, i, j, oh, ow), acc)
+                wv = cast(lb4, lb4.load(w.buf, lb4.add(lb4.mul(oi, ckk), p)), acc)
+                return [lb4.op("arith.add", [it[0], lb4.op("arith.mul", [xv, wv], ta)], ta)]
+            (s,) = lb3.loop(lb3.idx(0), ckk, over, [total])
+            off = lb3.add(lb3.mul(lb3.add(lb3.mul(ni, o), oi), hw), lb3.add(lb3.mul(oh, wo), ow))
+            lb3.store(cast(lb3, s, dtype), out, off)
+        lb2.nest([o, ho, wo], cell)
+    lb.nest([nb], image)
+    return buffer_leaf(lb, out, owned=True)
+
+
+@lowering("tensor.conv2d")
+def _conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
+    return [conv2d(ctx, op)]
+
+
+@lowering("tensor.fused_conv2d")
+def _fused_conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
+    return _epilogue(ctx, op, conv2d(ctx, op))
+
+
+@lowering("tensor.max_pool", "tensor.avg_pool")
+def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
+    lb = ctx.lb
+    x: Expr = ctx.operand(op.operands[0])
+    (kh, kw), (sh, sw) = op.attributes["kernel"], op.attributes["stride"]
+    *lead, h, wd = x.extents
+    ho, wo = _window(lb, h, lb.idx(kh), sh, 0), _window(lb, wd, lb.idx(kw), sw, 0)
+    ok = lb.and_(lb.cmp("sge", ho, lb.idx(1)), lb.cmp("sge", wo, lb.idx(1)))
+    lb.check(ok, ctx.message(op, "kernel larger than the input"))
+    is_max = op.name == "tensor.max_pool"
+    dtype = x.dtype
+    acc = DType.F32 if dtype is DType.BF16 else dtype
+    ta = ScalarType(acc)
+    out_ext = [*lead, ho, wo]
+    out = lb.alloc(dtype, out_ext)
+    strides = contiguous_strides(lb, out_ext)
+
+    def cell(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        *li, oh, ow = ivs
+        vals = []
+        for i in range(kh):
+            for j in range(kw):
+                hh = lb2.add(lb2.mul(oh, lb2.idx(sh)), lb2.idx(i))
+                ww = lb2.add(lb2.mul(ow, lb2.idx(sw)), lb2.idx(j))
+                vals.append(cast(lb2, x.at(lb2, [*li, hh, ww]), acc))
+        r = vals[0]
+        for v in vals[1:]:
+            r = lb2.op("arith.max" if is_max else "arith.add", [r, v], ta)
+        if not is_max:
+            r = lb2.op("arith.div", [r, lb2.const(float(kh * kw), ta)], ta)
+        lb2.store(cast(lb2, r, dtype), out, lb2.linear(ivs, strides))
+    lb.nest(out_ext, cell)
+    return [buffer_leaf(lb, out, owned=True)]

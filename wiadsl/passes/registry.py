@@ -1,0 +1,16 @@
+"""Imports every pass module so that ``PASSES`` is complete."""
+
+from . import (  # noqa: F401
+    bn_fold,
+    canonicalize,
+    cse,
+    dce,
+    fuse,
+    inline,
+    licm,
+    pattern_pass,
+    plan_memory,
+    sccp,
+    shape_specialize,
+    simplify_cfg,
+)

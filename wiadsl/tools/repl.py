@@ -1,0 +1,131 @@
+"""The interactive session: ``wiac --repl``, or ``python -m wiadsl`` with no argument.
+
+Reads entries (an entry spans lines until its brackets balance and a ``kernel`` /
+``func`` header has its body), runs each (``evaluate.execute`` or a ``:command``)
+and prints the result. On a terminal it has a prompt, line editing, tab
+completion and history (``completion.py``); from a pipe it reads the same
+language without prompts, so a session can be scripted.
+
+Invariants:
+- An error is printed (with the caret, naming the input ``<inN>``) and the
+  session goes on; Ctrl-C cancels the entry being typed or the command running.
+- The exit status is 0, or 1 when input came from a pipe and some entry failed
+  (so scripted sessions fail loudly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from .. import __version__
+from ..diagnostics import WiaError
+from .commands import Quit, ReplState, run_command
+from .errors import EXIT_OK, EXIT_USER, internal_error_banner, render_error
+from .evaluate import execute
+from .session import Session, SessionError
+
+PS1, PS2 = "wia> ", "...> "
+BANNER = (f"wiadsl {__version__} interactive session: WIA DSL declarations, "
+          "expressions and :commands\n"
+          "Type :help for the commands, :quit (or Ctrl-D) to leave.")
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*[\s\S]*?(\*/|\Z)")
+_HEADER = re.compile(r"\s*(kernel|func)\b")
+_CONTINUES = ("+", "-", "*", "/", "%", "@", "=", ",", "&&", "||", "<", ">", "!")
+
+
+def needs_more(text: str) -> bool:
+    """Whether ``text`` is an unfinished entry (the REPL reads another line)."""
+    if text.lstrip().startswith(":"):
+        return False
+    code = _COMMENTS.sub(" ", text)
+    if re.search(r"/\*(?![\s\S]*\*/)", text):
+        return True  # an unterminated block comment
+    depth = 0
+    for ch in code:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    if depth > 0:
+        return True
+    if depth == 0 and _HEADER.match(code) and "{" not in code:
+        return True  # a kernel or func header whose body is on the next lines
+    stripped = code.rstrip()
+    return depth == 0 and bool(stripped) and stripped.endswith(_CONTINUES)
+
+
+def read_entry(interactive: bool) -> str:
+    """One entry, over as many lines as it needs. EOF on the first line ends the session."""
+    lines = [input(PS1 if interactive else "")]
+    while needs_more("\n".join(lines)):
+        try:
+            lines.append(input(PS2 if interactive else ""))
+        except EOFError:
+            break
+    return "\n".join(lines)
+
+
+def handle(state: ReplState, entry: str) -> str:
+    if entry.strip().startswith(":"):
+        return run_command(state, entry)
+    return execute(state.session, entry, state.label)
+
+
+def _options(args: object) -> tuple[str | None, int]:
+    if isinstance(args, argparse.Namespace):
+        target = args.target if args.target in ("interp", "cpu", "systolic", "cuda") else None
+        return target, args.level
+    return None, 2
+
+
+def main(args: object = None) -> int:
+    """Run the session on stdin/stdout; returns the exit status."""
+    from .completion import save_history, setup_readline
+
+    target, level = _options(args)
+    session = Session(target, level)
+    interactive = sys.stdin.isatty()
+    readline = setup_readline(session) if interactive else None
+    if interactive:
+        print(BANNER)
+    state = ReplState(session)
+    failed = False
+    count = 1
+    while True:
+        state.label = f"<in{count}>"
+        try:
+            entry = read_entry(interactive)
+        except EOFError:
+            if interactive:
+                print()
+            break
+        except KeyboardInterrupt:
+            print("\n(cancelled)")
+            continue
+        if not entry.strip():
+            continue
+        try:
+            out = handle(state, entry)
+            if out:
+                print(out)
+        except Quit:
+            break
+        except WiaError as err:
+            failed = True
+            sys.stdout.flush()
+            text = err.render() if isinstance(err, SessionError) else render_error(err, "wiadsl")
+            print(text, file=sys.stderr)
+        except KeyboardInterrupt:
+            print("\n(interrupted)")
+        except Exception as exc:  # noqa: BLE001 - a bug must not end the session
+            failed = True
+            sys.stdout.flush()
+            print(internal_error_banner(exc, "wiadsl"), file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        count += 1
+    save_history(readline)
+    return EXIT_USER if failed and not interactive else EXIT_OK
