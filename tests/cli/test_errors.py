@@ -18,7 +18,7 @@ def test_source_error_has_location_and_caret(wiac):
     assert proc.returncode == 1 and proc.out == ""
     lines = proc.err.splitlines()
     assert lines[0].endswith("bad_matmul.wia:4:11: error: shape mismatch in '@': "
-                             "A is f32[M, K], x is f32[N]")
+                             "A is f32[4, 3], x is f32[5]")
     assert lines[1] == "        y = A @ x;" and lines[2] == "              ^"
 
 

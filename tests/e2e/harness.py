@@ -32,7 +32,7 @@ TOLERANCE = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit(src: str, target: str) -> Any:
     return wiadsl.jit(src, target=target)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from tests.e2e.harness import TARGETS, assert_matches, kernel, rand
 
@@ -145,3 +148,16 @@ def test_float_modulo_and_floor_semantics_of_negatives(target):
     f = kernel(BINARY_SRC.format(op="%"), target)
     assert_matches(f(a, b), np.remainder(a, b))
     assert_matches(f(ai, bi), np.remainder(ai, bi))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3,
+                                                 min_side=1, max_side=9),
+       op=st.sampled_from(["+", "-", "*", "max", "<"]),
+       seed=st.integers(0, 2**16))
+def test_random_broadcast_shapes_match_numpy(shapes, op, seed):
+    a, b = rand(shapes.input_shapes[0], seed=seed), rand(shapes.input_shapes[1], seed=seed + 1)
+    expr = "max(a, b)" if op == "max" else f"a {op} b"
+    src = f"kernel k(input a: tensor, input b: tensor, output c: tensor) {{ c = {expr}; }}"
+    want = np.maximum(a, b) if op == "max" else (ARITH | CMP)[op](a, b)
+    assert_matches(kernel(src, "interp")(a, b), want)

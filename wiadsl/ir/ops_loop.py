@@ -43,7 +43,7 @@ from .ops_base import (
     expect_tensor,
     register,
 )
-from .types import ScalarType, TensorType
+from .types import ScalarType, TensorType, shapes_compatible
 
 
 @register
@@ -210,3 +210,23 @@ class GemmOp(Operation):
 
 #: The loop-level ops that write memory or fail: never removed, never reordered.
 SIDE_EFFECTS = frozenset({"loop.store", "loop.check", "loop.copy", "loop.gemm"})
+
+
+@register
+class RetypeOp(Operation):
+    """``loop.retype %buf : tensor<5xf32> -> tensor<?xf32>``: the same buffer under a
+    compatible type (static extents made dynamic or the reverse, same dtype), where a
+    block argument, a return or a call needs the exact type."""
+
+    name = "loop.retype"
+    traits = PURE
+
+    def verify(self) -> None:
+        expect_counts(self, 1, 1)
+        src = expect_tensor(self, self.operand_types[0], "operand")
+        dst = expect_tensor(self, self.result.type, "result")
+        if src.dtype is not dst.dtype or not shapes_compatible(src.shape, dst.shape):
+            raise self.error(f"cannot retype {src} as {dst}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        return [args[0]]

@@ -17,15 +17,15 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..diagnostics import WiaIRError
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
-from ..ir.types import TensorType
+from ..ir.types import IRType, TensorType
 from .analysis import Liveness
-from .builder import LoopBuilder
+from .builder import LoopBuilder, contiguous_strides
 from .expr import Expr, Leaf, ScalarExpr, buffer_leaf
 from .scalar import copy_leaf, materialize
 
@@ -83,12 +83,19 @@ class Ctx:
         return f"'{op.name}'{where}: {text}"
 
 
-def lower_module(module: ModuleOp) -> ModuleOp:
-    """The loop-level module of ``module`` (every function lowered)."""
-    return ModuleOp([lower_func(f) for f in module])
+def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] | None = None
+                 ) -> ModuleOp:
+    """The loop-level module of ``module`` (every function lowered).
+
+    ``shapes`` specializes functions to the concrete shapes of their tensor
+    parameters (the types stay as declared; the extents become constants, so
+    trip counts, allocations and offsets fold).
+    """
+    shapes = shapes or {}
+    return ModuleOp([lower_func(f, shapes.get(f.name)) for f in module])
 
 
-def lower_func(src: FuncOp) -> FuncOp:
+def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> FuncOp:
     dst = FuncOp(src.name, src.arg_types, src.result_types, src.arg_names,
                  dict(src.attributes), entry_name=src.entry.name_hint or "entry")
     blocks: dict[int, Block] = {id(src.entry): dst.entry}
@@ -101,6 +108,13 @@ def lower_func(src: FuncOp) -> FuncOp:
         owned = b is not src.entry
         for a, d in zip(b.args, blocks[id(b)].args, strict=True):
             ctx.env[id(a)] = buffer_leaf(lb, d, owned) if isinstance(a.type, TensorType) else d
+        if b is src.entry and shapes is not None:
+            for a, shape in zip(b.args, shapes, strict=True):
+                if isinstance(a.type, TensorType):
+                    leaf = ctx.env[id(a)]
+                    assert isinstance(leaf, Leaf)
+                    leaf.extents = [lb.idx(n) for n in shape]
+                    leaf.strides = contiguous_strides(lb, leaf.extents)
         for op in b.ops:
             if op.is_terminator:
                 _lower_terminator(ctx, op, blocks)
@@ -135,7 +149,8 @@ def _may_defer(op: Operation, result: Value) -> bool:
 def _lower_terminator(ctx: Ctx, op: Operation, blocks: dict[int, Block]) -> None:
     lb = ctx.lb
     if op.name == "func.return":
-        lb.b.ret([_materialized(ctx, v) for v in op.operands])
+        types = ctx.lb.func.result_types
+        lb.b.ret([_materialized(ctx, v, t) for v, t in zip(op.operands, types, strict=True)])
         return
     succs = []
     for s in op.successors:
@@ -147,14 +162,24 @@ def _lower_terminator(ctx: Ctx, op: Operation, blocks: dict[int, Block]) -> None
             leaf = ctx.buffer(v)
             shared = (not leaf.owned or id(v) in ctx.live.live_in[id(s.block)]
                       or sum(a is v for a in s.args) > 1)
-            args.append(copy_leaf(lb, leaf).buf if shared else leaf.buf)
+            buf = copy_leaf(lb, leaf).buf if shared else leaf.buf
+            args.append(retyped(lb, buf, s.block.args[len(args)].type))
         succs.append((blocks[id(s.block)], args))
     operands = [ctx.scalar(v) for v in op.operands]
     lb.b.create(op.name, operands, successors=succs)
 
 
-def _materialized(ctx: Ctx, v: Value) -> Value:
-    return ctx.buffer(v).buf if isinstance(v.type, TensorType) else ctx.scalar(v)
+def _materialized(ctx: Ctx, v: Value, want: IRType | None = None) -> Value:
+    """A buffer (or scalar) for ``v``, retyped to ``want`` (default: v's own type)."""
+    if not isinstance(v.type, TensorType):
+        return ctx.scalar(v)
+    return retyped(ctx.lb, ctx.buffer(v).buf, want or v.type)
+
+
+def retyped(lb: LoopBuilder, buf: Value, want: IRType) -> Value:
+    if buf.type == want:
+        return buf
+    return lb.op("loop.retype", [buf], want)
 
 
 @lowering("func.call")

@@ -11,7 +11,15 @@ from typing import Any
 
 from ..ir.module import ModuleOp
 from . import registry  # noqa: F401  (fills PASSES)
-from .base import PASSES, Pass, PassContext, PassManager, default_pipeline, parse_pipeline
+from .base import (
+    PASSES,
+    Pass,
+    PassContext,
+    PassManager,
+    _split_top,
+    default_pipeline,
+    parse_pipeline,
+)
 from .remarks import Remark
 from .shape_specialize import specialize_shapes
 
@@ -31,6 +39,12 @@ def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
     for p in patterns or ():
         extra += load_patterns(p) if isinstance(p, str) else [p]
     text = default_pipeline(level) if pipeline is None else pipeline
+    items = [p for p in _split_top(text) if p.strip()]
+    names = [p.strip().split("{")[0] for p in items]
+    if extra and "patterns" not in names:
+        # user patterns run right before fusion (or last when there is no fuse)
+        at = names.index("fuse") if "fuse" in names else len(names)
+        text = ",".join([*items[:at], "patterns", *items[at:]])
     pm = PassManager(text, remarks=remarks, **pm_options)
     pattern_pass.EXTRA[:] = extra
     try:

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 from ..ir.core import Block, Operation, OpResult, Value
 from ..ir.module import ModuleOp
-from ..ir.ops import op_class
-from ..ir.ops_fused import FusedElementwiseOp
+from ..ir.ops import create_op, op_class
+from ..ir.ops_fused import FusedElementwiseOp, new_body
 from ..ir.types import ScalarType, TensorType
 from ..rewrite.utils import clone_op
 from .base import Pass, PassContext, register_pass
-from .fusion_body import cluster_inputs, is_fusible, kernel_name, make_body
+from .fusion_body import cluster_inputs, emit, is_fusible, kernel_name, make_body
 
 REDUCE_KINDS = {"tensor.reduce_sum": "sum", "tensor.reduce_max": "max", "tensor.reduce_min": "min",
                 "tensor.reduce_prod": "prod", "tensor.reduce_mean": "mean"}
@@ -107,6 +107,8 @@ def fuse_products(st: FusionState) -> None:
         cur: Value = prod.result
         while len(chain) < st.opts.max_ops:
             users = cur.users
+            if not users:
+                break
             why = escape_reason(cur, {id(users[0])} if len(users) == 1 else set())
             if why is not None:
                 if chain or cur is not prod.result or len(users) > 1:
@@ -239,16 +241,12 @@ def fuse_one_reduction(st: FusionState, red: Operation) -> None:
         eset = {id(e) for e in epi}
         outs = [e.result for e in epi if any(id(u) not in eset for u in e.result.users)]
         rt = ScalarType(r.type.dtype)  # type: ignore[union-attr]
-        from ..ir.ops_fused import new_body
         region1, block1 = new_body([*(ScalarType(i.type.dtype) for i in inputs), rt])  # type: ignore[union-attr]
         mapping = {id(i): a for i, a in zip(inputs, block1.args, strict=False)}
         mapping[id(r)] = block1.args[-1]
-        from .fusion_body import emit
-        from ..ir.ops import create_op
         emit(block1, [*body_ops, *epi], mapping)
         block1.append(create_op("tensor.yield", [mapping[id(o)] for o in outs]))
         regions.append(region1)
-    names = [n for n in [k.short if False else None for k in []]]  # noqa: F841
     kname = kernel_name("reduce_" + kind, [*prods, *epi])
     attrs = {"kinds": [kind], "axes": list(red.attributes["axes"]), "kernel": kname}
     if keep:
@@ -369,8 +367,6 @@ def merge(st: FusionState, a: Operation, b: Operation) -> None:
     for v in [*a.operands, *b.operands]:
         if all(v is not w for w in inputs):
             inputs.append(v)
-    from ..ir.ops_fused import new_body
-    from ..ir.ops import create_op
     region, block = new_body([ScalarType(v.type.dtype) for v in inputs])  # type: ignore[union-attr]
     arg_of = {id(v): arg for v, arg in zip(inputs, block.args, strict=True)}
     yields: list[Value] = []

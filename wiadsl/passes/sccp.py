@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.builder import Builder
-from ..ir.core import Block, Operation, OpResult, Trait, Value
+from ..ir.core import Block, Operation, Trait, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.numerics import finish
 from ..ir.ops import create_op
@@ -123,6 +123,15 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
     for block in list(func.blocks):
         if id(block) not in s.executable:
             continue
+        term = block.terminator
+        if term is not None and term.name == "cf.cond_br":
+            c = s.lattice.get(id(term.operands[0]))
+            if c is not None and c is not OVER:
+                succ = term.successors[0 if bool(c) else 1]
+                term.insert_before(create_op("cf.br", successors=[(succ.block, list(succ.args))]))
+                term.erase()
+                ctx.count("branches folded")
+                ctx.remark("folded", f"branch on a constant ({bool(c)}) always goes one way")
         for arg in block.args:
             c = s.lattice.get(id(arg))
             if c is not None and c is not OVER and arg.uses and not isinstance(arg.type, TensorType) \
@@ -133,15 +142,6 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
                 arg.replace_all_uses_with(b.constant(c, arg.type))
                 ctx.count("constants propagated")
         for op in list(block.ops):
-            if op.name == "cf.cond_br":
-                c = s.lattice.get(id(op.operands[0]))
-                if c is not None and c is not OVER:
-                    succ = op.successors[0 if bool(c) else 1]
-                    op.insert_before(create_op("cf.br", successors=[(succ.block, list(succ.args))]))
-                    op.erase()
-                    ctx.count("branches folded")
-                    ctx.remark("folded", f"branch on a constant ({bool(c)}) always goes one way")
-                continue
             if op.name in ("arith.constant", "tensor.constant") or not op.results:
                 continue
             for r in op.results:
@@ -153,7 +153,6 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
     dead = [b for b in func.blocks if id(b) not in s.executable]
     erase_blocks(dead)
     ctx.count("blocks removed", len(dead))
-    _ = OpResult
 
 
 @register_pass

@@ -41,9 +41,12 @@ def merge_into_predecessor(func: FuncOp, block: Block) -> bool:
 def bypass_forwarder(func: FuncOp, block: Block) -> bool:
     if block is func.entry or len(block.ops) != 1 or block.ops[0].name != "cf.br":
         return False
-    (out,) = block.ops[0].successors
+    br = block.ops[0]
+    (out,) = br.successors
     if out.block is block or not block.predecessors:
         return False
+    if any(u is not br for a in block.args for u in a.users):
+        return False  # an argument read past the branch must stay a block argument
     for pred in block.predecessors:
         term = pred.terminator
         assert term is not None

@@ -23,7 +23,7 @@ import pathlib
 from dataclasses import dataclass
 
 from lark import Lark, Transformer
-from lark.exceptions import LarkError
+from lark.exceptions import LarkError, VisitError
 
 from ..diagnostics import WiaUsageError
 from ..ir.core import Operation, OpResult, Value
@@ -181,7 +181,10 @@ def parse_patterns(text: str, filename: str = "<patterns>") -> list[DeclarativeP
         tree = _parser().parse(text)
     except LarkError as e:
         raise WiaUsageError(f"{filename}: cannot parse patterns: {e}") from None
-    return _Build().transform(tree)
+    try:
+        return _Build().transform(tree)
+    except VisitError as e:  # an error of ours inside a transformer callback
+        raise e.orig_exc from None
 
 
 def load_patterns(path_or_text: str | pathlib.Path) -> list[DeclarativePattern]:

@@ -58,7 +58,8 @@ class Completer:
 
     def candidates(self, text: str, line_start: bool = True) -> list[str]:
         if text.startswith(":") and line_start:
-            return sorted(f":{name}" for name in COMMANDS if f":{name}".startswith(text))
+            # Python's readline appends nothing after a unique match: add the space here.
+            return sorted(f":{name} " for name in COMMANDS if f":{name}".startswith(text))
         if "." in text:
             module, _, prefix = text.partition(".")
             members = stdlib_names().get(module, ())

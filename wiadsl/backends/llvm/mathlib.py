@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .types import F32, F64, I32
+from .types import F32, F64, I32, I64
 
 LOG2E = 1.44269504088896341
 C1, C2 = 0.693359375, -2.12194440e-4
@@ -87,3 +87,13 @@ def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return tanh_f32(b, x) if x.type == F32 else libm(b, "tanh", [x])
+
+
+def fptosi_sat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float -> i64, truncating toward zero; NaN gives 0 and overflow saturates."""
+    suffix = {F32: "f32", F64: "f64"}[x.type]
+    name = f"llvm.fptosi.sat.i64.{suffix}"
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(I64, [x.type]), name)
+    return b.call(fn, [x])

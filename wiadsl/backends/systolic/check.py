@@ -30,6 +30,13 @@ class _Checker:
     def error(self, msg: str) -> SasmError:
         return SasmError(f"section {self.s.name}: {msg}")
 
+    def typed(self, x: Local, space: str | None = None) -> Buffer:
+        """A vec/mvout operand: accumulator words need a :dtype to be read as."""
+        b = self.local(x, space)
+        if b.space == "acc" and x.dtype is None:
+            raise self.error(f"{x.text()}: accumulator operands of vec and mvout need a :dtype")
+        return b
+
     def local(self, x: Local, space: str | None = None) -> Buffer:
         b = self.buffers.get(x.buffer)
         if b is None:
@@ -38,8 +45,6 @@ class _Checker:
             raise self.error(f"{x.text()} must be in the {space}, '{b.name}' is in the {b.space}")
         if not (_fits((0, b.rows), x.rows) and _fits((0, b.cols), x.cols)):
             raise self.error(f"{x.text()} is outside {b.name} [{b.rows}, {b.cols}]")
-        if b.space == "acc" and x.dtype is None:
-            raise self.error(f"{x.text()}: accumulator operands need a :dtype")
         if b.space == "spad" and x.dtype not in (None, b.dtype):
             raise self.error(f"{x.text()}: {b.name} holds {b.dtype}")
         return b
@@ -72,7 +77,7 @@ class _Checker:
             raise self.error(f"mvin {i.dst.text()} <- {i.src.text()}: dtype or shape differ")
 
     def mvout(self, i: Mvout) -> None:
-        self.local(i.src, "acc")
+        self.typed(i.src, "acc")
         self.remote(i.dst)
         dram = self.drams[self.views[i.dst.view].base]
         if dram.direction != "out" or dram.dtype is not i.src.dtype or i.dst.shape != i.src.shape:
@@ -102,9 +107,9 @@ class _Checker:
                              f"not fit a {self.config.rows}x{self.config.cols} os array")
 
     def vec(self, i: Vec) -> None:
-        self.local(i.dst, "acc")
+        self.typed(i.dst, "acc")
         for x in i.srcs:
-            self.local(x)
+            self.typed(x)
             if any(n not in (1, d) for n, d in zip(x.shape, i.dst.shape)):
                 raise self.error(f"vec.{i.fn}: {x.text()} does not broadcast to {i.dst.text()}")
         dtypes = [x.dtype or self.buffers[x.buffer].dtype for x in i.srcs]

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import DType
-from ...ir.core import Block, Operation, Value
+from ...ir.core import Block, Operation, OpResult, Value
 from ...ir.module import FuncOp
 from ...ir.ops_elementwise import ELEMENTWISE_BY_NAME
 from ...ir.types import IndexType, TensorType
@@ -67,6 +67,7 @@ class Group:
     steps: list[VecStep] = field(default_factory=list)
     #: external operands: IR values, or constants (NumPy scalars) from fused bodies
     externals: list[Value | np.ndarray] = field(default_factory=list)
+    ext_dtypes: list[DType] = field(default_factory=list)
     absorbed: list[Operation] = field(default_factory=list)
 
     @property
@@ -81,14 +82,18 @@ def _vec_ok(op: Operation) -> bool:
             and all(dtype_of(v) in VEC_DTYPES for v in values))
 
 
-def array_operands(op: Operation) -> tuple[Value, Value, list[Operation]] | None:
-    """The values the array multiplies for product ``op`` (casts read through), or None."""
+def array_operands(op: Operation, taken: frozenset[int] = frozenset()
+                   ) -> tuple[Value, Value, list[Operation]] | None:
+    """The values the array multiplies for product ``op`` (casts read through), or None.
+
+    Casts already placed in another group (``taken``) are not read through: their
+    source may be a value only that group computes."""
     a, b = op.operands[:2]
     dtype = dtype_of(a)
     if dtype in ARRAY_DTYPES:
         return a, b, []
-    casts = [v.op if hasattr(v, "op") else None for v in (a, b)]
-    if all(c is not None and c.name == "tensor.cast" for c in casts):
+    casts = [v.op if isinstance(v, OpResult) else None for v in (a, b)]
+    if all(c is not None and c.name == "tensor.cast" and id(c) not in taken for c in casts):
         srcs = [c.operands[0] for c in casts]  # type: ignore[union-attr]
         src_dtypes = {dtype_of(s) for s in srcs}
         if len(src_dtypes) == 1 and (src_dtypes.pop(), dtype) in ABSORBABLE:
@@ -104,14 +109,16 @@ class _StepBuilder:
         self.g = group
         self.where: dict[int, tuple[str, int]] = {}
 
-    def src(self, v: Value | np.ndarray, dtype: DType) -> Src:
-        if isinstance(v, Value) and id(v) in self.where:
-            kind, idx = self.where[id(v)]
-            return (kind, idx, dtype)
+    def external(self, v: Value | np.ndarray, dtype: DType) -> int:
         self.g.externals.append(v)
-        if isinstance(v, Value):
-            self.where[id(v)] = ("ext", len(self.g.externals) - 1)
-        return ("ext", len(self.g.externals) - 1, dtype)
+        self.g.ext_dtypes.append(dtype)
+        return len(self.g.externals) - 1
+
+    def src(self, v: Value, dtype: DType) -> Src:
+        if id(v) not in self.where:
+            self.where[id(v)] = ("ext", self.external(v, dtype))
+        kind, idx = self.where[id(v)]
+        return (kind, idx, dtype)
 
     def step(self, fn: str, dtype: DType, srcs: list[Src], result: Value | None) -> None:
         self.g.steps.append(VecStep(fn, dtype, tuple(srcs)))
@@ -140,14 +147,15 @@ def _grow(block: Block, start: int, members: list[Operation], taken: set[int]) -
     return best
 
 
-def _tensor_group(members: list[Operation], product: str | None) -> Group:
+def _tensor_group(members: list[Operation], product: str | None,
+                  taken: frozenset[int] = frozenset()) -> Group:
     g = Group(members, members[-1].result)
     b = _StepBuilder(g)
     rest = members
     if product is not None:
         anchor = members[0]
         g.product, g.attrs = product, dict(anchor.attributes)
-        g.lhs, g.rhs, g.absorbed = array_operands(anchor)  # type: ignore[misc]
+        g.lhs, g.rhs, g.absorbed = array_operands(anchor, taken)  # type: ignore[misc]
         g.product_dtype = dtype_of(anchor.result)
         b.where[id(anchor.result)] = ("anchor", 0)
         rest = members[1:]
@@ -181,8 +189,7 @@ def _fused_group(op: Operation) -> Group | None:
     for arg, value in zip(args, outer):
         if dtype_of(value) not in VEC_DTYPES:
             return None
-        b.where[id(arg)] = ("ext", len(g.externals))
-        g.externals.append(value)
+        b.where[id(arg)] = ("ext", b.external(value, dtype_of(value)))  # type: ignore[arg-type]
     for inner in block.ops:
         if inner.name == "tensor.yield":
             y = inner.operands[0]
@@ -193,9 +200,9 @@ def _fused_group(op: Operation) -> Group | None:
         if inner.name == "arith.constant":
             if dtype_of(inner.result) not in VEC_DTYPES:
                 return None
-            b.where[id(inner.result)] = ("ext", len(g.externals))
-            g.externals.append(np.asarray(inner.attributes["value"],
-                                          dtype_of(inner.result).numpy))  # type: ignore[union-attr]
+            dt = dtype_of(inner.result)
+            b.where[id(inner.result)] = ("ext", b.external(
+                np.asarray(inner.attributes["value"], dt.numpy), dt))  # type: ignore[union-attr, arg-type]
             continue
         if inner.name not in BODY_OPS or dtype_of(inner.result) not in VEC_DTYPES:
             return None
@@ -212,12 +219,13 @@ def plan_block(block: Block) -> list[Group]:
         fused = _fused_group(op)
         if fused is not None:
             groups.append(fused)
-            taken.add(id(op))
-        elif op.name in PRODUCTS and array_operands(op) is not None \
+            taken.update(id(m) for m in [op, *fused.absorbed])
+        elif op.name in PRODUCTS and array_operands(op, frozenset(taken)) is not None \
                 and dtype_of(op.result) in VEC_DTYPES and isinstance(op.result.type, TensorType):
             members = _grow(block, i, [op], taken)
-            taken.update(id(m) for m in members)
-            groups.append(_tensor_group(members, PRODUCTS[op.name]))
+            group = _tensor_group(members, PRODUCTS[op.name], frozenset(taken))
+            taken.update(id(m) for m in [*members, *group.absorbed])
+            groups.append(group)
     for i, op in enumerate(block.ops):
         if id(op) not in taken and _vec_ok(op):
             members = _grow(block, i, [op], taken)

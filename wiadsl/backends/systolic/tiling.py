@@ -31,6 +31,9 @@ from .isa import Buffer, Instruction, Label, Local, MatmulOS, MatmulWS, Mvin, Mv
 
 #: rows per matmul/mvout instruction in overlap timing (lets stores start early)
 CHUNK_ROWS = 256
+#: ws: weight tiles are fetched this many folds ahead (scratchpad holds one more), so
+#: the in-order DMA queue has them before a finished tile's stores
+PREFETCH = 2
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class _WS(_Emitter):
         mb = g.m
         ext = lambda rows: sum(rows * c.cols * e.dtype.bits // 8 for e in self.epi.externals)
         while mb > 1:
-            spad_fixed = 2 * c.rows * c.cols * self.elem + ext(min(mb, CHUNK_ROWS))
+            spad_fixed = (PREFETCH + 1) * c.rows * c.cols * self.elem + ext(min(mb, CHUNK_ROWS))
             resident = mb * _cdiv(g.k, c.rows) * c.rows * self.elem
             if self.acc_bytes(mb) <= c.acc_capacity:
                 if spad_fixed + resident <= c.spad_capacity:
@@ -110,7 +113,7 @@ class _WS(_Emitter):
                 if spad_fixed + 2 * mb * c.rows * self.elem <= c.spad_capacity:
                     return mb, False
             mb = _cdiv(mb, 2)
-        self.check_fit(2 * c.rows * c.cols * self.elem + 2 * c.rows * self.elem + ext(1),
+        self.check_fit((PREFETCH + 1) * c.rows * c.cols * self.elem + 2 * c.rows * self.elem + ext(1),
                        self.acc_bytes(1))
         return 1, False
 
@@ -121,37 +124,43 @@ class _WS(_Emitter):
         kt = _cdiv(g.k, c.rows)
         a_names = [self.buf(f"a{i}", "spad", mb, c.rows, g.operand_dtype)
                    for i in range(kt if resident else 2)]
-        w_names = [self.buf(f"w{i}buf", "spad", c.rows, c.cols, g.operand_dtype) for i in (0, 1)]
+        nw = PREFETCH + 1
+        w_names = [self.buf(f"w{i}buf", "spad", c.rows, c.cols, g.operand_dtype)
+                   for i in range(nw)]
         acc_names = [self.buf(f"c{i}", "acc", mb, c.cols) for i in (0, 1)]
         temps, exts = self.epilogue_buffers(chunk)
-        fold = tile = 0
-        for b in range(g.batches):
-            for m0, m1 in _spans(g.m, mb):
-                for j, (n0, n1) in enumerate(_spans(g.n, c.cols)):
-                    acc = acc_names[tile % 2]
-                    tile += 1
-                    for i, (k0, k1) in enumerate(_spans(g.k, c.rows)):
-                        self.body.append(Label(f"b{b}_m{m0}_n{j}_k{i}"))
-                        a = a_names[i] if resident else a_names[fold % 2]
-                        if not resident or j == 0:
-                            for r0, r1 in _spans(m1 - m0, chunk):
-                                self.body.append(Mvin(
-                                    Local(a, (r0, r1), (0, k1 - k0)),
-                                    Remote(g.lhs, b if g.lhs_batched else 0,
-                                           (m0 + r0, m0 + r1), (k0, k1))))
-                        wb = w_names[fold % 2]
-                        self.body.append(Mvin(Local(wb, (0, k1 - k0), (0, n1 - n0)),
-                                              Remote(g.rhs, b if g.rhs_batched else 0,
-                                                     (k0, k1), (n0, n1))))
-                        self.body.append(Preload(fold % 2, Local(wb, (0, k1 - k0), (0, n1 - n0))))
-                        for r0, r1 in _spans(m1 - m0, chunk):
-                            self.body.append(MatmulWS(Local(acc, (r0, r1), (0, n1 - n0)),
-                                                      Local(a, (r0, r1), (0, k1 - k0)),
-                                                      fold % 2, i > 0))
-                        fold += 1
-                    for r0, r1 in _spans(m1 - m0, chunk):
-                        self.finish_tile(acc, (m0 + r0, m0 + r1), (r0, r1), (n0, n1), b,
-                                         temps, exts)
+        folds = [(b, m, j, i) for b in range(g.batches) for m in _spans(g.m, mb)
+                 for j in range(_cdiv(g.n, c.cols)) for i in range(kt)]
+        for f in range(min(PREFETCH, len(folds))):
+            self.load_weights(folds[f], w_names[f])
+        for f, (b, (m0, m1), j, i) in enumerate(folds):
+            k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
+            n0, n1 = j * c.cols, min(g.n, (j + 1) * c.cols)
+            acc = acc_names[(f // kt) % 2]
+            self.body.append(Label(f"b{b}_m{m0}_n{j}_k{i}"))
+            a = a_names[i] if resident else a_names[f % 2]
+            if not resident or j == 0:
+                for r0, r1 in _spans(m1 - m0, chunk):
+                    self.body.append(Mvin(Local(a, (r0, r1), (0, k1 - k0)),
+                                          Remote(g.lhs, b if g.lhs_batched else 0,
+                                                 (m0 + r0, m0 + r1), (k0, k1))))
+            self.body.append(Preload(f % 2, Local(w_names[f % nw], (0, k1 - k0), (0, n1 - n0))))
+            if f + PREFETCH < len(folds):
+                self.load_weights(folds[f + PREFETCH], w_names[(f + PREFETCH) % nw])
+            for r0, r1 in _spans(m1 - m0, chunk):
+                self.body.append(MatmulWS(Local(acc, (r0, r1), (0, n1 - n0)),
+                                          Local(a, (r0, r1), (0, k1 - k0)), f % 2, i > 0))
+            if i == kt - 1:
+                for r0, r1 in _spans(m1 - m0, chunk):
+                    self.finish_tile(acc, (m0 + r0, m0 + r1), (r0, r1), (n0, n1), b, temps, exts)
+
+    def load_weights(self, fold: tuple[int, tuple[int, int], int, int], buf: str) -> None:
+        g, c = self.g, self.c
+        b, _, j, i = fold
+        k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
+        n0, n1 = j * c.cols, min(g.n, (j + 1) * c.cols)
+        self.body.append(Mvin(Local(buf, (0, k1 - k0), (0, n1 - n0)),
+                              Remote(g.rhs, b if g.rhs_batched else 0, (k0, k1), (n0, n1))))
 
 
 class _OS(_Emitter):

@@ -30,6 +30,8 @@ class Reducer:
     ops: ScalarEmitter
     smem: str | None = None
     smem_idx: str | None = None
+    #: One thread owns the whole row: no cross-thread step.
+    thread_only: bool = False
 
     def identity(self, kind: str, t: DType) -> tuple[str, str | None]:
         kb, i = self.kb, info(t)
@@ -124,6 +126,8 @@ class Reducer:
     def block_reduce(self, kind: str, t: DType, acc: str, idx: str | None, tid: str
                      ) -> tuple[str, str | None]:
         kb = self.kb
+        if self.thread_only:
+            return acc, idx
         if self.smem is None:
             self.smem = kb.shared_array("red_val", "b64", 32, 8)
             self.smem_idx = kb.shared_array("red_idx", "b32", 32, 4)

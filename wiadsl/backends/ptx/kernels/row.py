@@ -23,12 +23,14 @@ from ..codegen import ExprCodegen, IndexGroup, KernelParams
 from ..expr import LoopSpec, ReduceStage, Stage, walk
 from ..isa import float_literal, info
 from ..symbolic import call, product
-from .common import BLOCK, MAX_GRID, StridedLoop, varies
+from .common import BLOCK, MAX_GRID, StridedLoop, global_thread, varies
 from .elementwise import EmittedKernel
 from .reduce_ops import Reducer
 
 
-def row_kernel(spec: LoopSpec) -> EmittedKernel:
+def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
+    """The row kernel of ``spec``; ``thread_rows``: one thread per row (short rows,
+    e.g. pooling windows and small convolutions), no shuffles or shared memory."""
     kb = KernelBuilder(spec.name, max_threads=BLOCK)
     params = KernelParams(kb)
     cg = ExprCodegen(kb, params, spec.inputs, spec.scalars, spec.domain)
@@ -40,9 +42,13 @@ def row_kernel(spec: LoopSpec) -> EmittedKernel:
     rows_sym = product(list(spec.domain[:spec.n_outer]))
     cols_sym = product(list(spec.domain[spec.n_outer:]))
     rows, cols = params.sym(rows_sym), params.sym(cols_sym)
-    tid, ntid = kb.special("%tid.x"), kb.special("%ntid.x")
-    cta, ncta = kb.special("%ctaid.x"), kb.special("%nctaid.x")
-    red = Reducer(kb, cg.ops)
+    if thread_rows:
+        cta, ncta = global_thread(kb)
+        tid, ntid = "0", "1"
+    else:
+        tid, ntid = kb.special("%tid.x"), kb.special("%ntid.x")
+        cta, ncta = kb.special("%ctaid.x"), kb.special("%nctaid.x")
+    red = Reducer(kb, cg.ops, thread_only=thread_rows)
     roots = [s.expr for s in spec.stages] + [n for n, _ in spec.outputs]
     all_axes = set(range(len(spec.domain)))
     for node in walk(roots):  # kernel-invariant values: once per thread
@@ -66,7 +72,9 @@ def row_kernel(spec: LoopSpec) -> EmittedKernel:
                                                inner_axes, spec))
             cg.memo = row_memo
         for k, (node, t) in enumerate(spec.outputs):
-            if all(t.strides[a] == 0 for a in inner_axes):
+            if all(t.strides[a] == 0 for a in inner_axes) and thread_rows:
+                cg.store(cg.address(-k - 1), cg.value(node), t.dtype)
+            elif all(t.strides[a] == 0 for a in inner_axes):
                 _store_once(cg, k, node, t, tid)
             else:
                 _hoist(cg, node, inner_set, spec, cache)
@@ -80,9 +88,13 @@ def row_kernel(spec: LoopSpec) -> EmittedKernel:
                 for k, node, t in full:
                     cg.store(cg.address(-k - 1), cg.value(node), t.dtype)
             StridedLoop(kb, "out").run(tid, cols, ntid, col_body)
-        kb.emit("bar.sync 0")
+        if not thread_rows:
+            kb.emit("bar.sync 0")
 
     StridedLoop(kb, "row").run(cta, rows, ncta, row_body)
+    if thread_rows:
+        grid = call("min", call("cdiv", rows_sym, BLOCK), MAX_GRID)
+        return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), "row(thread)")
     grid = call("min", rows_sym, MAX_GRID)
     return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), "row")
 

@@ -54,7 +54,11 @@ def broadcast_stride(extent: Sym, target: Sym, stride: Sym) -> Sym:
     return where(f"{extent} == 1", 0, stride)
 
 
-def broadcast_extent(a: Sym, b: Sym) -> Sym:
+def broadcast_extent(a: Sym, b: Sym, record=None) -> Sym:
+    """The broadcast of two extents; ``record(a, b)`` is told of two distinct symbols."""
+    if isinstance(a, str) and isinstance(b, str) and a != b and record is not None \
+            and record(a, b):
+        return a
     if a == b or b == 1:
         return a
     if a == 1:
@@ -65,13 +69,13 @@ def broadcast_extent(a: Sym, b: Sym) -> Sym:
     return call("bcast", a, b)
 
 
-def broadcast_shapes(shapes: list[tuple[Sym, ...]]) -> tuple[Sym, ...]:
+def broadcast_shapes(shapes: list[tuple[Sym, ...]], record=None) -> tuple[Sym, ...]:
     rank = max((len(s) for s in shapes), default=0)
     out: list[Sym] = [1] * rank
     for s in shapes:
         for i, d in enumerate(s):
             k = rank - len(s) + i
-            out[k] = broadcast_extent(out[k], d)
+            out[k] = broadcast_extent(out[k], d, record)
     return tuple(out)
 
 

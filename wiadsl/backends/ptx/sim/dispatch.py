@@ -57,7 +57,14 @@ def op(*names: str):
 def compile_instr(ins: Instr, cx: Ctx) -> Compiled:
     """Build the executable form of ``ins``; unknown opcodes are an error naming the line."""
     from . import (  # noqa: F401
-        ops_arith, ops_control, ops_convert, ops_logic, ops_memory, ops_mma, ops_warp,
+        ops_arith,
+        ops_bits,
+        ops_control,
+        ops_convert,
+        ops_logic,
+        ops_memory,
+        ops_mma,
+        ops_warp,
     )
     from .operands import reader
     from .ptxtypes import TYPES

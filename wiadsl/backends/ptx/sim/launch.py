@@ -139,7 +139,5 @@ def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemo
                           lanes // g.bsize, track)
     local = BankedMemory("local", prog.local_layout, prog.local_total, n, lanes, False)
     w = Wave(g, first, nb, {**prog.kernel.regs}, glob, param, shared, local)
-    from .state import SPECIAL_TYPES  # noqa: F401  (specials are created by Wave)
-
     w.set_smem_sizes(prog.dynamic_shared, prog.shared_total)
     return w

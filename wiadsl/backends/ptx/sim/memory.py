@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import MemoryFault
-from .ptxtypes import PtxType
+from .ptxtypes import UINT, PtxType
 
 GLOBAL_BASE = 1 << 40
 GLOBAL_STRIDE = 1 << 34
@@ -30,6 +30,8 @@ LOCAL_WINDOW = 1 << 46
 SHARED_WINDOW = 1 << 47
 WINDOW_SIZE = 1 << 32
 _GUARD = 64
+_ONES = {8: np.uint8(1), 16: np.uint16(0x0101), 32: np.uint32(0x01010101),
+         64: np.uint64(0x0101010101010101)}
 
 
 @dataclass
@@ -110,7 +112,7 @@ class BankedMemory:
         self.starts = np.array([s for s, _ in spans] + [1 << 62], np.int64)
         self.ends = np.array([s + n for s, n in spans] + [1 << 62], np.int64)
         self.names = {s: nm for nm, (s, _) in layout.items()}
-        self.init = np.zeros_like(self.data, np.bool_) if track_init else None
+        self.init = np.zeros_like(self.data, np.uint8) if track_init else None
 
     def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool):
         nbytes = t.size * count
@@ -120,18 +122,19 @@ class BankedMemory:
         _check(ok, addr, lanes, lambda k: self._describe(off[k], int(ri[k]), nbytes, write))
         _check_align(off, nbytes, lanes, self.space)
         rows = self.row_of_lane[lanes]
+        idx = (off // t.size)[:, None] + np.arange(count) if count > 1 else (off // t.size)[:, None]
         if self.init is not None:
-            bidx = (rows[:, None], off[:, None] + np.arange(nbytes))
+            # init flags are bytes of 1: an element is initialised iff its flag word is 0x0101..
+            flags = self.init.view(UINT[t.bits])
             if write:
-                self.init[bidx] = True
+                flags[rows[:, None], idx] = _ONES[t.bits]
             else:
-                done = self.init[bidx].all(axis=1)
+                done = (flags[rows[:, None], idx] == _ONES[t.bits]).all(axis=1)
                 if not done.all():
                     k = int(np.flatnonzero(~done)[0])
                     raise MemoryFault(f"read of uninitialized {self.space} memory "
                                       f"({self._var(int(ri[k]))})", int(lanes[k]), int(off[k]))
         view = self.data.view(t.np) if t.kind != "bf" else self.data.view(np.uint16)
-        idx = (off // t.size)[:, None] + np.arange(count)
         yield slice(None), view, (rows[:, None], idx)
 
     def _var(self, ri: int) -> str:
@@ -139,8 +142,12 @@ class BankedMemory:
 
     def _describe(self, off: int, ri: int, nbytes: int, write: bool) -> str:
         what = f"out-of-bounds {self.space} {'store' if write else 'load'} of {nbytes} bytes"
-        if ri < 0 or ri >= len(self.starts) - 1 or off >= self.ends[ri]:
+        if ri < 0 or ri >= len(self.starts) - 1:
             return f"{what}: offset {off} is not inside any {self.space} variable"
+        if off >= self.ends[ri]:
+            start, end = int(self.starts[ri]), int(self.ends[ri])
+            return (f"{what}: offset {off} is {off - end} bytes past the end of "
+                    f"{self._var(ri)} (size {end - start} bytes)")
         start, end = int(self.starts[ri]), int(self.ends[ri])
         return f"{what}: offset {off - start} of {self._var(ri)} (size {end - start} bytes)"
 

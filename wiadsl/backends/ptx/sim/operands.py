@@ -157,12 +157,3 @@ def writer(cx: Ctx, op, t: PtxType) -> Writer:
             w.regs[name][idx] = bits
 
     return write_bits
-
-
-def nlanes(w, idx) -> int:
-    return w.n if idx is None else len(idx)
-
-
-def full(w, idx, v, dtype) -> np.ndarray:
-    """``v`` (array or scalar) broadcast to one value per lane of ``idx``."""
-    return np.broadcast_to(np.asarray(v, dtype), (nlanes(w, idx),))

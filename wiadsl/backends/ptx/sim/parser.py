@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from .ast import Addr, Imm, Instr, Kernel, Module, Name, Pair, Paren, Param, SymOff, VarDecl, Vec
+from .ast import Imm, Kernel, Module, Param, VarDecl
 from .errors import PtxSimError
 from .lexer import Token, tokenize
 from .ptxtypes import PtxType, ptx_type
@@ -241,71 +241,3 @@ def parse_module(text: str) -> Module:
         else:
             raise PtxSimError(f"unexpected {t!r} at module scope", line=tok.line)
     return mod
-
-
-def parse_operand(p: _Parser):
-    """One instruction operand (see the module docstring for the forms)."""
-    tok = p.next()
-    t = tok.text
-    if t == "[":
-        base, off = None, 0
-        sign = 1
-        while True:
-            tok2 = p.next()
-            if tok2.text == "]":
-                break
-            if tok2.text in "+-" and tok2.kind == "punct":
-                sign = -sign if tok2.text == "-" else sign
-                continue
-            if tok2.kind == "num":
-                off += sign * int(parse_number(tok2).value)
-            elif tok2.kind == "ident" and base is None and sign == 1:
-                base = tok2.text
-            else:
-                raise PtxSimError(f"unsupported address term {tok2.text!r}", line=tok2.line)
-            sign = 1
-        return Addr(base, off)
-    if t == "{":
-        items = []
-        while not p.accept("}"):
-            op = parse_operand(p)
-            items.append(None if isinstance(op, Name) and op.name == "_" else op)
-            p.accept(",")
-        return Vec(tuple(items))
-    if t == "(":
-        items = []
-        while not p.accept(")"):
-            items.append(parse_operand(p))
-            p.accept(",")
-        return Paren(tuple(items))
-    if t == "!":
-        return Name(p.next().text, neg=True)
-    if t == "-":
-        nt = p.next()
-        if nt.kind not in ("num", "float"):
-            raise PtxSimError(f"expected a number after '-', found {nt.text!r}", line=nt.line)
-        return parse_number(nt, negative=True)
-    if tok.kind in ("num", "float"):
-        return parse_number(tok)
-    if tok.kind == "ident":
-        if p.accept("|"):
-            return Pair(Name(t), Name(p.next().text))
-        if p.peek() is not None and p.peek().text in "+-" and p.peek().kind == "punct":
-            neg = p.next().text == "-"
-            return SymOff(t, -p.number() if neg else p.number())
-        return Name(t)
-    raise PtxSimError(f"unexpected {t!r} in operand list", line=tok.line)
-
-
-def parse_instr(p: _Parser, guard: Name | None) -> Instr:
-    """``opcode operand, ...;`` (the guard, if any, was already consumed)."""
-    tok = p.next()
-    if tok.kind != "ident" or tok.text.startswith("."):
-        raise PtxSimError(f"expected an instruction, found {tok.text!r}", line=tok.line)
-    ops = []
-    while not p.accept(";"):
-        ops.append(parse_operand(p))
-        if not p.accept(","):
-            p.expect(";")
-            break
-    return Instr(tok.line, tok.text, tuple(ops), guard)

@@ -1,0 +1,168 @@
+"""CPU backend benchmark: target="cpu" vs NumPy (and Numba where installed), one run.
+
+Usage (unset the OpenBLAS tuning variables for this command only, see README):
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick]
+
+Prints one table: median times of both sides measured in this process and the
+ratio (>1 means wiadsl is faster), then cold compile times and call overhead.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import wiadsl  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+ROWS: list[tuple[str, float, float, str]] = []
+
+SRC = """
+import nn;
+kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) { C = A @ B; }
+kernel fused(input a: f32[N], input b: f32[N], input c: f32[N], output y: f32[N]) { y = relu(a * b + c); }
+kernel softmax(input x: f32[T, D], output y: f32[T, D]) { y = nn.softmax(x); }
+kernel layernorm(input x: f32[T, D], input g: f32[D], input b: f32[D], output y: f32[T, D]) {
+    y = nn.layer_norm(x, g, b);
+}
+kernel conv(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {
+    y = conv2d(x, w, stride=[1, 1], padding=[1, 1]);
+}
+kernel add4(input a: f32[N], input b: f32[N], output c: f32[N]) { c = a + b; }
+"""
+
+
+def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = 0.05) -> float:
+    fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < min_time / 5 and n < 1000:
+        fn()
+        n += 1
+    n = max(1, n * 5 // max(1, repeat))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        times.append((time.perf_counter() - t0) / n)
+    return float(np.median(times))
+
+
+def row(name: str, ours: float, theirs: float, unit: str) -> None:
+    ROWS.append((name, ours, theirs, unit))
+    print(f"{name:44s} {ours * 1e3:10.3f} ms {theirs * 1e3:10.3f} ms {theirs / ours:7.2f}x  {unit}", flush=True)
+
+
+def main() -> None:
+    mod = wiadsl.jit(SRC, target="cpu")
+    rng = np.random.default_rng(0)
+    print(f"{'benchmark':44s} {'wiadsl':>13s} {'reference':>13s} {'ratio':>8s}")
+    for n in ([256, 512, 1024] if QUICK else [256, 512, 1024, 2048]):
+        a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+        np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-3, atol=1e-2)
+        ours, ref = median_time(lambda: mod.mm(a, b)), median_time(lambda: a @ b)
+        row(f"matmul f32 {n}^3 (vs numpy @)", ours, ref, f"{2 * n**3 / ours / 1e9:.0f} vs {2 * n**3 / ref / 1e9:.0f} GFLOP/s")
+
+    n = 1 << 24
+    a, b, c = (rng.standard_normal(n, np.float32) for _ in range(3))
+    out, tmp = np.empty_like(a), np.empty_like(a)
+    np.testing.assert_allclose(mod.fused(a, b, c), np.maximum(a * b + c, 0), rtol=1e-5, atol=1e-5)
+    ours = median_time(lambda: mod.fused(a, b, c), repeat=5)
+    gbs = 16 * n / ours / 1e9
+    row("relu(a*b+c) 16M (vs numpy temporaries)", ours, median_time(lambda: np.maximum(a * b + c, 0), repeat=5), f"{gbs:.1f} GB/s")
+
+    def numpy_out() -> None:
+        np.multiply(a, b, out=tmp)
+        np.add(tmp, c, out=tmp)
+        np.maximum(tmp, 0, out=out)
+    row("relu(a*b+c) 16M (vs numpy out=)", ours, median_time(numpy_out, repeat=5), f"{gbs:.1f} GB/s")
+    copy = median_time(lambda: np.copyto(out, a), repeat=5)
+    print(f"{'  copy bandwidth (np.copyto, 8 B/elem)':44s} {8 * n / copy / 1e9:10.1f} GB/s; fused reaches "
+          f"{gbs / (8 * n / copy / 1e9) * 100:.0f}% of it")
+
+    x = rng.standard_normal((4096, 1024), np.float32)
+    g, bb = rng.standard_normal(1024, np.float32), rng.standard_normal(1024, np.float32)
+
+    def np_softmax() -> np.ndarray:
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def np_layernorm() -> np.ndarray:
+        mu = x.mean(axis=1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * g + bb
+    np.testing.assert_allclose(mod.softmax(x), np_softmax(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(mod.layernorm(x, g, bb), np_layernorm(), rtol=1e-3, atol=1e-4)
+    row("softmax 4096x1024 (vs numpy)", median_time(lambda: mod.softmax(x)), median_time(np_softmax), "")
+    row("layer_norm 4096x1024 (vs numpy)", median_time(lambda: mod.layernorm(x, g, bb)), median_time(np_layernorm), "")
+
+    xi = rng.standard_normal((1, 64, 56, 56), np.float32)
+    w = rng.standard_normal((64, 64, 3, 3), np.float32)
+
+    def np_conv() -> np.ndarray:
+        xp = np.pad(xi, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        cols = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))  # 1,64,56,56,3,3
+        cols = cols.transpose(0, 1, 4, 5, 2, 3).reshape(64 * 9, 56 * 56)
+        return (w.reshape(64, -1) @ cols).reshape(1, 64, 56, 56)
+    np.testing.assert_allclose(mod.conv(xi, w), np_conv(), rtol=1e-3, atol=1e-3)
+    row("conv2d 1x64x56x56 * 64x64x3x3 (vs im2col+@)", median_time(lambda: mod.conv(xi, w)), median_time(np_conv), "")
+
+    examples(rng)
+    a4, b4 = np.ones(4, np.float32), np.ones(4, np.float32)
+    ours, ref = median_time(lambda: mod.add4(a4, b4), min_time=0.2), median_time(lambda: a4 + b4, min_time=0.2)
+    row("call overhead, 4-element add (vs numpy +)", ours, ref, f"{ours * 1e6:.1f} us per call")
+    fn = mod.kernels["add4"]
+    compiled = fn.compiled_for(__import__("wiadsl.runtime.binding", fromlist=["bind_call"]).bind_call(fn.signature, (a4, b4), {}))
+    inputs = [a4, b4]
+    native = median_time(lambda: compiled.run(inputs), min_time=0.2)
+    print(f"{'  of which backend run() (args + native + output)':44s} {native * 1e6:10.1f} us")
+    cold_compile()
+
+
+def examples(rng: np.random.Generator) -> None:
+    path = ROOT / "examples" / "mlp.wia"
+    mlp = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
+    x = rng.standard_normal((256, 512), np.float32)
+    w1, b1 = rng.standard_normal((512, 1024), np.float32) / 20, rng.standard_normal(1024, np.float32)
+    w2, b2 = rng.standard_normal((1024, 256), np.float32) / 30, rng.standard_normal(256, np.float32)
+    ref = lambda: np.maximum(x @ w1 + b1, 0) @ w2 + b2  # noqa: E731
+    np.testing.assert_allclose(mlp.mlp_relu(x, w1, b1, w2, b2), ref(), rtol=1e-3, atol=1e-3)
+    row("example mlp_relu 256x512x1024x256", median_time(lambda: mlp.mlp_relu(x, w1, b1, w2, b2)), median_time(ref), "")
+    path = ROOT / "examples" / "attention.wia"
+    att = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
+    q, k, v = (rng.standard_normal((512, 64), np.float32) for _ in range(3))
+
+    def np_att() -> np.ndarray:
+        s = q @ k.T / np.sqrt(np.float32(64))
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)) @ v
+    np.testing.assert_allclose(att.attn(q, k, v), np_att(), rtol=1e-3, atol=1e-4)
+    row("example attention 512x64", median_time(lambda: att.attn(q, k, v)), median_time(np_att), "")
+
+
+def cold_compile() -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "cpu"))
+    from programs import EXAMPLES, random_inputs  # type: ignore[import-not-found]
+    worst = ("", 0.0)
+    total, count = 0.0, 0
+    for path in EXAMPLES:
+        mod = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
+        for name, fn in mod.kernels.items():
+            inputs = random_inputs(fn.signature, np.random.default_rng(0))
+            t0 = time.perf_counter()
+            fn(*inputs)
+            ms = (time.perf_counter() - t0) * 1e3
+            total, count = total + ms, count + 1
+            worst = max(worst, (f"{path.stem}.{name}", ms), key=lambda t: t[1])
+    print(f"cold compile + first call: mean {total / count:.0f} ms over {count} kernels, "
+          f"worst {worst[1]:.0f} ms ({worst[0]})")
+
+
+if __name__ == "__main__":
+    main()

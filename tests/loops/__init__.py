@@ -1,0 +1,1 @@
+"""Tests of the loop level: lowering and its interpreter runs."""

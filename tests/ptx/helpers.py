@@ -1,0 +1,96 @@
+"""Shared helpers: compile corpus/example kernels, emit PTX, run ptxas (cached)."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from wiadsl.backends.ptx.emit import emit_ptx
+from wiadsl.frontend.compile import compile_to_ir
+from wiadsl.runtime.jit import jit
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(glob.glob(str(ROOT / "examples" / "*.wia")))
+
+#: Concrete input shapes for every example kernel (name -> {input: shape}).
+EXAMPLE_SHAPES: dict[str, dict[str, tuple[int, ...]]] = {
+    "attn": {"Q": (6, 16), "K": (9, 16), "V": (9, 8)},
+    "attn_explicit": {"Q": (6, 16), "K": (9, 16), "V": (9, 8)},
+    "attn_batched": {"Q": (3, 6, 16), "K": (3, 9, 16), "V": (3, 9, 8)},
+    "block": {"X": (5, 8), "W": (8, 8), "g": (8,), "b": (8,)},
+    "forward_pass": {},
+    "conditional_compute": {"x": (7, 33)},
+    "ln_softmax": {"X": (7, 33), "g": (33,), "b": (33,)},
+    "ln_log_softmax": {"X": (7, 33), "g": (33,), "b": (33,)},
+    "matmul": {"A": (7, 33), "B": (33, 5)},
+    "mlp_relu": {"x": (4, 7), "w1": (7, 9), "b1": (9,), "w2": (9, 3), "b2": (3,)},
+    "mlp_gelu": {"x": (4, 7), "w1": (7, 9), "b1": (9,), "w2": (9, 3), "b2": (3,)},
+    "power_iteration": {"A": (5, 5), "v0": (5,)},
+    "roundtrip": {"x": (33,)},
+    "int8_matmul": {"qa": (7, 9), "qb": (9, 5)},
+    "qlinear": {"x": (7, 9), "w": (9, 5)},
+    "row_scale": {"A": (7, 5), "s": (7,)},
+    "cumsum_rows": {"A": (7, 5)},
+    "every_other": {"A": (7, 5)},
+    "views": {},
+    "halve_until_small": {"x": (33,)},
+}
+
+
+def example_kernels() -> list[tuple[str, str]]:
+    out = []
+    for path in EXAMPLES:
+        module = compile_to_ir(Path(path).read_text(), path)
+        out += [(path, f.name) for f in module.funcs if f.is_kernel]
+    return out
+
+
+@functools.cache
+def module_of(path: str):
+    return compile_to_ir(Path(path).read_text(), path)
+
+
+@functools.cache
+def emitted(path: str, kernel: str, arch: str, static: bool = True) -> tuple[str, str]:
+    """(PTX text, plan JSON) for an example kernel (concrete shapes when ``static``)."""
+    shapes = EXAMPLE_SHAPES.get(kernel) if static else None
+    text, plan = emit_ptx(module_of(path), kernel, arch, shapes)
+    return text, json.dumps(plan)
+
+
+def corpus_module(source: str):
+    return compile_to_ir(source, "<ptx-corpus>")
+
+
+@functools.cache
+def assemble(ptxas: str, text: str, arch: str) -> tuple[int, str]:
+    """ptxas -v on ``text``: (exit status, log); cached per text and arch."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        Path(src).write_text(text)
+        p = subprocess.run([ptxas, "-v", "--gpu-name", arch, src, "-o", os.path.join(d, "k.cubin")],
+                           capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+
+
+def spills(log: str) -> dict[str, int]:
+    """kernel name -> spill bytes (stores + loads) from a ptxas -v log."""
+    out, current = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            current = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current:
+            out[current] = int(m.group(1)) + int(m.group(2))
+    return out
+
+
+def jit_kernel(source: str, name: str, target: str, filename: str = "<ptx-corpus>"):
+    return jit(source, kernel=name, target=target, filename=filename)

@@ -1,0 +1,1 @@
+"""Tests of the PTX simulator (wiadsl.backends.ptx.sim)."""

@@ -1,0 +1,382 @@
+"""Loop-level IR -> LLVM IR (``llvmlite.ir``): one LLVM function per IR function.
+
+Calling convention of every emitted function (internal):
+    i32 @name(ptr %arena, <params>, ptr %results)
+- a tensor parameter is ``ptr`` followed by one i64 per axis (its extents);
+  scalars are their register type, ``index`` is i64;
+- results are written to ``%results``, an array of i64 slots: a tensor takes
+  1 + rank slots (pointer, extents), a scalar one slot (stored with its type);
+- the i32 is 0 on success, else the 1-based code of a failed ``loop.check``
+  (``ModuleEmitter.messages``), propagated through calls.
+
+Invariants:
+- Blocks are emitted in reverse post-order, so definitions precede uses; block
+  arguments are phis (a tensor argument is one phi per pointer and extent).
+- Every op is handled by the entry for its name in ``OPS``; unknown ops are errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...diagnostics import WiaIRError
+from ...ir.core import Block, Operation, Value
+from ...ir.module import FuncOp, ModuleOp
+from ...ir.ops import ELEMENTWISE_FNS
+from ...ir.types import IndexType, IRType, TensorType
+from . import scalars
+from .runtime import alloc_function
+from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
+
+
+@dataclass
+class Buf:
+    """A buffer in registers: its data pointer and its extents (i64)."""
+
+    ptr: ir.Value
+    extents: list[ir.Value]
+
+
+LLValue = ir.Value | Buf
+
+
+def flat_types(t: IRType) -> list[ir.Type]:
+    if isinstance(t, TensorType):
+        return [PTR] + [I64] * t.rank
+    return [scalar_type(t)]
+
+
+def slot_count(t: IRType) -> int:
+    return 1 + t.rank if isinstance(t, TensorType) else 1
+
+
+class ModuleEmitter:
+    """Declares every function of a loop-level module, then emits their bodies."""
+
+    def __init__(self, module: ModuleOp, name: str, triple: str = ""):
+        self.ll = ir.Module(name=name)
+        if triple:
+            self.ll.triple = triple
+        self.messages: list[str] = []
+        self.functions: dict[str, ir.Function] = {}
+        for f in module:
+            params = [PTR] + [t for a in f.arg_types for t in flat_types(a)] + [PTR]
+            fn = ir.Function(self.ll, ir.FunctionType(I32, params), _symbol(f.name))
+            fn.linkage = "internal"
+            self.functions[f.name] = fn
+        for f in module:
+            FunctionEmitter(self, f).emit()
+
+    def code_for(self, message: str) -> int:
+        if message not in self.messages:
+            self.messages.append(message)
+        return self.messages.index(message) + 1
+
+
+def _symbol(name: str) -> str:
+    return "wia." + name
+
+
+class FunctionEmitter:
+    def __init__(self, mod: ModuleEmitter, func: FuncOp):
+        self.mod = mod
+        self.func = func
+        self.fn = mod.functions[func.name]
+        self.env: dict[int, LLValue] = {}
+        self.blocks: dict[int, ir.Block] = {}
+        self.alloca_block = self.fn.append_basic_block("allocas")
+        self.b = ir.IRBuilder(self.alloca_block)
+        self.arena = self.fn.args[0]
+        self.results = self.fn.args[-1]
+
+    # ------------------------------------------------------------- structure
+
+    def emit(self) -> None:
+        order = reverse_post_order(self.func)
+        for blk in order:
+            self.blocks[id(blk)] = self.fn.append_basic_block(blk.name_hint or "bb")
+        it = iter(self.fn.args[1:-1])
+        for arg in self.func.args:
+            self.env[id(arg)] = self._unflatten(arg.type, [next(it) for _ in flat_types(arg.type)])
+        for blk in order[1:]:
+            self.b.position_at_end(self.blocks[id(blk)])
+            for arg in blk.args:
+                self.env[id(arg)] = self._unflatten(arg.type, [self.b.phi(t) for t in flat_types(arg.type)])
+        for blk in order:
+            self.b.position_at_end(self.blocks[id(blk)])
+            for op in blk.ops:
+                self.emit_op(op)
+        self.b.position_at_end(self.alloca_block)
+        self.b.branch(self.blocks[id(order[0])])
+
+    def _unflatten(self, t: IRType, values: list[ir.Value]) -> LLValue:
+        if isinstance(t, TensorType):
+            return Buf(values[0], values[1:])
+        return values[0]
+
+    def flatten(self, v: Value) -> list[ir.Value]:
+        x = self.env[id(v)]
+        return [x.ptr, *x.extents] if isinstance(x, Buf) else [x]
+
+    def get(self, v: Value) -> ir.Value:
+        x = self.env[id(v)]
+        assert not isinstance(x, Buf)
+        return x
+
+    def buf(self, v: Value) -> Buf:
+        x = self.env[id(v)]
+        assert isinstance(x, Buf)
+        return x
+
+    def emit_op(self, op: Operation) -> None:
+        handler = OPS.get(op.name)
+        if handler is None:
+            raise WiaIRError(f"the LLVM backend cannot lower '{op.name}'")
+        results = handler(self, op)
+        for r, x in zip(op.results, results, strict=True):
+            self.env[id(r)] = x
+
+    # ------------------------------------------------------------- helpers
+
+    def fail_unless(self, ok: ir.Value, code: ir.Value | int) -> None:
+        """Return ``code`` from the function when ``ok`` is false."""
+        cont = self.fn.append_basic_block("ok")
+        fail = self.fn.append_basic_block("fail")
+        self.b.cbranch(ok, cont, fail, )
+        self.b.position_at_end(fail)
+        self.b.ret(code if isinstance(code, ir.Value) else ir.Constant(I32, code))
+        self.b.position_at_end(cont)
+
+    def slot(self, base: ir.Value, index: int) -> ir.Value:
+        return self.b.gep(base, [ir.Constant(I64, index)], source_etype=I64)
+
+    def write_results(self, base: ir.Value, types: list[IRType], values: list[list[ir.Value]]) -> None:
+        k = 0
+        for t, vals in zip(types, values, strict=True):
+            if isinstance(t, TensorType):
+                self.b.store(self.b.ptrtoint(vals[0], I64), self.slot(base, k))
+                for j, e in enumerate(vals[1:]):
+                    self.b.store(e, self.slot(base, k + 1 + j))
+            else:
+                v = vals[0]
+                if v.type == I1:
+                    v = self.b.zext(v, I8)
+                self.b.store(v, self.slot(base, k))
+            k += slot_count(t)
+
+    def read_results(self, base: ir.Value, types: list[IRType]) -> list[LLValue]:
+        out: list[LLValue] = []
+        k = 0
+        for t in types:
+            if isinstance(t, TensorType):
+                ptr = self.b.inttoptr(self.b.load(self.slot(base, k), typ=I64), PTR)
+                out.append(Buf(ptr, [self.b.load(self.slot(base, k + 1 + j), typ=I64) for j in range(t.rank)]))
+            else:
+                st = scalar_type(t)
+                if st == I1:
+                    out.append(self.b.trunc(self.b.load(self.slot(base, k), typ=I8), I1))
+                else:
+                    out.append(self.b.load(self.slot(base, k), typ=st))
+            k += slot_count(t)
+        return out
+
+    def element_ptr(self, buf: Buf, t: TensorType, offset: ir.Value) -> ir.Value:
+        return self.b.gep(buf.ptr, [offset], inbounds=True, source_etype=mem_type(t.dtype))
+
+    def edge(self, target: Block, args: tuple[Value, ...]) -> ir.Block:
+        """Add this block's incoming values to ``target``'s phis; its LLVM block."""
+        here = self.b.block
+        for param, arg in zip(target.args, args, strict=True):
+            phis = self.env[id(param)]
+            phi_list = [phis.ptr, *phis.extents] if isinstance(phis, Buf) else [phis]
+            for phi, v in zip(phi_list, self.flatten(arg), strict=True):
+                phi.add_incoming(v, here)
+        return self.blocks[id(target)]
+
+
+def reverse_post_order(func: FuncOp) -> list[Block]:
+    seen: set[int] = set()
+    post: list[Block] = []
+
+    def visit(b: Block) -> None:
+        stack = [(b, iter(b.successors))]
+        seen.add(id(b))
+        while stack:
+            blk, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                post.append(blk)
+                stack.pop()
+            elif id(nxt) not in seen:
+                seen.add(id(nxt))
+                stack.append((nxt, iter(nxt.successors)))
+    visit(func.entry)
+    return post[::-1]
+
+
+# ------------------------------------------------------------------ op table
+
+Handler = Callable[[FunctionEmitter, Operation], list[LLValue]]
+OPS: dict[str, Handler] = {}
+
+
+def handles(*names: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for n in names:
+            OPS[n] = fn
+        return fn
+    return register
+
+
+@handles("arith.constant")
+def _constant(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    return [scalars.const(dtype_of(op.result.type), op.attributes["value"])]
+
+
+@handles(*(f"arith.{fn.name}" for fn in ELEMENTWISE_FNS))
+def _arith(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    args = [e.get(v) for v in op.operands]
+    fn = op.name.split(".", 1)[1]
+    return [scalars.elementwise(e.b, fn, args, dtype_of(op.result.type), bool(op.attributes.get("reassoc")))]
+
+
+@handles("arith.cmpf", "arith.cmpi")
+def _cmp(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    x, y = (e.get(v) for v in op.operands)
+    return [scalars.compare(e.b, op.name, op.attributes["predicate"], x, y, dtype_of(op.operand_types[0]))]
+
+
+@handles("arith.select")
+def _select(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    c, x, y = (e.get(v) for v in op.operands)
+    return [e.b.select(c, x, y)]
+
+
+@handles("arith.cast")
+def _cast(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    return [scalars.cast(e.b, e.get(op.operands[0]), dtype_of(op.operand_types[0]), dtype_of(op.result.type))]
+
+
+@handles("tensor.dim")
+def _dim(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    buf = e.buf(op.operands[0])
+    return [buf.extents[op.attributes["axis"] % len(buf.extents)]]
+
+
+@handles("loop.retype")
+def _retype(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    return [e.buf(op.operands[0])]
+
+
+@handles("loop.alloc")
+def _alloc(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.result.type
+    assert isinstance(t, TensorType)
+    it = iter(e.get(v) for v in op.operands)
+    extents = [ir.Constant(I64, d) if d is not None else next(it) for d in t.shape]
+    n = ir.Constant(I64, itemsize(t.dtype))
+    for x in extents:
+        n = e.b.mul(n, x)
+    ptr = e.b.call(alloc_function(e.mod.ll), [e.arena, n])
+    return [Buf(ptr, extents)]
+
+
+@handles("loop.load")
+def _load(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    p = e.element_ptr(e.buf(op.operands[0]), t, e.get(op.operands[1]))
+    v = e.b.load(p, typ=mem_type(t.dtype))
+    return [e.b.trunc(v, I1) if mem_type(t.dtype) != scalar_type(op.result.type) else v]
+
+
+@handles("loop.store")
+def _store(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.operand_types[1]
+    assert isinstance(t, TensorType)
+    v = e.get(op.operands[0])
+    if v.type == I1:
+        v = e.b.zext(v, I8)
+    e.b.store(v, e.element_ptr(e.buf(op.operands[1]), t, e.get(op.operands[2])))
+    return []
+
+
+@handles("loop.check")
+def _check(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    e.fail_unless(e.get(op.operands[0]), e.mod.code_for(op.attributes["message"]))
+    return []
+
+
+@handles("loop.copy")
+def _copy(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    src, dst = e.buf(op.operands[0]), e.buf(op.operands[1])
+    so, do, n = (e.get(v) for v in op.operands[2:])
+    size = e.b.mul(n, ir.Constant(I64, itemsize(t.dtype)))
+    memcpy = e.mod.ll.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+    e.b.call(memcpy, [e.element_ptr(dst, t, do), e.element_ptr(src, t, so), size, ir.Constant(I1, 0)])
+    return []
+
+
+@handles("loop.gemm")
+def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .gemm import gemm_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    a, b, c = (e.buf(v) for v in op.operands[:3])
+    ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
+    fn = gemm_function(e.mod.ll, t.dtype)
+    acc = ir.Constant(I1, int(bool(op.attributes.get("accumulate", False))))
+    e.b.call(fn, [e.element_ptr(a, t, ao), e.element_ptr(b, t, bo), e.element_ptr(c, t, co),
+                  m, n, k, lda, ldb, ldc, acc])
+    return []
+
+
+@handles("func.call")
+def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    callee = e.mod.functions.get(op.attributes["callee"])
+    if callee is None:
+        raise WiaIRError(f"call of unknown function @{op.attributes['callee']}")
+    types = list(op.result_types)
+    with e.b.goto_block(e.alloca_block):
+        slots = e.b.alloca(I64, size=max(1, sum(slot_count(t) for t in types)))
+    args = [e.arena] + [x for v in op.operands for x in e.flatten(v)] + [slots]
+    rc = e.b.call(callee, args)
+    e.fail_unless(e.b.icmp_signed("==", rc, ir.Constant(I32, 0)), rc)
+    return e.read_results(slots, types)
+
+
+@handles("cf.br")
+def _br(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    (s,) = op.successors
+    e.b.branch(e.edge(s.block, s.args))
+    return []
+
+
+@handles("cf.cond_br")
+def _cond_br(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t, f = op.successors
+    cond = e.get(op.operands[0])
+    if t.block is f.block:
+        # One LLVM block cannot have two phi entries from one predecessor: split.
+        mid = e.fn.append_basic_block("split")
+        e.b.cbranch(cond, e.edge(t.block, t.args), mid)
+        e.b.position_at_end(mid)
+        e.b.branch(e.edge(f.block, f.args))
+        return []
+    e.b.cbranch(cond, e.edge(t.block, t.args), e.edge(f.block, f.args))
+    return []
+
+
+@handles("func.return")
+def _return(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    e.write_results(e.results, list(op.operand_types), [e.flatten(v) for v in op.operands])
+    e.b.ret(ir.Constant(I32, 0))
+    return []
+
+
+__all__ = ["IndexType", "ModuleEmitter", "OPS"]

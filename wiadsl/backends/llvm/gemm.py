@@ -1,0 +1,275 @@
+"""The ``loop.gemm`` kernel: packed B panels, cache blocking, an explicit-vector
+register-blocked micro-kernel, and a row split over native threads.
+
+Structure (BLIS's loop order, seed 5.5-5.6):
+    for pc in K by KC:                 pack B[pc:pc+KC, :] into NR-wide panels (zero padded)
+      for ic in M by MC:
+        for jr in N by NR:             one packed panel: KC x NR, stays in L1
+          for ir in ic..ic+MC by MR:   micro-kernel: MR x NR accumulators in registers
+The micro-kernel holds MR rows x (NR / W) vectors of W lanes (8 x 2 x <16 x float>
+with AVX-512, 6 x 2 x <8 x float> with AVX2: every accumulator stays in a
+register), broadcasts one A element per row and issues ``llvm.fmuladd`` on
+vectors, so the k loop is pure FMAs on independent accumulators. Column tails
+use masked loads/stores; leftover rows run the 1-row micro-kernel.
+Above ``PARALLEL_FLOPS`` the rows are split across ``THREADS`` pthreads (each
+packs its own B panel: no synchronization but the join).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from ...dtypes import DType
+from .target import host
+from .types import F32, F64, I1, I32, I64, PTR
+
+KC, MC = 256, 96
+PARALLEL_FLOPS = 96 ** 3
+THREADS = max(1, min(os.cpu_count() or 1, 8))
+
+
+def _i(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
+              body: Callable[[ir.Value], None], name: str = "l") -> None:
+    """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position."""
+    fn = b.function
+    head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
+    pre = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", i, hi), loop, done)
+    b.position_at_end(loop)
+    body(i)
+    i.add_incoming(b.add(i, _i(step)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+class GemmBuilder:
+    def __init__(self, mod: ir.Module, dtype: DType):
+        self.mod = mod
+        self.et = F32 if dtype is DType.F32 else F64
+        self.size = 4 if dtype is DType.F32 else 8
+        bits = host().vector_bits
+        self.w = bits // (self.size * 8)
+        self.nr = 2 * self.w
+        self.mr = 8 if bits >= 512 else 6
+        self.vt = ir.VectorType(self.et, self.w)
+        self.suffix = f"{'f32' if dtype is DType.F32 else 'f64'}"
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.mod.globals.get(name)
+        return fn if fn is not None else ir.Function(self.mod, ir.FunctionType(ret, args), name)
+
+    # --------------------------------------------------------- micro-kernel
+
+    def ukernel(self, mr: int) -> ir.Function:
+        name = f"wia.gemm.ukernel.{self.suffix}.{mr}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR, I64, I64, I64, I1]), name)
+        fn.linkage = "internal"
+        a, lda, bp, c, ldc, kc, valid, load_c = fn.args
+        for p in (a, bp, c):
+            p.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        nv = self.nr // self.w
+        mask_t = ir.VectorType(I1, self.w)
+        vi = ir.VectorType(I64, self.w)
+        splat_valid = self.splat(b, valid, vi)
+        masks = [b.icmp_signed(">", splat_valid, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
+                 for v in range(nv)]
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                [self.vt, PTR, I32, mask_t])
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+
+        def c_ptr(r: int, v: int) -> ir.Value:
+            return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * self.w))], source_etype=self.et)
+        init = []
+        for r in range(mr):
+            for v in range(nv):
+                loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, self.size), masks[v], zero])
+                init.append(b.select(load_c, loaded, zero))
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.phi(I64)
+        accs = [b.phi(self.vt) for _ in init]
+        p.add_incoming(_i(0), pre)
+        for acc, v0 in zip(accs, init, strict=True):
+            acc.add_incoming(v0, pre)
+        b.cbranch(b.icmp_signed("<", p, kc), loop, done)
+        b.position_at_end(loop)
+        brow = b.gep(bp, [b.mul(p, _i(self.nr))], source_etype=self.et)
+        bvecs = [b.load(b.gep(brow, [_i(v * self.w)], source_etype=self.et), typ=self.vt, align=64)
+                 for v in range(nv)]
+        nexts = []
+        for r in range(mr):
+            x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), p)], source_etype=self.et), typ=self.et)
+            xs = self.splat(b, x, self.vt)
+            for v in range(nv):
+                nexts.append(b.call(fma, [xs, bvecs[v], accs[r * nv + v]]))
+        p.add_incoming(b.add(p, _i(1)), loop)
+        for acc, nx in zip(accs, nexts, strict=True):
+            acc.add_incoming(nx, loop)
+        b.branch(head)
+        b.position_at_end(done)
+        for r in range(mr):
+            for v in range(nv):
+                b.call(mstore, [accs[r * nv + v], c_ptr(r, v), ir.Constant(I32, self.size), masks[v]])
+        b.ret_void()
+        return fn
+
+    def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
+        undef = ir.Constant(vt, ir.Undefined)
+        one = b.insert_element(undef, x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count))
+
+    # --------------------------------------------------------- blocked rows
+
+    def rows(self) -> ir.Function:
+        """``gemm.rows(A, B, C, m, n, k, lda, ldb, ldc, acc)``: single-threaded blocked gemm."""
+        name = f"wia.gemm.rows.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1]), name)
+        fn.linkage = "internal"
+        a, bm, c, m, n, k, lda, ldb, ldc, acc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        npad = b.mul(b.sdiv(b.add(n, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
+        alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
+        nbytes = b.mul(b.mul(npad, _i(KC)), _i(self.size))
+        packed = b.call(alloc, [_i(64), b.add(nbytes, _i(64))])
+        big, small = self.ukernel(self.mr), self.ukernel(1)
+
+        def per_pc(pc: ir.Value) -> None:
+            kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(KC)), b.sub(k, pc), _i(KC))
+            self.pack(b, bm, ldb, pc, kc, n, npad, packed)
+            load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
+
+            def per_ic(ic: ir.Value) -> None:
+                iend = b.select(b.icmp_signed("<", b.add(ic, _i(MC)), m), b.add(ic, _i(MC)), m)
+                full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
+
+                def per_jr(jr: ir.Value) -> None:
+                    panel = b.gep(packed, [b.mul(jr, kc)], source_etype=self.et)
+                    valid = b.sub(n, jr)
+
+                    def call(kernel: ir.Function, i: ir.Value) -> None:
+                        ap = b.gep(a, [b.add(b.mul(i, lda), pc)], source_etype=self.et)
+                        cp = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=self.et)
+                        b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
+                    for_range(b, ic, full_end, self.mr, lambda i: call(big, i), "ir")
+                    for_range(b, full_end, iend, 1, lambda i: call(small, i), "tail")
+                for_range(b, _i(0), n, self.nr, per_jr, "jr")
+            for_range(b, _i(0), m, MC, per_ic, "ic")
+        for_range(b, _i(0), k, KC, per_pc, "pc")
+        with b.if_then(b.icmp_signed("==", k, _i(0))):
+            self.zero_fill(b, c, m, n, ldc, acc)
+        b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
+        b.ret_void()
+        return fn
+
+    def zero_fill(self, b: ir.IRBuilder, c: ir.Value, m: ir.Value, n: ir.Value, ldc: ir.Value,
+                  acc: ir.Value) -> None:
+        """k == 0: the product is all zeros (C is left alone when accumulating)."""
+        with b.if_then(b.not_(acc)):
+            def row(i: ir.Value) -> None:
+                def col(j: ir.Value) -> None:
+                    b.store(ir.Constant(self.et, 0.0),
+                            b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=self.et))
+                for_range(b, _i(0), n, 1, col, "zc")
+            for_range(b, _i(0), m, 1, row, "zr")
+
+    def pack(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, pc: ir.Value, kc: ir.Value,
+             n: ir.Value, npad: ir.Value, packed: ir.Value) -> None:
+        """packed[jr * kc + p * NR + j] = B[pc + p, jr + j] (zero past column n)."""
+        def per_p(p: ir.Value) -> None:
+            src_row = b.gep(bm, [b.mul(b.add(pc, p), ldb)], source_etype=self.et)
+
+            def per_j(j: ir.Value) -> None:
+                jr = b.sub(j, b.srem(j, _i(self.nr)))
+                dst = b.gep(packed, [b.add(b.add(b.mul(jr, kc), b.mul(p, _i(self.nr))), b.srem(j, _i(self.nr)))],
+                            source_etype=self.et)
+                inside = b.icmp_signed("<", j, n)
+                jc = b.select(inside, j, _i(0))
+                v = b.load(b.gep(src_row, [jc], source_etype=self.et), typ=self.et)
+                b.store(b.select(inside, v, ir.Constant(self.et, 0.0)), dst)
+            for_range(b, _i(0), npad, 1, per_j, "pj")
+        for_range(b, _i(0), kc, 1, per_p, "pp")
+
+    # --------------------------------------------------------- threads
+
+    def driver(self) -> ir.Function:
+        """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``: rows split over threads when large."""
+        name = f"wia.gemm.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        rows = self.rows()
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1]), name)
+        fn.linkage = "internal"
+        a, bm, c, m, n, k, lda, ldb, ldc, acc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        flops = b.mul(b.mul(m, n), k)
+        parallel = b.and_(b.icmp_signed(">=", flops, _i(PARALLEL_FLOPS)),
+                          b.icmp_signed(">=", m, _i(2 * self.mr * THREADS)))
+        serial_bb, par_bb = fn.append_basic_block("serial"), fn.append_basic_block("parallel")
+        b.cbranch(b.and_(parallel, ir.Constant(I1, int(THREADS > 1))), par_bb, serial_bb)
+        b.position_at_end(serial_bb)
+        b.call(rows, [a, bm, c, m, n, k, lda, ldb, ldc, acc])
+        b.ret_void()
+        b.position_at_end(par_bb)
+        worker = self.worker(rows)
+        create = self.intrinsic("pthread_create", I32, [PTR, PTR, PTR, PTR])
+        join = self.intrinsic("pthread_join", I32, [I64, PTR])
+        per = b.mul(b.sdiv(b.add(b.sdiv(m, _i(THREADS)), _i(self.mr - 1)), _i(self.mr)), _i(self.mr))
+        tids = b.alloca(I64, size=THREADS)
+        packs = b.alloca(I64, size=10 * THREADS)
+        for t in range(1, THREADS):
+            lo = b.mul(per, _i(t))
+            hi = b.select(b.icmp_signed("<", b.add(lo, per), m), b.add(lo, per), m)
+            lo = b.select(b.icmp_signed("<", lo, m), lo, m)
+            rows_t = b.sub(hi, lo)
+            slot = b.gep(packs, [_i(10 * t)], source_etype=I64)
+            vals = [b.ptrtoint(b.gep(a, [b.mul(lo, lda)], source_etype=self.et), I64), b.ptrtoint(bm, I64),
+                    b.ptrtoint(b.gep(c, [b.mul(lo, ldc)], source_etype=self.et), I64),
+                    rows_t, n, k, lda, ldb, ldc, b.zext(acc, I64)]
+            for j, v in enumerate(vals):
+                b.store(v, b.gep(slot, [_i(j)], source_etype=I64))
+            b.call(create, [b.gep(tids, [_i(t)], source_etype=I64), ir.Constant(PTR, None), worker, slot])
+        first = b.select(b.icmp_signed("<", per, m), per, m)
+        b.call(rows, [a, bm, c, first, n, k, lda, ldb, ldc, acc])
+        for t in range(1, THREADS):
+            b.call(join, [b.load(b.gep(tids, [_i(t)], source_etype=I64), typ=I64), ir.Constant(PTR, None)])
+        b.ret_void()
+        return fn
+
+    def worker(self, rows: ir.Function) -> ir.Function:
+        name = f"wia.gemm.worker.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), name)
+        fn.linkage = "internal"
+        (arg,) = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        vals = [b.load(b.gep(arg, [_i(j)], source_etype=I64), typ=I64) for j in range(10)]
+        ptrs = [b.inttoptr(v, PTR) for v in vals[:3]]
+        b.call(rows, [*ptrs, *vals[3:9], b.trunc(vals[9], I1)])
+        b.ret(ir.Constant(PTR, None))
+        return fn
+
+
+def gemm_function(mod: ir.Module, dtype: DType) -> ir.Function:
+    return GemmBuilder(mod, dtype).driver()

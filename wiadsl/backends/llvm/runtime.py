@@ -1,0 +1,128 @@
+"""Native runtime pieces emitted into every kernel module: the arena allocator and
+the entry wrapper that Python calls.
+
+Memory plan: every buffer a kernel allocates (``loop.alloc``) comes from
+``wia.alloc``, which records it in a per-call arena (a growable pointer array
+on the wrapper's stack frame). When the kernel returns, the wrapper frees every
+arena buffer except those returned as results; those belong to the caller
+(Python wraps or copies them and frees them with libc ``free``). On an error
+everything is freed. So no path leaks, and no buffer outlives its call unless
+it is an output.
+
+Entry ABI: ``i32 @wia_entry(ptr %args)``; ``%args`` is an i64 array holding,
+per input, a data pointer (tensors: extents are compiled in; scalars: a pointer
+to the value), followed by the result slots of the kernel (codegen.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir
+
+from ...ir.types import IRType, TensorType
+from .types import I1, I8, I32, I64, PTR, scalar_type
+
+#: The arena is three i64 slots on the wrapper's stack: pointer array, count, capacity.
+
+
+def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ret, args), name)
+    return fn
+
+
+def alloc_function(mod: ir.Module) -> ir.Function:
+    """``ptr @wia.alloc(ptr %arena, i64 %bytes)``: 64-byte aligned, recorded in the arena."""
+    if "wia.alloc" in mod.globals:
+        return mod.globals["wia.alloc"]
+    fn = ir.Function(mod, ir.FunctionType(PTR, [PTR, I64]), "wia.alloc")
+    fn.linkage = "internal"
+    fn.return_value.add_attribute("noalias")
+    arena, nbytes = fn.args
+    entry, grow, record = (fn.append_basic_block(n) for n in ("entry", "grow", "record"))
+    b = ir.IRBuilder(entry)
+    size = b.and_(b.add(b.select(b.icmp_signed("<", nbytes, ir.Constant(I64, 1)), ir.Constant(I64, 1), nbytes),
+                        ir.Constant(I64, 63)), ir.Constant(I64, -64))
+    p = b.call(_declare(mod, "aligned_alloc", PTR, [I64, I64]), [ir.Constant(I64, 64), size])
+    slots = [b.gep(arena, [ir.Constant(I64, i)], source_etype=I64) for i in range(3)]
+    count, cap = b.load(slots[1], typ=I64), b.load(slots[2], typ=I64)
+    b.cbranch(b.icmp_signed("==", count, cap), grow, record)
+    b.position_at_end(grow)
+    new_cap = b.add(b.mul(cap, ir.Constant(I64, 2)), ir.Constant(I64, 16))
+    old = b.load(slots[0], typ=PTR)
+    grown = b.call(_declare(mod, "realloc", PTR, [PTR, I64]), [old, b.mul(new_cap, ir.Constant(I64, 8))])
+    b.store(grown, slots[0])
+    b.store(new_cap, slots[2])
+    b.branch(record)
+    b.position_at_end(record)
+    table = b.load(slots[0], typ=PTR)
+    b.store(p, b.gep(table, [count], source_etype=PTR))
+    b.store(b.add(count, ir.Constant(I64, 1)), slots[1])
+    b.ret(p)
+    return fn
+
+
+def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRType],
+                  shapes: Sequence[tuple[int, ...]], result_types: Sequence[IRType]) -> ir.Function:
+    """``i32 @wia_entry(ptr %args)``: unpack inputs, call the kernel, free the arena."""
+    fn = ir.Function(mod, ir.FunctionType(I32, [PTR]), "wia_entry")
+    (args,) = fn.args
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    arena = b.alloca(I64, size=3)
+    for i in range(3):
+        b.store(ir.Constant(I64, 0), b.gep(arena, [ir.Constant(I64, i)], source_etype=I64))
+    flat: list[ir.Value] = []
+    for i, (t, shape) in enumerate(zip(param_types, shapes, strict=True)):
+        raw = b.load(b.gep(args, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
+        ptr = b.inttoptr(raw, PTR)
+        if isinstance(t, TensorType):
+            flat += [ptr, *(ir.Constant(I64, d) for d in shape)]
+        else:
+            st = scalar_type(t)
+            v = b.load(ptr, typ=I8 if st == I1 else st)
+            flat.append(b.trunc(v, I1) if st == I1 else v)
+    results = b.gep(args, [ir.Constant(I64, len(param_types))], source_etype=I64)
+    rc = b.call(kernel, [arena, *flat, results])
+    _free_arena(b, fn, arena, results, result_types, rc)
+    b.ret(rc)
+    return fn
+
+
+def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.Value,
+                result_types: Sequence[IRType], rc: ir.Value) -> None:
+    mod = b.module
+    free = _declare(mod, "free", ir.VoidType(), [PTR])
+    ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
+    kept: list[ir.Value] = []
+    k = 0
+    for t in result_types:
+        if isinstance(t, TensorType):
+            kept.append(b.load(b.gep(results, [ir.Constant(I64, k)], source_etype=I64), typ=I64))
+            k += 1 + t.rank
+        else:
+            k += 1
+    table = b.load(b.gep(arena, [ir.Constant(I64, 0)], source_etype=I64), typ=PTR)
+    count = b.load(b.gep(arena, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
+    head, body, done = (fn.append_basic_block(n) for n in ("free.head", "free.body", "free.done"))
+    pre = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(ir.Constant(I64, 0), pre)
+    b.cbranch(b.icmp_signed("<", i, count), body, done)
+    b.position_at_end(body)
+    p = b.load(b.gep(table, [i], source_etype=PTR), typ=PTR)
+    pi = b.ptrtoint(p, I64)
+    keep = ir.Constant(I1, 0)
+    for r in kept:
+        keep = b.or_(keep, b.icmp_unsigned("==", pi, r))
+    keep = b.and_(keep, ok)
+    with b.if_then(b.not_(keep)):
+        b.call(free, [p])
+    i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    b.call(free, [table])

@@ -1,0 +1,214 @@
+"""Scalar ``arith`` ops -> LLVM instructions: one table per value kind.
+
+Semantics are the interpreter's (NumPy's) element by element: floor division
+and remainder for integers (division by zero gives 0, as NumPy does, and never
+traps), NaN-propagating max/min, ``une`` for NumPy's ``!=``, bools as i1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from ...dtypes import DType
+from . import mathlib as m
+from .types import F32, I1, compute_dtype, constant, from_compute, reg_type, to_compute
+
+B = ir.IRBuilder
+Fn = Callable[..., ir.Value]
+
+
+def _flags(reassoc: bool) -> list[str]:
+    return ["reassoc", "contract"] if reassoc else ["contract"]
+
+
+def _frem(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    r = b.frem(x, y)
+    zero = ir.Constant(x.type, 0.0)
+    fix = b.and_(b.fcmp_ordered("!=", r, zero),
+                 b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
+    return b.select(fix, b.fadd(r, y), r)
+
+
+FLOAT: dict[str, Fn] = {
+    "add": lambda b, x, y, r=False: b.fadd(x, y, flags=_flags(r)),
+    "sub": lambda b, x, y, r=False: b.fsub(x, y, flags=_flags(False)),
+    "mul": lambda b, x, y, r=False: b.fmul(x, y, flags=_flags(r)),
+    "div": lambda b, x, y, r=False: b.fdiv(x, y),
+    "rem": lambda b, x, y, r=False: _frem(b, x, y),
+    "pow": lambda b, x, y, r=False: m.intrinsic(b, "pow", [x, y]),
+    "max": lambda b, x, y, r=False: m.intrinsic(b, "maximum", [x, y]),
+    "min": lambda b, x, y, r=False: m.intrinsic(b, "minimum", [x, y]),
+    "neg": lambda b, x: b.fneg(x),
+    "abs": lambda b, x: m.intrinsic(b, "fabs", [x]),
+    "exp": m.exp,
+    "log": lambda b, x: m.libm(b, "log", [x]),
+    "sqrt": lambda b, x: m.intrinsic(b, "sqrt", [x]),
+    "rsqrt": lambda b, x: b.fdiv(ir.Constant(x.type, 1.0), m.intrinsic(b, "sqrt", [x])),
+    "tanh": m.tanh,
+    "sigmoid": lambda b, x: b.fdiv(ir.Constant(x.type, 1.0),
+                                   b.fadd(ir.Constant(x.type, 1.0), m.exp(b, b.fneg(x)))),
+    "relu": lambda b, x: m.intrinsic(b, "maximum", [x, ir.Constant(x.type, 0.0)]),
+    "sin": lambda b, x: m.intrinsic(b, "sin", [x]),
+    "cos": lambda b, x: m.intrinsic(b, "cos", [x]),
+    "floor": lambda b, x: m.intrinsic(b, "floor", [x]),
+    "ceil": lambda b, x: m.intrinsic(b, "ceil", [x]),
+    "erf": lambda b, x: m.libm(b, "erf", [x]),
+}
+
+
+def _safe_div(b: B, x: ir.Value, y: ir.Value, want_rem: bool) -> ir.Value:
+    """Floor division / floor remainder; y == 0 gives 0 and y == -1 never overflows."""
+    t = x.type
+    zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+    bad = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(t, -1)))
+    d = b.select(bad, one, y)
+    q, r = b.sdiv(x, d), b.srem(x, d)
+    adjust = b.and_(b.icmp_signed("!=", r, zero),
+                    b.icmp_signed("<", b.xor(r, d), zero))
+    if want_rem:
+        out = b.select(adjust, b.add(r, d), r)
+        return b.select(bad, zero, out)
+    out = b.select(adjust, b.sub(q, one), q)
+    neg = b.sub(zero, x)
+    return b.select(b.icmp_signed("==", y, zero), zero, b.select(bad, neg, out))
+
+
+def _ipow(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x ** y by squaring, in a small loop (y < 0 is checked by the lowering)."""
+    fn = _ipow_function(b.module, x.type)
+    return b.call(fn, [x, y])
+
+
+def _ipow_function(mod: ir.Module, t: ir.IntType) -> ir.Function:
+    name = f"wia.ipow.i{t.width}"
+    if name in mod.globals:
+        return mod.globals[name]
+    fn = ir.Function(mod, ir.FunctionType(t, [t, t]), name)
+    fn.linkage = "internal"
+    x, y = fn.args
+    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    acc, base, e = b.phi(t), b.phi(t), b.phi(t)
+    bit = b.trunc(e, I1)
+    acc2 = b.select(bit, b.mul(acc, base), acc)
+    e2 = b.ashr(e, ir.Constant(t, 1))
+    base2 = b.mul(base, base)
+    acc.add_incoming(ir.Constant(t, 1), entry)
+    base.add_incoming(x, entry)
+    e.add_incoming(y, entry)
+    acc.add_incoming(acc2, loop)
+    base.add_incoming(base2, loop)
+    e.add_incoming(e2, loop)
+    b.cbranch(b.icmp_signed(">", e2, ir.Constant(t, 0)), loop, done)
+    b.position_at_end(done)
+    result = b.phi(t)
+    result.add_incoming(acc2, loop)
+    b.ret(result)
+    return fn
+
+
+def _smax(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _smin(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+INT: dict[str, Fn] = {
+    "add": lambda b, x, y: b.add(x, y), "sub": lambda b, x, y: b.sub(x, y),
+    "mul": lambda b, x, y: b.mul(x, y),
+    "div": lambda b, x, y: _safe_div(b, x, y, False),
+    "rem": lambda b, x, y: _safe_div(b, x, y, True),
+    "pow": lambda b, x, y: b.select(b.icmp_signed("<", y, ir.Constant(y.type, 0)),
+                                    ir.Constant(x.type, 0), _ipow(b, x, y)),
+    "max": _smax, "min": _smin,
+    "neg": lambda b, x: b.sub(ir.Constant(x.type, 0), x),
+    "abs": lambda b, x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)),
+                                 b.sub(ir.Constant(x.type, 0), x), x),
+    "relu": lambda b, x: _smax(b, x, ir.Constant(x.type, 0)),
+    "floor": lambda b, x: x, "ceil": lambda b, x: x,
+    "and": lambda b, x, y: b.and_(x, y), "or": lambda b, x, y: b.or_(x, y),
+    "not": lambda b, x: b.xor(x, ir.Constant(x.type, -1)),
+}
+
+BOOL: dict[str, Fn] = {
+    "add": lambda b, x, y: b.or_(x, y), "mul": lambda b, x, y: b.and_(x, y),
+    "max": lambda b, x, y: b.or_(x, y), "min": lambda b, x, y: b.and_(x, y),
+    "and": lambda b, x, y: b.and_(x, y), "or": lambda b, x, y: b.or_(x, y),
+    "not": lambda b, x: b.xor(x, ir.Constant(I1, 1)),
+}
+
+
+def elementwise(b: B, fn: str, args: list[ir.Value], dtype: DType | None, reassoc: bool) -> ir.Value:
+    """``arith.<fn>`` on values of ``dtype`` (None: index)."""
+    if dtype is None or dtype.is_int:
+        return INT[fn](b, *args)
+    if dtype is DType.BOOL:
+        return BOOL[fn](b, *args)
+    xs = [to_compute(b, a, dtype) for a in args]
+    impl = FLOAT[fn]
+    out = impl(b, *xs, reassoc) if fn in ("add", "mul") else impl(b, *xs)
+    return from_compute(b, out, dtype)
+
+
+_FPRED = {"oeq": "==", "one": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
+_IPRED = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+
+
+def compare(b: B, kind: str, pred: str, x: ir.Value, y: ir.Value, dtype: DType | None) -> ir.Value:
+    if kind == "arith.cmpf":
+        x, y = to_compute(b, x, dtype), to_compute(b, y, dtype)  # type: ignore[arg-type]
+        if pred == "une":
+            return b.fcmp_unordered("!=", x, y)
+        return b.fcmp_ordered(_FPRED[pred], x, y)
+    if dtype is DType.BOOL:
+        return b.icmp_unsigned(_IPRED[pred], x, y)
+    return b.icmp_signed(_IPRED[pred], x, y)
+
+
+def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
+    """NumPy ``astype`` of one value (index is i64); float -> int saturates
+    instead of producing poison on NaN or overflow."""
+    if src == dst or (src in (None, DType.I64) and dst in (None, DType.I64)):
+        return v
+    t = reg_type(dst)
+    src_float = src is not None and src.is_float
+    if dst is DType.BOOL:
+        if src_float:
+            x = to_compute(b, v, src)  # type: ignore[arg-type]
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_signed("!=", v, ir.Constant(v.type, 0))
+    if dst is None or dst.is_int:
+        if src is DType.BOOL:
+            return b.zext(v, t)
+        if not src_float:
+            w_in, w_out = v.type.width, t.width
+            return v if w_in == w_out else b.trunc(v, t) if w_in > w_out else b.sext(v, t)
+        x = to_compute(b, v, src)  # type: ignore[arg-type]
+        wide = m.fptosi_sat(b, x)
+        return b.trunc(wide, t) if t.width < 64 else wide
+    if src is DType.BOOL:
+        x = b.uitofp(v, reg_type(compute_dtype(dst)))
+    elif not src_float:
+        x = b.sitofp(v, reg_type(compute_dtype(dst)))
+    else:
+        x = to_compute(b, v, src)  # type: ignore[arg-type]
+        if dst is DType.F16:
+            return b.fptrunc(x, t)
+        target = reg_type(compute_dtype(dst))
+        if x.type != target:
+            x = b.fpext(x, target) if _width(x.type) < _width(target) else b.fptrunc(x, target)
+    return from_compute(b, x, dst)
+
+
+def _width(t: ir.Type) -> int:
+    return {"half": 16, "float": 32, "double": 64}[str(t)]
+
+
+def const(dtype: DType | None, value: object) -> ir.Constant:
+    return constant(dtype, value)

@@ -1,0 +1,158 @@
+"""Target ``cuda``: run the emitted PTX on a real GPU through the CUDA driver API (cuda-python).
+
+``cuda-python`` is imported on first use only; without it (or without a GPU) the
+target fails with a WiaUsageError saying what is missing.
+
+Invariants:
+- One context per process (the primary context of device 0); modules are loaded
+  once per PTX text (``cuModuleLoadData``) and kept.
+- Every driver call is checked; a failing call raises WiaRuntimeError naming it.
+- Kernel parameters are passed as an array of pointers to host copies of each
+  argument, typed as the plan says (``u64`` device pointers, ``u32/s32`` sizes,
+  scalars in their ``.param`` type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...diagnostics import WiaRuntimeError, WiaUsageError
+from ...ir.module import ModuleOp
+from .isa import DEFAULT_ARCH
+from .simbackend import ShapeSpecialized
+
+_STATE: dict[str, Any] = {}
+
+
+def driver() -> Any:
+    """The cuda-python driver module, with a context made current (cached)."""
+    if "cuda" in _STATE:
+        return _STATE["cuda"]
+    try:
+        from cuda.bindings import driver as cuda  # cuda-python >= 12.6
+    except ImportError:
+        try:
+            from cuda import cuda  # type: ignore[no-redef]  # older cuda-python
+        except ImportError:
+            raise WiaUsageError("target 'cuda' needs cuda-python (pip install cuda-python) "
+                                "and an NVIDIA GPU with its driver") from None
+    check(cuda, cuda.cuInit(0), "cuInit")
+    dev = check(cuda, cuda.cuDeviceGet(0), "cuDeviceGet")
+    ctx = check(cuda, cuda.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    check(cuda, cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    _STATE.update(cuda=cuda, device=dev, context=ctx, modules={})
+    return cuda
+
+
+def check(cuda: Any, result: Any, what: str) -> Any:
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        _, name = cuda.cuGetErrorName(err)
+        raise WiaRuntimeError(f"CUDA {what} failed: {name.decode() if name else err}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+def device_arch() -> str:
+    cuda = driver()
+    attr = cuda.CUdevice_attribute
+    major = check(cuda, cuda.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _STATE["device"]), "cuDeviceGetAttribute")
+    minor = check(cuda, cuda.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, _STATE["device"]), "cuDeviceGetAttribute")
+    return f"sm_{major}{minor}"
+
+
+@dataclass
+class DeviceBuffer:
+    ptr: int
+    nbytes: int
+
+    def __del__(self) -> None:
+        cuda = _STATE.get("cuda")
+        if cuda is not None and self.ptr:
+            cuda.cuMemFree(self.ptr)
+
+
+@dataclass
+class CudaDevice:
+    """Device memory via cuMemAlloc; launches via cuLaunchKernel on the default stream."""
+
+    ptx: str
+    functions: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        cuda = driver()
+        modules = _STATE["modules"]
+        if self.ptx not in modules:
+            data = np.frombuffer(self.ptx.encode() + b"\0", np.uint8)
+            modules[self.ptx] = check(cuda, cuda.cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
+        self.module = modules[self.ptx]
+
+    def alloc(self, nbytes: int) -> DeviceBuffer:
+        cuda = driver()
+        return DeviceBuffer(int(check(cuda, cuda.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")), nbytes)
+
+    def upload(self, data: np.ndarray) -> DeviceBuffer:
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        buf = self.alloc(raw.size)
+        self.write(buf, raw, 0)
+        return buf
+
+    def write(self, buf: DeviceBuffer, data: np.ndarray, offset: int) -> None:
+        cuda = driver()
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if raw.size:
+            check(cuda, cuda.cuMemcpyHtoD(buf.ptr + offset * data.dtype.itemsize, raw.ctypes.data,
+                                          raw.size), "cuMemcpyHtoD")
+
+    def download(self, buf: DeviceBuffer, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
+        cuda = driver()
+        out = np.empty(count, dtype)
+        if count:
+            check(cuda, cuda.cuMemcpyDtoH(out.ctypes.data, buf.ptr + offset * out.itemsize,
+                                          out.nbytes), "cuMemcpyDtoH")
+        return out
+
+    def function(self, name: str) -> Any:
+        if name not in self.functions:
+            cuda = driver()
+            self.functions[name] = check(cuda, cuda.cuModuleGetFunction(self.module, name.encode()),
+                                         "cuModuleGetFunction")
+        return self.functions[name]
+
+    def launch(self, kernel: str, grid, block, args: list[Any], shared_bytes: int) -> None:
+        cuda = driver()
+        holders = [np.array([a.ptr if isinstance(a, DeviceBuffer) else a],
+                            np.uint64 if isinstance(a, DeviceBuffer) else np.asarray(a).dtype)
+                   for a in args]
+        pointers = np.array([h.ctypes.data for h in holders], np.uint64)
+        check(cuda, cuda.cuLaunchKernel(self.function(kernel), *grid, *block, shared_bytes, 0,
+                                        pointers.ctypes.data, 0), "cuLaunchKernel")
+
+    def synchronize(self) -> None:
+        cuda = driver()
+        check(cuda, cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+class CudaBackend:
+    name = "cuda"
+    specialize_shapes = True
+
+    def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
+        unknown = set(options) - {"arch"}
+        if unknown:
+            raise WiaUsageError(f"target 'cuda' takes only 'arch', got {', '.join(sorted(unknown))}")
+        driver()  # fail early and clearly when cuda-python or the GPU is missing
+        arch = options.get("arch") or _supported(device_arch())
+        return ShapeSpecialized(module, kernel, arch, CudaDevice)
+
+
+def _supported(arch: str) -> str:
+    from .isa import MIN_VERSION
+    return arch if arch in MIN_VERSION else DEFAULT_ARCH
+
+
+BACKEND = CudaBackend()

@@ -1,0 +1,332 @@
+"""The planner: walks a kernel's blocks and emits device kernels plus the host launch plan.
+
+Invariants:
+- Scalars (``f32``, ``i64``, ``index``...) live on the host; a scalar computed
+  on the device (a full reduction, a dot, ``tensor.extract``) is copied back
+  with a ``read`` step right where the IR computes it.
+- Tensor values crossing a block boundary (branch arguments, returns) are dense
+  buffers; inside a block, views are free and fusible ops stay ``Lazy`` until a
+  consumer that cannot fuse them (or a block boundary) materializes them.
+- Every op the planner does not know raises WiaError naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ....diagnostics import WiaError
+from ....dtypes import DType
+from ....ir.core import Block, Operation, Value
+from ....ir.module import FuncOp
+from ....ir.types import IndexType, TensorType
+from ..kernels.elementwise import EmittedKernel
+from ..symbolic import Sym, call, evaluate
+from .fuse import REDUCE_KIND, is_elementwise, value_dtype
+from .ops_plan import OpsMixin
+from .values import HostScalar, Lazy, View, dense_view, numel
+
+VIEW_OPS = ("tensor.transpose", "tensor.reshape", "tensor.broadcast_to", "tensor.extract_slice")
+
+
+def sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+class Planner(OpsMixin):
+    """Plans one function; ``run()`` returns the plan dict (kernels in ``self.kernels``)."""
+
+    def __init__(self, func: FuncOp, shapes: dict[str, tuple[int, ...]] | None = None,
+                 aliases: dict[str, str] | None = None):
+        self.func = func
+        #: dim symbol -> representative: input extents that broadcast together in a
+        #: checked program are equal (the type checker unified their names).
+        self.aliases = dict(aliases or {})
+        self.equalities: list[tuple[str, str]] = []
+        self.kernel_count = 0
+        self.shapes = dict(shapes or {})
+        self.env: dict[int, Any] = {}
+        self.sym_shapes: dict[int, tuple[Sym, ...]] = {}
+        self.kernels: list[EmittedKernel] = []
+        self.steps: list[dict[str, Any]] = []
+        self.blocks: list[dict[str, Any]] = []
+        self.dims: dict[str, dict[str, Any]] = {}
+        self.inputs: list[dict[str, Any]] = []
+        self.temps: dict[str, dict[str, Any]] = {}
+        self.counter = 0
+        self.block_names = {id(b): sanitize(b.name_hint or f"bb{i}")
+                            for i, b in enumerate(func.blocks)}
+
+    # ------------------------------------------------------------ names
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def kernel_name(self, kind: str) -> str:
+        self.kernel_count += 1
+        return sanitize(f"{self.func.name}_k{self.kernel_count}_{kind}")
+
+    def unify(self, a: str, b: str) -> bool:
+        """Record that input dims ``a`` and ``b`` must be equal (checked at launch)."""
+        if a in self.dims and b in self.dims:
+            self.equalities.append((a, b))
+            return True
+        return False
+
+    def alloc(self, dtype: DType, shape: tuple[Sym, ...]) -> View:
+        name = self.fresh("t")
+        self.temps[name] = {"dtype": str(dtype), "shape": list(shape)}
+        self.steps.append({"op": "alloc", "buffer": name, "dtype": str(dtype), "size": numel(shape),
+                           "shape": list(shape)})
+        return dense_view(name, dtype, shape)
+
+    def add_kernel(self, k: EmittedKernel) -> None:
+        self.kernels.append(k)
+        self.steps.append({"op": "launch", "kernel": k.name, "kind": k.kind,
+                           "grid": list(k.grid), "block": list(k.block), "args": k.args})
+
+    # ------------------------------------------------------------ values
+    def lookup(self, v: Value) -> Any:
+        try:
+            return self.env[id(v)]
+        except KeyError:
+            raise WiaError(f"the PTX planner reached %{v.name_hint or '?'} before its "
+                           f"definition") from None
+
+    def shape(self, v: Value) -> tuple[Sym, ...]:
+        if not isinstance(v.type, TensorType):
+            return ()
+        pv = self.env.get(id(v))
+        if isinstance(pv, View):
+            return pv.shape
+        if isinstance(pv, Lazy):
+            return pv.shape
+        if id(v) in self.sym_shapes:
+            return self.sym_shapes[id(v)]
+        raise WiaError(f"no shape known for %{v.name_hint or '?'}")
+
+    def host(self, v: Value) -> HostScalar:
+        pv = self.lookup(v)
+        if not isinstance(pv, HostScalar):
+            raise WiaError(f"%{v.name_hint or '?'} is not a host scalar")
+        return pv
+
+    def materialize(self, v: Value) -> View:
+        pv = self.lookup(v)
+        if isinstance(pv, View):
+            return pv
+        if isinstance(pv, HostScalar):
+            raise WiaError("a scalar cannot be materialized as a tensor")
+        views = self.compute(pv.op)
+        for r, view in zip(pv.op.results, views, strict=True):
+            self.env[id(r)] = view
+        return self.env[id(v)]
+
+    def dense(self, v: Value) -> View:
+        view = self.materialize(v)
+        return view if view.dense else self.copy(view)
+
+    # ------------------------------------------------------------ driver
+    def run(self) -> dict[str, Any]:
+        for i, arg in enumerate(self.func.args):
+            self.bind_input(i, arg)
+        for block in self.func.blocks:
+            self.plan_block(block)
+        return {"kernel": self.func.name, "inputs": self.inputs, "dims": self.dims,
+                "outputs": list(self.func.attributes.get("outputs", [])),
+                "temporaries": self.temps, "entry": self.blocks[0]["name"],
+                "blocks": self.blocks,
+                "kernels": [k.name for k in self.kernels]}
+
+    def bind_input(self, i: int, arg: Value) -> None:
+        name = sanitize(arg.name_hint or f"arg{i}")
+        t = arg.type
+        if isinstance(t, TensorType):
+            given = self.shapes.get(arg.name_hint or name)
+            shape: list[Sym] = []
+            for axis, d in enumerate(t.shape):
+                if d is not None:
+                    shape.append(d)
+                elif given is not None:
+                    shape.append(int(given[axis]))
+                else:
+                    own = f"{name}_{axis}"
+                    sym = self.aliases.get(own, own)
+                    if sym in self.dims:
+                        self.dims[sym].setdefault("equal", []).append({"input": name, "axis": axis})
+                    else:
+                        self.dims[sym] = {"input": name, "axis": axis}
+                    shape.append(sym)
+            self.env[id(arg)] = dense_view(name, t.dtype, tuple(shape))
+            self.inputs.append({"name": name, "kind": "tensor", "dtype": str(t.dtype),
+                                "shape": shape})
+        else:
+            self.env[id(arg)] = HostScalar(name, value_dtype(arg))
+            self.inputs.append({"name": name, "kind": "scalar",
+                                "dtype": "index" if isinstance(t, IndexType) else str(t.dtype)})
+
+    def plan_block(self, block: Block) -> None:
+        self.steps = []
+        params = []
+        for arg in block.args if block is not self.func.entry else []:
+            pname = self.fresh("v")
+            if isinstance(arg.type, TensorType):
+                shape = self.sym_shapes.get(id(arg))
+                if shape is None:
+                    raise WiaError(f"block ^{block.name_hint} is reached before any branch to it")
+                self.env[id(arg)] = dense_view(pname, arg.type.dtype, shape)
+                params.append({"buffer": pname, "dtype": str(arg.type.dtype), "shape": list(shape)})
+            else:
+                self.env[id(arg)] = HostScalar(pname, value_dtype(arg))
+                params.append({"scalar": pname, "dtype": str(value_dtype(arg) or "index")})
+        for op in block.ops:
+            self.plan_op(op)
+        self.blocks.append({"name": self.block_names[id(block)], "params": params,
+                            "steps": self.steps})
+
+    # ------------------------------------------------------------ ops
+    def plan_op(self, op: Operation) -> None:
+        if op.name in ("cf.br", "cf.cond_br", "func.return"):
+            self.plan_terminator(op)
+        elif op.results and all(not isinstance(r.type, TensorType) for r in op.results):
+            self.plan_scalar(op)
+        elif op.name in VIEW_OPS or (op.name == "tensor.cast" and not is_elementwise(op)):
+            self.env[id(op.results[0])] = self.view_op(op)
+        elif self.fusible(op):
+            self.env[id(op.results[0])] = Lazy(op, self.result_shape(op))
+        else:
+            for r, view in zip(op.results, self.compute(op), strict=True):
+                self.env[id(r)] = view
+
+    def fusible(self, op: Operation) -> bool:
+        """Whether ``op``'s one result can be computed inside each of its consumers."""
+        if len(op.results) != 1:
+            return False
+        r = op.results[0]
+        users = r.users
+        if not users or any(u.parent is not op.parent or u.is_terminator for u in users):
+            return False
+        if op.name == "tensor.cast" and all(u.name == "tensor.matmul" for u in users):
+            return widening(value_dtype(op.operands[0]), value_dtype(r))
+        if op.name in ("tensor.matmul", "tensor.fused_matmul"):
+            return len(r.uses) == 1 and is_elementwise(users[0]) and \
+                users[0].results[0].type.rank == r.type.rank and self.epilogue_ok(op)  # type: ignore[union-attr]
+        consumers_ok = all(is_elementwise(u) or (u.name in REDUCE_KIND and
+                                                 not u.name.startswith("tensor.arg"))
+                           for u in users)
+        if op.name in REDUCE_KIND:
+            return consumers_ok and bool(op.attributes.get("keepdims")) \
+                and not op.name.startswith("tensor.arg")
+        return consumers_ok and is_elementwise(op)
+
+    def plan_terminator(self, op: Operation) -> None:
+        if op.name == "func.return":
+            self.steps.append({"op": "return", "values": [self.edge_value(v) for v in op.operands]})
+            return
+        targets = []
+        for succ in op.successors:
+            args = []
+            for barg, v in zip(succ.block.args, succ.args, strict=True):
+                if isinstance(v.type, TensorType) and id(barg) not in self.sym_shapes:
+                    self.sym_shapes[id(barg)] = self.shape(v)
+                args.append(self.edge_value(v))
+            targets.append({"target": self.block_names[id(succ.block)], "args": args})
+        if op.name == "cf.br":
+            self.steps.append({"op": "br", **targets[0]})
+        else:
+            cond = self.host(op.operands[0])
+            self.steps.append({"op": "cond_br", "cond": _entry(cond), "true": targets[0],
+                               "false": targets[1]})
+
+    def edge_value(self, v: Value) -> dict[str, Any]:
+        if isinstance(v.type, TensorType):
+            view = self.dense(v)
+            return {"buffer": view.buffer, "shape": list(view.shape)}
+        return _entry(self.host(v))
+
+    # ------------------------------------------------------------ host scalars
+    def plan_scalar(self, op: Operation) -> None:
+        r = op.results[0]
+        if op.name == "arith.constant":
+            self.env[id(r)] = HostScalar(_literal(op.attributes["value"], value_dtype(r)), value_dtype(r))
+        elif op.name.startswith("arith."):
+            args = [self.host(v) for v in op.operands]
+            if all(a.is_literal for a in args):
+                out = op.evaluate([np.asarray(a.value) for a in args])[0]
+                self.env[id(r)] = HostScalar(_literal(out, value_dtype(r)), value_dtype(r))
+                return
+            name = self.fresh("s")
+            self.steps.append({"op": "scalar", "dst": name, "ir": op.name,
+                               "attrs": _json_attrs(op.attributes),
+                               "args": [_entry(a) for a in args],
+                               "types": [str(t) for t in op.operand_types], "type": str(r.type)})
+            self.env[id(r)] = HostScalar(name, value_dtype(r))
+        elif op.name == "tensor.dim":
+            axis = op.attributes["axis"] % op.operand_types[0].rank  # type: ignore[union-attr]
+            self.env[id(r)] = self.let(self.shape(op.operands[0])[axis], None)
+        elif op.name == "tensor.extract":
+            view = self.materialize(op.operands[0])
+            index = view.offset
+            for k, v in enumerate(op.operands[1:]):
+                i = call("wrap_index", self.host(v).sym, view.shape[k])
+                index = _sym_add(index, _sym_mul(i, view.strides[k]))
+            self.env[id(r)] = self.read(view.buffer, index, view.dtype)
+        else:  # a tensor op with a scalar result: compute on the device, copy back
+            view = self.compute(op)[0]
+            self.env[id(r)] = self.read(view.buffer, view.offset, view.dtype)
+
+    def let(self, sym: Sym, dtype: DType | None) -> HostScalar:
+        if isinstance(sym, int):
+            return HostScalar(sym, dtype)
+        name = self.fresh("s")
+        self.steps.append({"op": "let", "dst": name, "expr": sym})
+        return HostScalar(name, dtype)
+
+    def read(self, buffer: str, index: Sym, dtype: DType) -> HostScalar:
+        name = self.fresh("s")
+        self.steps.append({"op": "read", "dst": name, "buffer": buffer, "index": index,
+                           "dtype": str(dtype)})
+        return HostScalar(name, dtype)
+
+
+def widening(src: DType | None, dst: DType | None) -> bool:
+    """Whether a cast is exact and cheap to do while loading a matmul operand."""
+    if src is None or dst is None:
+        return False
+    if src.is_int and dst.is_int:
+        return src.bits <= dst.bits
+    return src in (DType.F16, DType.BF16) and dst is DType.F32
+
+
+def _entry(s: HostScalar) -> dict[str, Any]:
+    if s.is_literal:
+        return {"value": s.value, "dtype": str(s.dtype or "index")}
+    return {"scalar": s.value}
+
+
+def _literal(value: Any, dtype: DType | None) -> int | float | bool:
+    v = np.asarray(value).item()
+    if dtype is DType.BOOL:
+        return bool(v)
+    if dtype is not None and dtype.is_float:
+        return float(v)
+    return int(v)
+
+
+def _json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attrs.items() if isinstance(v, (int, float, str, bool, list))}
+
+
+def _sym_add(a: Sym, b: Sym) -> Sym:
+    from ..symbolic import add
+    return add(a, b)
+
+
+def _sym_mul(a: Sym, b: Sym) -> Sym:
+    from ..symbolic import mul
+    return mul(a, b)
+
+
+__all__ = ["Planner", "evaluate", "sanitize"]

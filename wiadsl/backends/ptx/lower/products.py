@@ -1,0 +1,179 @@
+"""Planning products and windows: matmul (with epilogue and cast prologue), conv2d, pools.
+
+Invariants:
+- A matmul runs as one tiled kernel over the domain (batch..., M, N); 1-D operands
+  are views with a stride-0 unit axis, and the result view drops that axis.
+- An elementwise consumer of a single-use matmul becomes that kernel's epilogue;
+  an operand produced by a single-use widening ``tensor.cast`` is read in its
+  narrow dtype and widened while loading (the i8 path).
+- conv2d is a direct convolution: a row kernel over (N, O, OH, OW) x (C, KH, KW)
+  whose input loads carry zero-padding guards; pools likewise over windows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ....dtypes import DType
+from ....ir.core import Operation, Value
+from ....ir.types import TensorType
+from ..expr import Acc, Apply, LoopSpec, ReduceStage, Stage, TensorArg
+from ..kernels.matmul import ProductSpec, matmul_kernel
+from ..kernels.row import row_kernel
+from ..symbolic import Sym, _fold, mul, sub
+from .fuse import SpecBuilder, expand_body, is_elementwise, value_dtype
+from .values import Lazy, View, broadcast_shapes, broadcast_stride
+
+if TYPE_CHECKING:
+    from .planner import Planner
+
+ACC = {DType.F16: DType.F32, DType.BF16: DType.F32, DType.F32: DType.F32, DType.F64: DType.F64,
+       DType.I8: DType.I32, DType.I32: DType.I32, DType.I64: DType.I64}
+
+
+class ProductsMixin:
+    def matmul_shape(self, a: tuple[Sym, ...], b: tuple[Sym, ...]) -> tuple[Sym, ...]:
+        batch = broadcast_shapes([a[:-2], b[:-2]], getattr(self, "unify", None))
+        if len(a) > 1 and len(b) > 1 or True:
+            k_a, k_b = a[-1], (b[-2] if len(b) > 1 else b[0])
+            if isinstance(k_a, str) and isinstance(k_b, str) and k_a != k_b:
+                self.unify(k_a, k_b)  # type: ignore[attr-defined]
+        return (*batch, *a[-2:-1], *(b[-1:] if len(b) > 1 else ()))
+
+    def epilogue_ok(self, op: Operation) -> bool:
+        return value_dtype(op.results[0]) in ACC
+
+    def lazy_product(self: Planner, v: Value) -> Operation | None:
+        """The Lazy matmul feeding ``v`` through Lazy elementwise ops, if any."""
+        pv = self.env.get(id(v))
+        if not isinstance(pv, Lazy):
+            return None
+        if pv.op.name in ("tensor.matmul", "tensor.fused_matmul"):
+            return pv.op
+        if is_elementwise(pv.op):
+            for o in pv.op.operands:
+                found = self.lazy_product(o)
+                if found is not None:
+                    return found
+        return None
+
+    # ------------------------------------------------------------ matmul
+    def product_domain(self: Planner, op: Operation):
+        a_v, b_v = op.operands[0], op.operands[1]
+        a, b = self.operand_view(a_v), self.operand_view(b_v)
+        ra, rb = len(a.shape), len(b.shape)
+        if ra == 1:
+            a = View(a.buffer, a.dtype, (1, a.shape[0]), (0, a.strides[0]), a.offset)
+        if rb == 1:
+            b = View(b.buffer, b.dtype, (b.shape[0], 1), (b.strides[0], 0), b.offset)
+        batch = broadcast_shapes([a.shape[:-2], b.shape[:-2]], self.unify)
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        self.check(f"{a.shape[-1]} == {b.shape[-2]}",
+                   f"'tensor.matmul': inner extents {a.shape[-1]} and {b.shape[-2]} differ")
+        nb = len(batch)
+
+        def arg(v: View) -> TensorArg:
+            lead = nb - (len(v.shape) - 2)
+            strides = [0] * lead + [broadcast_stride(d, batch[lead + i], s)
+                                    for i, (d, s) in enumerate(zip(v.shape[:-2], v.strides[:-2], strict=True))]
+            return TensorArg(v.buffer, v.dtype, tuple(strides) + v.strides[-2:], v.offset)
+
+        domain = (*batch, m, n)
+        amap = tuple(range(nb)) + ((nb,) if ra > 1 else ()) + ((nb + 1,) if rb > 1 else ())
+        return domain, amap, arg(a), arg(b), (batch, m, n, k)
+
+    def operand_view(self: Planner, v: Value) -> View:
+        pv = self.env.get(id(v))
+        if isinstance(pv, Lazy) and pv.op.name == "tensor.cast":
+            return self.materialize(pv.op.operands[0])  # widened while loading
+        return self.materialize(v)
+
+    def matmul(self: Planner, op: Operation, sink: Operation | None = None) -> View:
+        domain, amap, a, b, (batch, m, n, k) = self.product_domain(op)
+        dtype = value_dtype(op.results[0])
+        spec = LoopSpec(self.kernel_name("matmul"), domain, len(domain))
+        builder = SpecBuilder(self, spec, allow_acc=True)
+        if sink is not None:
+            node = builder.expand(sink, amap)
+            out_dtype = value_dtype(sink.results[0])
+        elif op.name == "tensor.fused_matmul":
+            args = [builder.operand(op, i, amap) for i in range(2, len(op.operands))]
+            node = expand_body(op.regions[0].blocks[0], [Acc(dtype), *args])[0]  # type: ignore[arg-type]
+            out_dtype = value_dtype(op.results[0])
+        else:
+            node, out_dtype = Acc(dtype), dtype  # type: ignore[arg-type]
+        shape = tuple(domain[i] for i in amap)
+        out = self.alloc(out_dtype, shape)  # type: ignore[arg-type]
+        strides: list[Sym] = [0] * len(domain)
+        for i, ax in enumerate(amap):
+            strides[ax] = out.strides[i]
+        spec.outputs.append((node, TensorArg(out.buffer, out.dtype, tuple(strides))))
+        acc = ACC[dtype]  # type: ignore[index]
+        self.add_kernel(matmul_kernel(ProductSpec(spec.name, batch, m, n, k, a, b, acc, spec)))
+        return out
+
+    # ------------------------------------------------------------ windows
+    def window_shape(self: Planner, op: Operation) -> tuple[Sym, ...]:
+        x = self.shape(op.operands[0])
+        if op.name in ("tensor.conv2d", "tensor.fused_conv2d"):
+            w = self.shape(op.operands[1])
+            kh, kw = w[2], w[3]
+            pad = op.attributes.get("padding", [0, 0])
+            lead = (x[0], w[0])
+        else:
+            kh, kw = op.attributes["kernel"]
+            pad, lead = [0, 0], tuple(x[:-2])
+        stride = op.attributes.get("stride", [1, 1])
+        hw = [_fold(f"(({x[-2 + i]}) + {2 * pad[i]} - ({(kh, kw)[i]})) // {stride[i]} + 1")
+              for i in (0, 1)]
+        return (*lead, *hw)
+
+    def window(self: Planner, op: Operation) -> View:
+        out_shape = self.result_shape(op)
+        x = self.materialize(op.operands[0])
+        conv = op.name in ("tensor.conv2d", "tensor.fused_conv2d")
+        stride = op.attributes.get("stride", [1, 1])
+        pad = op.attributes.get("padding", [0, 0]) if conv else [0, 0]
+        sh, sw = x.strides[-2], x.strides[-1]
+        if conv:
+            w = self.materialize(op.operands[1])
+            kh, kw = w.shape[2], w.shape[3]
+            domain = (*out_shape, x.shape[1], kh, kw)
+            xs = (x.strides[0], 0, mul(stride[0], sh), mul(stride[1], sw), x.strides[1], sh, sw)
+        else:
+            kh, kw = op.attributes["kernel"]
+            domain = (*out_shape, kh, kw)
+            xs = (*x.strides[:-2], mul(stride[0], sh), mul(stride[1], sw), sh, sw)
+        n_out = len(out_shape)
+        spec = LoopSpec(self.kernel_name("conv" if conv else "pool"), domain, n_out)
+        builder = SpecBuilder(self, spec)
+        offset = sub(sub(x.offset, mul(pad[0], sh)), mul(pad[1], sw))
+        guards = ()
+        if conv and (pad[0] or pad[1]):
+            guards = ((((2, stride[0]), (5, 1)), -pad[0], x.shape[2]),
+                      (((3, stride[1]), (6, 1)), -pad[1], x.shape[3]))
+        xarg = TensorArg(x.buffer, x.dtype, xs, offset, guards)
+        from ..expr import Load
+        xn = Load(x.dtype, spec.add_input(xarg))
+        dtype = value_dtype(op.results[0])
+        if conv:
+            ws = (0, w.strides[0], 0, 0, w.strides[1], w.strides[2], w.strides[3])
+            wn = Load(w.dtype, spec.add_input(TensorArg(w.buffer, w.dtype, ws, w.offset)))
+            acc_t = x.dtype
+            spec.stages.append(ReduceStage("sum", Apply(acc_t, "mul", [xn, wn]), acc_t))
+        else:
+            spec.stages.append(ReduceStage("max" if op.name == "tensor.max_pool" else "mean",
+                                           xn, dtype))  # type: ignore[arg-type]
+        node = Stage(spec.stages[0].dtype, 0)
+        if op.name == "tensor.fused_conv2d":
+            amap = tuple(range(n_out))
+            args = [builder.operand(op, i, amap) for i in range(2, len(op.operands))]
+            node = expand_body(op.regions[0].blocks[0], [node, *args])[0]
+        out = self.alloc(dtype, out_shape)  # type: ignore[arg-type]
+        strides = tuple(out.strides) + (0,) * (len(domain) - n_out)
+        spec.outputs.append((node, TensorArg(out.buffer, out.dtype, strides)))
+        self.add_kernel(row_kernel(spec, thread_rows=True))
+        return out
+
+
+__all__ = ["ProductsMixin", "TensorType"]

@@ -1,0 +1,15 @@
+"""The systolic-array target: ISA (docs/systolic.md), emitter, assembler, simulator.
+
+Pipeline: ``plan`` places IR ops (array / vector unit / host), ``lower`` + ``tiling``
+emit a section per group for concrete shapes, ``isa`` prints it, ``asm`` parses it
+back, ``simulator`` runs it on NumPy data and ``timing`` counts its cycles.
+"""
+
+from .api import emit_sasm, format_stats, trace_kernel
+from .asm import parse_listing
+from .config import ArrayConfig, config_from_options
+from .isa import Listing, SasmError, Section
+from .simulator import SectionStats, run_section
+
+__all__ = ["ArrayConfig", "Listing", "SasmError", "Section", "SectionStats", "config_from_options",
+           "emit_sasm", "format_stats", "parse_listing", "run_section", "trace_kernel"]
