@@ -278,3 +278,48 @@ def test_rebinding_and_compound_assignment(target):
     a, b = kernel(src, target)(x, y)
     assert_matches(a, ((x + np.float32(1)) * x - np.float32(0.5)) / np.float32(2))
     assert_matches(b, (y + 3) * y - 1)
+
+
+# ------------------------------------------------------------------ swaps (parallel copies)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [True, False])
+def test_if_without_else_swapping_two_values(target, c):
+    src = """kernel k(input a: f32[N], input b: f32[N], input c: bool, output x: f32[N],
+                      output y: f32[N]) {
+        x = a; y = b;
+        if c { t = x; x = y; y = t; }
+    }"""
+    a, b = rand((3,), seed=1), rand((3,), seed=2)
+    x, y = kernel(src, target)(a, b, c)
+    assert_matches(x, b if c else a)
+    assert_matches(y, a if c else b)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_loop_swapping_carried_values(target, n):
+    # the swap problem of block arguments: each back edge passes (y, x) for (x, y)
+    src = """kernel k(input n: i64, output x: i64, output y: i64, output z: i64) {
+        x = 1; y = 2; z = 3;
+        for i in range(n) { t = x; x = y; y = z; z = t; }
+    }"""
+    vals = [1, 2, 3]
+    for _ in range(n):
+        vals = vals[1:] + vals[:1]
+    got = kernel(src, target)(n)
+    for g, w in zip(got, vals):
+        assert_matches(g, np.int64(w))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fibonacci_with_while(target):
+    src = """kernel fib(input n: i64, output f: i64) {
+        a = 0; b = 1; i = 0;
+        while i < n { c = a + b; a = b; b = c; i += 1; }
+        f = a;
+    }"""
+    fibs = [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55]
+    for n in (0, 1, 2, 10):
+        assert_matches(kernel(src, target)(n), np.int64(fibs[n]))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wiadsl.backends.systolic.kernel import SystolicKernel
 from wiadsl.backends.systolic.config import ArrayConfig
+from wiadsl.backends.systolic.kernel import SystolicKernel
 from wiadsl.ir import parse_module, run_func
 
 from .conftest import both

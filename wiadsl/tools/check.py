@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..diagnostics import WiaError
+from ..diagnostics import WiaError, WiaUsageError
 from ..runtime.backend import TARGETS, get_backend
 from ..runtime.signature import KernelSignature, ParamSpec
 from .cli import _ArgumentParser
@@ -114,9 +114,11 @@ def check_backend(target: str, text: str, filename: str, sig: KernelSignature,
     try:
         get_backend(target)
     except WiaError as err:
-        return [Row(target, status=f"not available: {err.message}")]
+        return [Row(target, status="not available: " + err.message.split(": ", 1)[-1])]
     try:
         result = jit(text, kernel=sig.name, target=target, filename=filename)(**inputs)
+    except WiaUsageError as err:  # the target cannot run here (no GPU, no driver, ...)
+        return [Row(target, status=f"not available: {err.message.splitlines()[0]}")]
     except WiaError as err:
         return [Row(target, status="error: " + err.message.splitlines()[0])]
     except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported in the table

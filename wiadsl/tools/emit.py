@@ -142,28 +142,33 @@ def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str,
 
 def _backend_input(job: CompileJob, target: str, static: bool
                    ) -> tuple[ModuleOp, str, dict[str, tuple[int, ...]] | None]:
+    """The optimized IR of the job's kernel, its name, and its input shapes by name."""
     sig = select_kernel(job)
     shapes = kernel_shapes(sig, job.dims, target, static)
     narrowed = CompileJob(**{**job.__dict__, "kernel": sig.name})
-    return optimize_ir(lowered_ir(narrowed), job.opt, job.remarks), sig.name, shapes
+    module = optimize_ir(lowered_ir(narrowed), job.opt, job.remarks)
+    inputs = None if shapes is None else {p.name: shapes[p.name] for p in sig.inputs}
+    return module, sig.name, inputs
+
+
+def _cpu(feature: str, job: CompileJob) -> str | bytes:
+    """LLVM IR, assembly or an object: the CPU backend specializes to every extent."""
+    module, kernel, shapes = _backend_input(job, "cpu", True)
+    emit = require(feature)
+    assert shapes is not None
+    return emit(module, kernel, list(shapes.values()), level=job.opt.level)
 
 
 def _llvm(job: CompileJob) -> Artifact:
-    module, kernel, shapes = _backend_input(job, "cpu", False)
-    emit = require("llvm")
-    return Artifact(emit(module, kernel, shapes))
+    return Artifact(_cpu("llvm", job))
 
 
 def _asm(job: CompileJob) -> Artifact:
-    module, kernel, shapes = _backend_input(job, "cpu", False)
-    emit = require("asm")
-    return Artifact(emit(module, kernel, shapes))
+    return Artifact(_cpu("asm", job))
 
 
 def _obj(job: CompileJob) -> Artifact:
-    module, kernel, shapes = _backend_input(job, "cpu", False)
-    emit = require("obj")
-    return Artifact(bytes(emit(module, kernel, shapes)))
+    return Artifact(bytes(_cpu("obj", job)))
 
 
 def _ptx(job: CompileJob) -> Artifact:
@@ -193,9 +198,9 @@ EMITTERS: dict[str, Emitter] = {e.name: e for e in [
     Emitter("ast", _ast, "the checked AST, one node per line"),
     Emitter("ir", _ir, "the SSA IR as lowered, before any pass (the default)"),
     Emitter("opt-ir", _opt_ir, "the IR after the -O / -p pipeline"),
-    Emitter("llvm", _llvm, "LLVM IR of one kernel (CPU backend)"),
-    Emitter("asm", _asm, "host assembly of one kernel (CPU backend)"),
-    Emitter("obj", _obj, "a host object file of one kernel (CPU backend)", binary=True),
+    Emitter("llvm", _llvm, "LLVM IR of one kernel (CPU backend; needs static dims)"),
+    Emitter("asm", _asm, "host assembly of one kernel (CPU backend; needs static dims)"),
+    Emitter("obj", _obj, "a host object file of one kernel (CPU backend; needs static dims)", binary=True),
     Emitter("ptx", _ptx, "PTX of one kernel, and its launch plan beside OUT as OUT.json"),
     Emitter("sasm", _sasm, "systolic-array assembly of one kernel (needs static dims)"),
 ]}

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...diagnostics import WiaRuntimeError, WiaUsageError
 from ...ir.module import ModuleOp
-from ...ir.types import IRType, TensorType
+from ...ir.types import IRType, ScalarType, TensorType
 from .codegen import slot_count
 from .compile import LoweredKernel, build, lower_kernel
 from .target import engine
@@ -54,6 +54,9 @@ class Native:
     args: Any  # ctypes array of int64: inputs, then result slots
     n_inputs: int
     compile_ms: float
+    in_dtypes: list[np.dtype]
+    #: per result: (first slot, rank or -1 for a scalar, NumPy dtype)
+    plan: list[tuple[int, int, np.dtype]]
 
 
 @dataclass
@@ -66,8 +69,7 @@ class CpuKernel:
     _shapes: tuple[tuple[int, ...], ...] | None = None
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
-        arrays = [np.ascontiguousarray(a) for a in inputs]
-        shapes = tuple(a.shape for a in arrays)
+        shapes = tuple(a.shape for a in inputs)
         native = self._native
         if native is None:
             native = self._compile(shapes)
@@ -75,12 +77,15 @@ class CpuKernel:
             raise WiaUsageError(f"kernel '{self.kernel}' was compiled for shapes {self._shapes}, "
                                 f"called with {shapes}")
         args = native.args
-        for i, a in enumerate(arrays):
-            args[i] = data_pointer(a) if a.ndim else a.__array_interface__["data"][0]
+        for i, a in enumerate(inputs):
+            if not a.flags.c_contiguous or a.dtype != native.in_dtypes[i]:
+                raise WiaUsageError(f"kernel '{self.kernel}': input {i} must be a C-contiguous "
+                                    f"{native.in_dtypes[i]} array, got {a.dtype}")
+            args[i] = data_pointer(a)
         rc = native.fn(ctypes.addressof(args))
         if rc != 0:
             raise WiaRuntimeError(native.lowered.messages[rc - 1])
-        return self._results(native, arrays)
+        return self._results(native)
 
     def _compile(self, shapes: tuple[tuple[int, ...], ...]) -> Native:
         start = time.perf_counter()
@@ -91,49 +96,64 @@ class CpuKernel:
         n_in = len(lowered.param_types)
         args = (ctypes.c_int64 * (n_in + max(1, lowered.result_slots)))()
         ms = (time.perf_counter() - start) * 1e3
-        self._native = Native(fn, lowered, args, n_in, ms)
+        in_dtypes = [np.dtype(_storage(t)) for t in lowered.param_types]
+        plan, k = [], n_in
+        for t in lowered.result_types:
+            plan.append((k, t.rank if isinstance(t, TensorType) else -1, np.dtype(_storage(t))))
+            k += slot_count(t)
+        self._native = Native(fn, lowered, args, n_in, ms, in_dtypes, plan)
         self._shapes = shapes
         self.stats = {"compile_ms": ms, "shapes": shapes}
         return self._native
 
-    def _results(self, native: Native, inputs: list[np.ndarray]) -> list[object]:
-        args, k = native.args, native.n_inputs
+    def _results(self, native: Native) -> list[object]:
+        args = native.args
         owned: dict[int, np.ndarray] = {}
-        in_ptrs = {int(args[i]) for i in range(native.n_inputs)}
+        in_ptrs = args[:native.n_inputs]
         out: list[object] = []
-        for t in native.lowered.result_types:
-            if isinstance(t, TensorType):
-                ptr = int(args[k])
-                shape = tuple(int(args[k + 1 + j]) for j in range(t.rank))
-                out.append(self._tensor(ptr, shape, t, owned, ptr in in_ptrs))
-            else:
-                out.append(_scalar(args, k, t))
-            k += slot_count(t)
+        for k, rank, dtype in native.plan:
+            if rank < 0:
+                out.append(_scalar(args[k], dtype))
+                continue
+            ptr = args[k]
+            shape = tuple(args[k + 1:k + 1 + rank])
+            out.append(_tensor(ptr, shape, dtype, owned, ptr in in_ptrs))
         return out
 
-    def _tensor(self, ptr: int, shape: tuple[int, ...], t: TensorType,
-                owned: dict[int, np.ndarray], is_input: bool) -> np.ndarray:
-        dtype = np.dtype(t.dtype.numpy)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if ptr in owned or is_input:
-            view = np.ctypeslib.as_array((ctypes.c_char * max(nbytes, 1)).from_address(ptr))
-            return view[:nbytes].view(dtype).reshape(shape).copy()
-        if nbytes >= WRAP_BYTES:
-            raw = (ctypes.c_char * nbytes).from_address(ptr)
-            array = np.frombuffer(raw, dtype=dtype).reshape(shape)
-            weakref.finalize(raw, _FREE, ptr)
-        else:
-            array = np.empty(shape, dtype)
-            if nbytes:
-                ctypes.memmove(array.ctypes.data, ptr, nbytes)
-            _FREE(ptr)
-        owned[ptr] = array
+
+def _tensor(ptr: int, shape: tuple[int, ...], dtype: np.dtype, owned: dict[int, np.ndarray],
+            is_input: bool) -> np.ndarray:
+    """The result array at ``ptr``: taken over (copied and freed, or wrapped and
+    freed on collection); copied without freeing when it is an input or seen before."""
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * dtype.itemsize
+    if ptr in owned or is_input:
+        array = np.empty(shape, dtype)
+        if nbytes:
+            ctypes.memmove(data_pointer(array), ptr, nbytes)
         return array
+    if nbytes >= WRAP_BYTES:
+        raw = (ctypes.c_char * nbytes).from_address(ptr)
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+        weakref.finalize(raw, _FREE, ptr)
+    else:
+        array = np.empty(shape, dtype)
+        if nbytes:
+            ctypes.memmove(data_pointer(array), ptr, nbytes)
+        _FREE(ptr)
+    owned[ptr] = array
+    return array
 
 
-def _scalar(args: Any, k: int, t: IRType) -> object:
-    raw = np.array([args[k]], dtype=np.int64)
-    dtype = np.dtype(np.int64) if not hasattr(t, "dtype") else np.dtype(t.dtype.numpy)  # type: ignore[union-attr]
+def _storage(t: IRType) -> np.dtype:
+    return np.dtype(np.int64) if not isinstance(t, (ScalarType, TensorType)) else t.dtype.numpy
+
+
+def _scalar(slot: int, dtype: np.dtype) -> object:
+    """A scalar result from its i64 slot (stored there with its own type, little-endian)."""
+    raw = np.array([slot], dtype=np.int64)
     return raw.view(np.uint8)[:dtype.itemsize].view(dtype)[0]
 
 

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from . import mathlib as m
-from .types import F32, I1, compute_dtype, constant, from_compute, reg_type, to_compute
+from .types import I1, compute_dtype, constant, from_compute, reg_type, to_compute
 
 B = ir.IRBuilder
 Fn = Callable[..., ir.Value]

@@ -8,7 +8,19 @@ naming the section and the offending item.
 from __future__ import annotations
 
 from .config import ArrayConfig
-from .isa import Buffer, Local, MatmulOS, MatmulWS, Mvin, Mvout, Preload, Remote, SasmError, Section, Vec
+from .isa import (
+    Buffer,
+    Local,
+    MatmulOS,
+    MatmulWS,
+    Mvin,
+    Mvout,
+    Preload,
+    Remote,
+    SasmError,
+    Section,
+    Vec,
+)
 from .vector import vec_fn
 from .views import view_kind
 

@@ -103,7 +103,10 @@ class _WS(_Emitter):
         """Rows per block and whether A tiles stay resident."""
         g, c = self.g, self.c
         mb = g.m
-        ext = lambda rows: sum(rows * c.cols * e.dtype.bits // 8 for e in self.epi.externals)
+
+        def ext(rows: int) -> int:
+            return sum(rows * c.cols * e.dtype.bits // 8 for e in self.epi.externals)
+
         while mb > 1:
             spad_fixed = (PREFETCH + 1) * c.rows * c.cols * self.elem + ext(min(mb, CHUNK_ROWS))
             resident = mb * _cdiv(g.k, c.rows) * c.rows * self.elem

@@ -105,7 +105,7 @@ def _hoist(cg: ExprCodegen, root, inner: set[int], spec: LoopSpec, cache: dict) 
             cg.value(node)
 
 
-def _reduce_stage(cg: ExprCodegen, red: "Reducer", stage: ReduceStage, k: int, tid: str,
+def _reduce_stage(cg: ExprCodegen, red: Reducer, stage: ReduceStage, k: int, tid: str,
                   ntid: str, cols: str, row_memo: dict, inner_axes: tuple[int, ...],
                   spec: LoopSpec) -> str:
     kb = cg.kb

@@ -22,7 +22,19 @@ from ....dtypes import DType
 from ....ir.core import Operation, Value
 from ....ir.ops import ELEMENTWISE_BY_NAME
 from ....ir.types import IndexType, ScalarType, TensorType
-from ..expr import Acc, Apply, Const, Load, LoopSpec, Node, ReduceStage, Scalar, ScalarArg, Stage, TensorArg
+from ..expr import (
+    Acc,
+    Apply,
+    Const,
+    Load,
+    LoopSpec,
+    Node,
+    ReduceStage,
+    Scalar,
+    ScalarArg,
+    Stage,
+    TensorArg,
+)
 from .values import HostScalar, Lazy, View
 
 if TYPE_CHECKING:
