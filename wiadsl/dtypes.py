@@ -47,7 +47,7 @@ class DType(Enum):
     @property
     def numpy(self) -> np.dtype:
         """The NumPy dtype used to store values of this type (bf16 is held as f32)."""
-        return np.dtype(_NUMPY_NAME[self])
+        return self._numpy  # type: ignore[attr-defined,no-any-return]
 
     @property
     def ir_name(self) -> str:
@@ -63,6 +63,9 @@ _NUMPY_NAME = {DType.BOOL: "bool", DType.I8: "int8", DType.I32: "int32", DType.I
                DType.F16: "float16", DType.BF16: "float32", DType.F32: "float32",
                DType.F64: "float64"}
 
+for _d in DType:  # on the call path of every kernel: no dict lookups there
+    _d._numpy = np.dtype(_NUMPY_NAME[_d])  # type: ignore[attr-defined]
+
 DTYPE_NAMES: dict[str, DType] = {d.value: d for d in DType}
 IR_DTYPE_NAMES: dict[str, DType] = {d.ir_name: d for d in DType}
 
@@ -70,12 +73,18 @@ IR_DTYPE_NAMES: dict[str, DType] = {d.ir_name: d for d in DType}
 WEAK_DEFAULT = {0: DType.BOOL, 1: DType.I64, 2: DType.F64}
 
 
+_FROM_NUMPY: dict[np.dtype, DType] = {
+    d.numpy: d for d in (DType.BOOL, DType.I8, DType.I32, DType.I64, DType.F16, DType.F32,
+                         DType.F64)
+}
+
+
 def from_numpy(dtype: np.dtype) -> DType | None:
     """The language dtype of a NumPy dtype, or None when the language has none."""
-    for d in (DType.BOOL, DType.I8, DType.I32, DType.I64, DType.F16, DType.F32, DType.F64):
-        if np.dtype(dtype) == d.numpy:
-            return d
-    return None
+    found = _FROM_NUMPY.get(dtype)  # type: ignore[call-overload]
+    if found is None and not isinstance(dtype, np.dtype):
+        found = _FROM_NUMPY.get(np.dtype(dtype))
+    return found
 
 
 def promote_strong(a: DType, b: DType) -> DType:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wiadsl.tools.check import compare, format_report, KernelReport, Row
+from wiadsl.tools.check import KernelReport, Row, compare, format_report
 from wiadsl.tools.features import available
 
 from .conftest import ROOT
@@ -26,7 +26,7 @@ def arrays(tmp_path):
 
 def test_run_prints_results(wiac, example, arrays):
     tmp, a, b = arrays
-    proc = wiac(example("matmul.wia"), "--run", "--input", f"A={tmp / 'a.npy'}",
+    proc = wiac(example("matmul.wia"), "--run", "--target", "interp", "--input", f"A={tmp / 'a.npy'}",
                 "--input", f"B={tmp / 'b.npy'}")
     assert proc.returncode == 0, proc.err
     assert proc.out.startswith("C: f32[3, 2]\n[[")
@@ -55,7 +55,8 @@ def test_run_scalar_input_and_two_outputs(wiac, arrays):
 
 def test_run_two_outputs_to_npy_is_an_error(wiac, arrays):
     tmp, _, _ = arrays
-    proc = wiac(SCALE, "--run", "--input", f"X={tmp / 'a.npy'}", "--input", "alpha=2",
+    proc = wiac(SCALE, "--run", "--target", "interp", "--input", f"X={tmp / 'a.npy'}",
+                "--input", "alpha=2",
                 "-o", str(tmp / "r.npy"))
     assert proc.returncode == 1 and "write them to a .npz file" in proc.err
 
@@ -69,7 +70,7 @@ def test_run_two_outputs_to_npy_is_an_error(wiac, arrays):
 def test_run_argument_errors(wiac, example, arrays, inputs, message):
     tmp, _, _ = arrays
     args = [x for item in inputs for x in ("--input", item)]
-    proc = wiac(example("matmul.wia"), "--run", *args, cwd=tmp)
+    proc = wiac(example("matmul.wia"), "--run", "--target", "interp", *args, cwd=tmp)
     assert proc.returncode == 1, proc.err
     assert message in proc.err
 
@@ -79,7 +80,7 @@ def test_run_runtime_error_is_reported(wiac, arrays):
     src = tmp / "idx.wia"
     src.write_text("kernel pick(input x: f32[N], input i: i64, output y: f32) { y = x[i]; }\n")
     np.save(tmp / "x.npy", np.zeros(3, np.float32))
-    proc = wiac(str(src), "--run", "--input", f"x={tmp / 'x.npy'}", "--input", "i=7")
+    proc = wiac(str(src), "--run", "--target", "interp", "--input", f"x={tmp / 'x.npy'}", "--input", "i=7")
     assert proc.returncode == 1 and "error:" in proc.err
 
 

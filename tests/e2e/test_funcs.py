@@ -175,3 +175,13 @@ def test_parameter_named_like_its_kernel():
     src = "kernel k(input x: f32[N], output k: f32[N]) { k = x + 1.0; }"
     x = rand((3,))
     assert_matches(wiadsl.jit(src).k(x), x + np.float32(1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_comments_of_both_forms(target):
+    src = """/* a block comment
+       over two lines */ kernel k(input x: f32[N], /* inline */ output y: f32[N]) {
+        y = x /* not a division */ * 2.0;  // to end of line
+    }"""
+    x = rand((7,))
+    assert_matches(kernel(src, target)(x), x * np.float32(2))

@@ -199,4 +199,21 @@ func @count(%n: i64) -> i64 {
   return %acc : i64
 }
 """,
+    "loop": """\
+func @loop_ops(%a: tensor<?x4xf32>, %n: index, %ok: i1) -> tensor<?xf32> {
+^entry:
+  %z = arith.constant 0 : index
+  %four = arith.constant 4 : index
+  %b = loop.alloc %n : index -> tensor<?x4xf32>
+  %c = loop.alloc : tensor<4x4xf32>
+  loop.copy %a, %b, %z, %z, %four : (tensor<?x4xf32>, tensor<?x4xf32>, index, index, index) -> ()
+  %v = loop.load %b, %z : (tensor<?x4xf32>, index) -> f32
+  loop.store %v, %b, %z : (f32, tensor<?x4xf32>, index) -> ()
+  loop.check %ok {message = "'tensor.extract': index is out of range for axis 0"} : i1
+  loop.gemm %a, %c, %b, %z, %z, %z, %n, %four, %four, %four, %four, %four {accumulate = false} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index) -> ()
+  %d = loop.alloc : tensor<4xf32>
+  %r = loop.retype %d : tensor<4xf32> -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+""",
 }

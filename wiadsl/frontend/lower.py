@@ -9,6 +9,9 @@ of phi nodes:
   (and the induction variable); it tests the condition and branches to the body
   or the exit. The header dominates the exit, so after the loop the names refer
   to the header's arguments directly.
+- Join and header arguments take the variable's name (``^join(%y)``); blocks are
+  named ``then``/``else``/``join``/``loop``/``body``/``exit``, numbered ``.1``,
+  ``.2``... when repeated, and a loop's exit follows its body's blocks.
 - Terminators are created last, once the join or header types are known, so
   edge values can be cast to them first (a weak literal meeting an f32, or a
   static extent meeting a dynamic one).

@@ -8,7 +8,8 @@ Invariants:
   axis, as the checker did.
 - A kernel's IR signature is its inputs, in order; its results are its outputs,
   in order (``attributes {kernel, outputs = [...]}``); symbolic dims are read
-  from the first input that declares them.
+  from the first input that declares them. A ``tensor`` output (unless typed by
+  ``generic``) takes the type of the value the body assigns to it, made strong.
 """
 
 from __future__ import annotations

@@ -6,7 +6,16 @@ family (see docs/ir.md for each op's text form and semantics).
 
 from __future__ import annotations
 
-from . import ops_arith, ops_cf, ops_elementwise, ops_fused, ops_index, ops_loop, ops_shape, ops_tensor  # noqa: F401
+from . import (  # noqa: F401
+           ops_arith,
+           ops_cf,
+           ops_elementwise,
+           ops_fused,
+           ops_index,
+           ops_loop,
+           ops_shape,
+           ops_tensor,
+)
 from .ops_base import OPS, constant_of, create_op, op_class, register
 from .ops_cf import SHORT_NAMES
 from .ops_elementwise import ELEMENTWISE_BY_NAME, ELEMENTWISE_FNS, ElementwiseFn

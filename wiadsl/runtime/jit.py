@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import WiaCallError, WiaRuntimeError, WiaUsageError
-from ..dtypes import DType
+from ..dtypes import DType, from_numpy
 from ..frontend.compile import CompiledSource, compile_source
 from ..ir.module import ModuleOp
 from .backend import Backend, CompiledKernel, get_backend
@@ -40,41 +40,44 @@ class KernelFunction:
         return self.signature.name
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        bound = bind_call(self.signature, args, kwargs)
-        compiled = self.compiled_for(bound)
-        inputs = [bound.inputs[p.name] for p in self.signature.inputs]
+        sig = self.signature
+        bound = bind_call(sig, args, kwargs)
+        inputs = list(bound.inputs.values())  # declaration order
+        compiled = self.compiled_for(inputs)
         results = compiled.run(inputs)
         self.stats = dict(compiled.stats)
-        outputs = [self._deliver(p, r, bound) for p, r in zip(self.signature.outputs, results)]
+        outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, results, strict=True)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def compiled_for(self, bound: BoundCall) -> CompiledKernel:
+    def compiled_for(self, inputs: list[np.ndarray]) -> CompiledKernel:
         """The kernel compiled for this call's specialization (cached).
 
         A specialization is fixed by the dtype and rank of each ``tensor``
         parameter, and also by every extent when the backend compiles per shape.
         """
-        types = bound.input_types()
-        generic = {n: (d, len(s)) for n, (d, s) in types.items() if self._is_generic(n)}
-        key: tuple = tuple(sorted((n, str(d), r) for n, (d, r) in generic.items()))
+        generic_at = self.signature.generic_inputs
         if self.backend.specialize_shapes:
-            key += tuple(sorted((n, s) for n, (_, s) in types.items()))
-        if key not in self._specializations:
-            module = self.ir_for(generic)
-            self._specializations[key] = self.backend.compile(module, self.name, self.options)
-        return self._specializations[key]
+            key: tuple = tuple((a.dtype, a.shape) for a in inputs)
+        else:
+            key = tuple((inputs[i].dtype, inputs[i].ndim) for i in generic_at)
+        compiled = self._specializations.get(key)
+        if compiled is None:
+            params = self.signature.inputs
+            generic = {params[i].name: (from_numpy(inputs[i].dtype), inputs[i].ndim)
+                       for i in generic_at}
+            module = self.ir_for(generic)  # type: ignore[arg-type]
+            compiled = self.backend.compile(module, self.name, self.options)
+            self._specializations[key] = compiled
+        return compiled
 
     def ir_for(self, generic: dict[str, tuple[DType, int]] | None = None) -> ModuleOp:
         """The verified IR of this kernel (``tensor`` params typed by ``generic``)."""
         return self.source.lower_kernel(self.name, generic or {})
 
-    def _is_generic(self, name: str) -> bool:
-        return any(p.name == name and p.dtype is None for p in self.signature.params)
-
     def _deliver(self, param: ParamSpec, result: object, bound: BoundCall) -> object:
-        array = np.asarray(result)
-        if param.dtype is not None:
-            array = array.astype(param.dtype.numpy, copy=False)
+        array = result if isinstance(result, np.ndarray) else np.asarray(result)
+        if param.dtype is not None and array.dtype != param.dtype.numpy:
+            array = array.astype(param.dtype.numpy)
         self._check_output_shape(param, array.shape, bound)
         buffer = bound.out_buffers.get(param.name)
         if buffer is not None:

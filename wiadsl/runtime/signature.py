@@ -7,6 +7,7 @@ that order (outputs only by keyword, as preallocated buffers).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..dtypes import DTYPE_NAMES, DType
 from ..frontend import ast
@@ -39,13 +40,19 @@ class KernelSignature:
     name: str
     params: tuple[ParamSpec, ...]
 
-    @property
+    # Cached: both sit on the path of every call.
+    @cached_property
     def inputs(self) -> tuple[ParamSpec, ...]:
         return tuple(p for p in self.params if not p.is_output)
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[ParamSpec, ...]:
         return tuple(p for p in self.params if p.is_output)
+
+    @cached_property
+    def generic_inputs(self) -> tuple[int, ...]:
+        """Positions (among inputs) of the ``tensor`` parameters."""
+        return tuple(i for i, p in enumerate(self.inputs) if p.dtype is None)
 
     def describe(self) -> str:
         args = ", ".join(f"{p.name}: {p.describe()}" for p in self.inputs)

@@ -23,7 +23,7 @@ import numpy as np
 from ..diagnostics import WiaError, WiaUsageError
 from ..runtime.backend import TARGETS, get_backend
 from ..runtime.signature import KernelSignature, ParamSpec
-from .cli import _ArgumentParser
+from .cli import UsageArgumentParser
 from .emit import symbolic_dims
 from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_USER, guarded
 from .source import CommandLineError, parse_defines, read_source
@@ -175,7 +175,7 @@ def _num(x: float | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
+    p = UsageArgumentParser(
         prog="wiac check", description="Run every kernel of FILE on random inputs through "
         "every available backend and compare each output with the reference interpreter.",
         epilog="exit status: 0 all agree, 1 a mismatch or an error, 3 a backend crashed")

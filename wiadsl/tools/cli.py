@@ -48,7 +48,7 @@ exit status: 0 success, 1 error in the program or its inputs (diagnostic on stde
 """
 
 
-class _ArgumentParser(argparse.ArgumentParser):
+class UsageArgumentParser(argparse.ArgumentParser):
     """argparse, but usage errors exit with status 2 through our own message format."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -57,7 +57,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
+    p = UsageArgumentParser(
         prog="wiac", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
         usage="wiac [options] FILE\n       wiac check [options] FILE\n       wiac --repl",
         description="Compile WIA DSL kernels: print any stage of the pipeline, write "

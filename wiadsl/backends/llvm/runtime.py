@@ -23,6 +23,8 @@ from llvmlite import ir
 from ...ir.types import IRType, TensorType
 from .types import I1, I8, I32, I64, PTR, scalar_type
 
+HUGE_BYTES = 4 << 20
+MADV_HUGEPAGE = 14  # Linux
 #: The arena is three i64 slots on the wrapper's stack: pointer array, count, capacity.
 
 
@@ -45,7 +47,14 @@ def alloc_function(mod: ir.Module) -> ir.Function:
     b = ir.IRBuilder(entry)
     size = b.and_(b.add(b.select(b.icmp_signed("<", nbytes, ir.Constant(I64, 1)), ir.Constant(I64, 1), nbytes),
                         ir.Constant(I64, 63)), ir.Constant(I64, -64))
-    p = b.call(_declare(mod, "aligned_alloc", PTR, [I64, I64]), [ir.Constant(I64, 64), size])
+    # Large buffers: 2 MiB aligned and advised to use huge pages (as NumPy does),
+    # so first-touch page faults do not dominate streaming kernels.
+    large = b.icmp_signed(">=", size, ir.Constant(I64, HUGE_BYTES))
+    align = b.select(large, ir.Constant(I64, 1 << 21), ir.Constant(I64, 64))
+    size = b.select(large, b.and_(b.add(size, ir.Constant(I64, (1 << 21) - 1)), ir.Constant(I64, -(1 << 21))), size)
+    p = b.call(_declare(mod, "aligned_alloc", PTR, [I64, I64]), [align, size])
+    with b.if_then(large):
+        b.call(_declare(mod, "madvise", I32, [PTR, I64, I32]), [p, size, ir.Constant(I32, MADV_HUGEPAGE)])
     slots = [b.gep(arena, [ir.Constant(I64, i)], source_etype=I64) for i in range(3)]
     count, cap = b.load(slots[1], typ=I64), b.load(slots[2], typ=I64)
     b.cbranch(b.icmp_signed("==", count, cap), grow, record)

@@ -236,7 +236,7 @@ class OpsMixin(ProductsMixin):
                     op: Operation) -> TensorArg:
         keep = bool(op.attributes.get("keepdims"))
         strides: list[Sym] = []
-        for j, a in enumerate(perm):
+        for a in perm:
             if a in axes:
                 strides.append(0)
             else:
