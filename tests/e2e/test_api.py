@@ -140,13 +140,7 @@ def test_tensor_output_takes_the_type_of_its_value(target):
     assert_matches(c, np.max(x) > 0)
 
 
-BF16_BUG = pytest.mark.xfail(
-    strict=True, reason="IR bug: wiadsl.ir.numerics.round_bf16 turns a 0-d array into shape "
-    "(1,) (np.ascontiguousarray), so the cpu backend's bf16 constant() fails in float()")
-
-
-@pytest.mark.parametrize("target", [pytest.param(t, marks=BF16_BUG) if t == "cpu" else t
-                                    for t in TARGETS])
+@pytest.mark.parametrize("target", TARGETS)
 def test_bf16_parameters_take_float32_arrays(target):
     from tests.reference import numpy_ref as ref
 
@@ -248,9 +242,6 @@ def test_reading_an_output_only_dim_fails_with_a_clear_message_at_the_call():
         wiadsl.jit(OUTPUT_ONLY_DIM).k(rand((3,)))
 
 
-@pytest.mark.xfail(strict=True, reason="checker bug: a dim declared only by outputs is "
-                   "accepted as a value in the body, but no input gives its extent; the "
-                   "error comes only at the first call (from the lowering)")
 def test_reading_an_output_only_dim_is_a_compile_error():
     with pytest.raises(wiadsl.WiaError):
         wiadsl.jit(OUTPUT_ONLY_DIM)

@@ -168,9 +168,6 @@ def test_several_kernels_share_funcs(target):
     assert_matches(kernel(src, target, "b")(xi), xi**4)
 
 
-@pytest.mark.xfail(strict=True, reason="checker bug (scope): a kernel parameter named like "
-                   "its kernel is resolved as the kernel: \"cannot assign to function 'k'\" "
-                   "and \"output 'k' is never assigned\"")
 def test_parameter_named_like_its_kernel():
     src = "kernel k(input x: f32[N], output k: f32[N]) { k = x + 1.0; }"
     x = rand((3,))

@@ -119,8 +119,6 @@ def test_weak_literal_output_takes_the_declared_dtype(target):
     assert_matches(z, np.ones(4, np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="IR bug: wiadsl.ir.numerics.round_bf16 returns shape "
-                   "(1,) for a 0-d input (np.ascontiguousarray promotes 0-d to 1-d)")
 def test_round_bf16_keeps_a_scalar_a_scalar():
     from wiadsl.ir.numerics import round_bf16
 

@@ -6,6 +6,8 @@ the op table so a new elementwise function is covered automatically.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from wiadsl.ir.ops import ELEMENTWISE_FNS
 
 SEED = """\
@@ -47,7 +49,11 @@ def _elementwise_cases() -> dict[str, str]:
     return cases
 
 
+#: the fused ops' cases live beside the passes that make them
+_FUSED = (Path(__file__).parent.parent / "passes" / "fused_corpus.ir").read_text()
+
 CASES: dict[str, str] = {
+    "fused": _FUSED,
     **_elementwise_cases(),
     "seed": SEED,
     "arith.constant": _func("consts", "", "(f32, i64, i1, index, bf16, f16)", [

@@ -6,6 +6,7 @@ import pytest
 from ir_corpus import CASES
 
 from wiadsl.ir import OPS, parse_module, print_module, verify
+from wiadsl.ir.core import walk_nested
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -19,7 +20,8 @@ def test_round_trip(name: str) -> None:
 
 
 def test_every_op_kind_is_covered() -> None:
-    seen = {op.name for text in CASES.values() for f in parse_module(text) for op in f.walk()}
+    seen = {op.name for text in CASES.values() for f in parse_module(text)
+            for op in walk_nested(f.blocks)}
     assert set(OPS) - seen == set()
 
 

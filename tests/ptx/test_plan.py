@@ -104,3 +104,36 @@ def test_kernel_names_are_unique_and_valid() -> None:
         text, _ = emitted(path, kernel, "sm_80")
         names = re.findall(r"\.entry (\w+)\(", text)
         assert len(names) == len(set(names)) > 0
+
+
+FUSED_IR = """func @k(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) attributes {kernel, outputs = ["y", "s"]} {
+^entry:
+  %r = tensor.fused_elementwise %x, %b {kernel = "bias_relu"} : (tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32> {
+  ^bb0(%u: f32, %v: f32):
+    %0 = arith.add %u, %v : f32
+    %1 = arith.relu %0 : f32
+    tensor.yield %1 : f32
+  }
+  %m, %sm = tensor.fused_reduce %r {kinds = ["max"], axes = [1], keepdims} : tensor<?x?xf32> -> (tensor<?x1xf32>, tensor<?x?xf32>) {
+  ^bb1(%w: f32):
+    tensor.yield %w : f32
+  } {
+  ^bb2(%z: f32, %mx: f32):
+    %2 = arith.sub %z, %mx : f32
+    %3 = arith.exp %2 : f32
+    tensor.yield %3 : f32
+  }
+  return %r, %sm : tensor<?x?xf32>, tensor<?x?xf32>
+}"""
+
+
+def test_fused_ops_run_in_the_simulator() -> None:
+    from wiadsl.ir.interpreter import run_func
+    module = parse_module(FUSED_IR)
+    rng = np.random.default_rng(0)
+    x, b = rng.standard_normal((7, 33)).astype(np.float32), rng.standard_normal(33).astype(np.float32)
+    text, plan = emit_ptx(module, "k")
+    assert [k["kind"] for k in plan["kernels"]] == ["elementwise", "row"]
+    got = PlanRun(plan, SimDevice(text)).run([x, b])
+    for g, w in zip(got, run_func(module, "k", [x, b]), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -46,6 +46,8 @@ class BodyCtx:
     name: str
     dims: dict[str, Static] = field(default_factory=dict)
     outputs: dict[str, Type] = field(default_factory=dict)
+    #: dims that only outputs declare: no input gives their extent, so they are no values
+    output_only_dims: frozenset[str] = frozenset()
     returns: list[tuple[Operand, Span]] = field(default_factory=list)
     errors: list[WiaError] = field(default_factory=list)
     constraints: list[ShapeConstraint] = field(default_factory=list)

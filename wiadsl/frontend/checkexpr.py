@@ -131,6 +131,10 @@ class ExprTyper:
             ctx.report(WiaNameError(f"'{n}' may be unbound here", e.span))
         elif n in ctx.outputs:
             ctx.report(WiaNameError(f"output '{n}' is read before it is assigned", e.span))
+        elif n in ctx.output_only_dims:
+            ctx.report(WiaNameError(f"dim '{n}' is declared only by outputs, so the body "
+                                    "cannot read its extent; declare it on an input too",
+                                    e.span))
         elif n in ctx.dims:
             return Operand(ValueType(DType.I64, (), True), ctx.dims[n], n)
         elif n in ctx.scope.consts:

@@ -64,6 +64,8 @@ class StmtChecker:
         ctx = self.ctx
         if name in ctx.dims:
             return f"cannot assign to dim '{name}'"
+        if name in ctx.outputs:
+            return None  # a parameter shadows a kernel or func of the same name
         if name in ctx.scope.consts:
             return f"cannot assign to const '{name}'"
         if name in DTYPE_NAMES:
@@ -76,7 +78,8 @@ class StmtChecker:
 
     def bind(self, name: str, value: Operand, span: Span, env: Env) -> Env:
         """Bind ``name`` to ``value``; an output's dtype and shape are checked first."""
-        problem = self._target_error(name)
+        # A bound name (an input, or a name assigned before) passed these checks already.
+        problem = None if name in env.bound else self._target_error(name)
         if problem is not None:
             self.ctx.report(WiaNameError(problem, span))
             return env

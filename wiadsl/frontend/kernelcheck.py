@@ -100,7 +100,11 @@ def check_kernel(checker: Checker, scope: ModuleScope, kernel: ast.Kernel,
     names = _dim_names(kernel)
     dim_values = {n: Sym(n) for n in names} | dict(dims or {})
     outputs = {p.name: p.type for p in params if p.direction == "output"}
-    ctx = BodyCtx(checker, scope, "kernel", kernel.name, dim_values, outputs)
+    input_dims = _dim_names(ast.Kernel(kernel.name, tuple(p for p in kernel.params
+                                                          if p.direction == "input"),
+                                       kernel.body, span=kernel.span))
+    ctx = BodyCtx(checker, scope, "kernel", kernel.name, dim_values, outputs,
+                  output_only_dims=frozenset(names) - set(input_dims))
     _check_params(ctx, kernel, names)
     env = Env()
     for p in params:

@@ -76,7 +76,6 @@ class BodyLowerer:
         self._dims: dict[str, TypedValue] = {}
         self._block_hints: dict[str, int] = {}
         #: dim names only outputs declare: no input gives their extent
-        self.output_only_dims: set[str] = set()
 
     # ------------------------------------------------------------- names
 
@@ -89,9 +88,6 @@ class BodyLowerer:
         consts = self.program.consts.get(self.module, {})
         if name in consts:
             return self._const(consts[name])
-        if name in self.output_only_dims:
-            raise WiaNameError(f"dim '{name}' is declared only by outputs, so the body cannot "
-                               "read its extent; declare it on an input too", span)
         raise WiaNameError(f"unknown name '{name}'", span)
 
     def module_const(self, module: str, name: str, span: Span) -> TypedValue:

@@ -93,8 +93,6 @@ class ProgramLowerer:
                 if isinstance(d, str):
                     dims.setdefault(d, (arg, axis))
         body = BodyLowerer(self, MAIN_MODULE, func, dims)
-        body.output_only_dims = {d for _, t in outputs if t is not None for d in t.shape
-                                 if isinstance(d, str) and d not in dims}
         env = {n: TypedValue(arg, t) for arg, (n, t) in zip(func.args, inputs, strict=True)}
         env = body.block_stmts(typing.kernel.body, env)
         block = body.block

@@ -24,8 +24,9 @@ def storage_dtype(t: IRType) -> np.dtype:
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """Round float32 values to bf16 precision (nearest even), keeping NaN a NaN."""
-    f = np.ascontiguousarray(x, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,): keep the shape.
+    f = np.array(x, dtype=np.float32, order="C", copy=True)
+    bits = f.reshape(-1).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     out = rounded.astype(np.uint32).view(np.float32).reshape(f.shape)
     return np.where(np.isnan(f), f, out)

@@ -8,7 +8,8 @@ greedily in program order: a dead buffer of at least the needed size (static
 shapes) is reused. Each op gets ``buffer = N``; the function gets
 ``memory_plan = {...}`` style attributes: ``peak_bytes_before`` (sum of all
 intermediates: no reuse), ``peak_bytes_after`` (sum of buffer sizes). Values of
-dynamic shape get their own buffer (``buffer`` still set) and are listed as
+dynamic shape get their own buffer (``buffer`` still set; a multi-result op gets
+``buffers = [..]``, one per result, -1 for results returned to the caller) and are listed as
 ``dynamic_buffers``: their size is unknown at compile time.
 """
 
@@ -74,8 +75,11 @@ def plan_block(block: Block, plan: MemoryPlan) -> None:
                 choice = len(plan.buffers)
                 plan.buffers.append(size)
                 plan.dynamic += size is None
-            op.attributes["buffer"] = choice if len(op.results) == 1 else \
-                op.attributes.get("buffer", choice)
+            if len(op.results) == 1:
+                op.attributes["buffer"] = choice
+            else:  # one entry per result; -1 for a result that needs no buffer
+                slots = op.attributes.setdefault("buffers", [-1] * len(op.results))
+                slots[r.index] = choice
             live.append((last, choice))
 
 

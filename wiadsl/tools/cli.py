@@ -30,7 +30,9 @@ COMPILE_TARGETS = sorted({*TARGETS, *TARGET_EMITS})
 
 EXAMPLES = """\
 examples:
-  wiac examples/matmul.wia                     print the IR (--emit ir is the default)
+  wiac examples/matmul.wia                     print the IR as lowered (--emit ir)
+  wiac examples/matmul.wia -O3                 the optimized IR (any -O/-p/pass option
+                                               makes --emit opt-ir the default)
   wiac examples/cnn.wia --emit opt-ir -O3 --time-passes
   wiac examples/mlp.wia -p 'inline,canonicalize,cse,dce' --print-ir-after-all
   wiac examples/matmul.wia -o matmul.ptx       PTX, and the launch plan in matmul.ptx.json
@@ -76,7 +78,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     out.add_argument("-D", dest="defines", action="append", default=[], metavar="DIM=N",
                      help="fix a symbolic dim (-D M=128); repeatable")
     opt = p.add_argument_group("optimization")
-    opt.add_argument("-O", dest="level", type=int, choices=range(4), default=2,
+    opt.add_argument("-O", dest="level", type=int, choices=range(4), default=None,
                      metavar="N", help="optimization level -O0..-O3 (default: -O2)")
     opt.add_argument("-p", "--passes", dest="pipeline", metavar="PIPELINE",
                      help="run this pass pipeline instead ('inline,cse,tile{sizes=32,32}')")
@@ -118,15 +120,33 @@ def parse_array(text: str) -> tuple[int, int]:
 def job_from_args(args: argparse.Namespace, text: str, filename: str) -> CompileJob:
     pm = {k: getattr(args, k) for k in PM_OPTIONS if getattr(args, k)}
     patterns = [read_source(path)[0] for path in args.patterns]
-    opt = OptOptions(args.level, args.pipeline, pm, patterns)
+    opt = OptOptions(2 if args.level is None else args.level, args.pipeline, pm, patterns)
     return CompileJob(text, filename, args.kernel, opt, parse_defines(args.defines),
                       args.arch, parse_array(args.array), args.dataflow,
                       [] if args.remarks else None)
 
 
+#: Stages that run no pass: optimization options are ignored there (with a warning).
+FRONTEND_STAGES = ("tokens", "ast", "ir")
+
+
+def optimization_flags(args: argparse.Namespace) -> list[str]:
+    """The optimization options given on the command line, as spelled there."""
+    given = [f"-O{args.level}"] if args.level is not None else []
+    given += ["-p"] if args.pipeline else []
+    given += [f"--{k.replace('_', '-')}" for k in PM_OPTIONS if getattr(args, k)]
+    given += ["--remarks"] if args.remarks else []
+    given += ["--patterns"] if args.patterns else []
+    return given
+
+
 def choose_emitter(args: argparse.Namespace) -> str:
-    """--emit, else the -o extension, else the --target default, else ``ir``."""
+    """--emit, else the -o extension, else the --target default, else ``opt-ir`` when
+    an optimization option is given, else ``ir``."""
     if args.emit:
+        if args.emit in FRONTEND_STAGES and optimization_flags(args):
+            print(f"wiac: warning: {', '.join(optimization_flags(args))} has no effect with "
+                  f"--emit {args.emit} (use --emit opt-ir)", file=sys.stderr)
         return args.emit
     if args.output and args.output != "-":
         suffix = Path(args.output).suffix
@@ -134,7 +154,7 @@ def choose_emitter(args: argparse.Namespace) -> str:
             return EXTENSIONS[suffix]
     if args.target:
         return TARGET_EMITS[args.target]
-    return "ir"
+    return "opt-ir" if optimization_flags(args) else "ir"
 
 
 def _check_combinations(args: argparse.Namespace) -> None:

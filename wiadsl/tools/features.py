@@ -21,38 +21,47 @@ from ..diagnostics import WiaUsageError
 
 @dataclass(frozen=True)
 class Feature:
-    """One optional entry point: ``module.attr``, described for error messages."""
+    """One optional entry point: ``attr`` of the first of ``modules`` that has it."""
 
     what: str
-    module: str
+    modules: tuple[str, ...]
     attr: str
+
+    @property
+    def module(self) -> str:
+        return self.modules[0]
 
 
 FEATURES: dict[str, Feature] = {
-    "optimize": Feature("the optimization passes", "wiadsl.passes", "optimize"),
-    "default_pipeline": Feature("the default pass pipelines", "wiadsl.passes",
+    "optimize": Feature("the optimization passes", ("wiadsl.passes",), "optimize"),
+    "default_pipeline": Feature("the default pass pipelines", ("wiadsl.passes",),
                                 "default_pipeline"),
-    "parse_pipeline": Feature("pipeline strings", "wiadsl.passes", "parse_pipeline"),
-    "llvm": Feature("the LLVM (CPU) backend", "wiadsl.backends.llvm", "emit_llvm"),
-    "asm": Feature("host assembly output", "wiadsl.backends.llvm", "emit_asm"),
-    "obj": Feature("object file output", "wiadsl.backends.llvm", "emit_object"),
-    "ptx": Feature("the PTX backend", "wiadsl.backends.ptx", "emit_ptx"),
-    "sasm": Feature("the systolic-array backend", "wiadsl.backends.systolic", "emit_sasm"),
+    "parse_pipeline": Feature("pipeline strings", ("wiadsl.passes",), "parse_pipeline"),
+    "llvm": Feature("the LLVM (CPU) backend", ("wiadsl.backends.llvm",), "emit_llvm"),
+    "asm": Feature("host assembly output", ("wiadsl.backends.llvm",), "emit_asm"),
+    "obj": Feature("object file output", ("wiadsl.backends.llvm",), "emit_object"),
+    "ptx": Feature("the PTX backend", ("wiadsl.backends.ptx", "wiadsl.backends.ptx.emit"),
+                   "emit_ptx"),
+    "sasm": Feature("the systolic-array backend", ("wiadsl.backends.systolic",), "emit_sasm"),
 }
 
 
 def find(name: str) -> Callable[..., Any] | None:
     """The entry point ``name`` of ``FEATURES``, or None when this build lacks it."""
     feature = FEATURES[name]
-    try:
-        module = importlib.import_module(feature.module)
-    except ImportError as exc:
-        # Only a missing module of ours means "not built"; a broken dependency inside
-        # it is a real error and must not be hidden.
-        if exc.name is None or not feature.module.startswith(exc.name):
-            raise
-        return None
-    return getattr(module, feature.attr, None)
+    for module_name in feature.modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            # Only a missing module of ours means "not built"; a broken dependency
+            # inside it is a real error and must not be hidden.
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
+            continue
+        found = getattr(module, feature.attr, None)
+        if found is not None:
+            return found
+    return None
 
 
 def available(name: str) -> bool:
