@@ -20,7 +20,7 @@ from .diagnostics import (
 __version__ = "0.1.0"
 
 
-def jit(source: str, kernel: str | None = None, target: str = "interp",
+def jit(source: str, kernel: str | None = None, target: str = "cpu",
         filename: str = "<string>", **options):
     """Compile ``source``; return a Module of kernels, or the kernel named ``kernel``.
 

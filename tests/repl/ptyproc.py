@@ -57,7 +57,7 @@ class PtyProcess:
         self.pending += text
         return bool(data)
 
-    def expect(self, pattern: str, timeout: float = 15.0) -> re.Match:
+    def expect(self, pattern: str, timeout: float = 30.0) -> re.Match:
         regex = re.compile(pattern, re.M)
         deadline = time.monotonic() + timeout
         while True:

@@ -3,6 +3,8 @@ end the session, :ir, :time, completion, history, Ctrl-C."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from .ptyproc import PtyProcess
@@ -108,6 +110,7 @@ def test_history_is_saved(tmp_path):
 def test_ctrl_c_cancels_an_unfinished_entry(repl):
     repl.sendline("kernel broken(input x: f32[N], output y: f32[N]) {")
     repl.expect(MORE)
+    time.sleep(0.3)  # let readline finish setting up the line before the interrupt
     repl.send("\x03")
     repl.expect(r"\(cancelled\)")
     repl.expect(PROMPT)

@@ -151,7 +151,12 @@ class BodyLowerer:
         handler = getattr(self, f"_{type(s).__name__.lower()}", None)
         if handler is None:
             raise WiaTypeError(f"cannot lower statement {type(s).__name__}", s.span)
-        return handler(s, env)
+        b = self.em.b
+        outer, b.loc = b.loc, s.span
+        try:
+            return handler(s, env)
+        finally:
+            b.loc = outer
 
     def _assign(self, s: ast.Assign, env: Env) -> Env:
         tv = self.exprs.expr(s.value, env)

@@ -57,10 +57,14 @@ class ExprLowerer:
         handler = self._handlers.get(type(e))
         if handler is None:
             raise WiaTypeError(f"cannot lower expression {type(e).__name__}", e.span)
+        b = self.em.b
+        outer, b.loc = b.loc, e.span
         try:
             return handler(e, env)
         except tr.RuleError as err:
             raise rule_error(err, e.span) from None
+        finally:
+            b.loc = outer
 
     # ---------------------------------------------------------------- atoms
 

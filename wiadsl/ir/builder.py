@@ -29,6 +29,9 @@ class Builder:
     def __init__(self, block: Block | None = None):
         self.block: Block | None = block
         self._before: Operation | None = None
+        #: the source location stamped on every op this builder creates (a lowering
+        #: sets it per AST node, so diagnostics and remarks can point at source)
+        self.loc: Any = None
 
     # -------------------------------------------------------- insertion point
 
@@ -56,6 +59,8 @@ class Builder:
         self._before = block.ops[index] if index < len(block.ops) else None
 
     def insert(self, op: Operation) -> Operation:
+        if op.loc is None:
+            op.loc = self.loc
         if self.block is None:
             raise WiaIRError("builder has no insertion point")
         if self._before is None:

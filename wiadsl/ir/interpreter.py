@@ -112,10 +112,12 @@ class Interpreter:
         try:
             with np.errstate(all="ignore"):
                 return op.evaluate(values)
-        except WiaError:
+        except WiaError as err:
+            if err.span is None and op.loc is not None:  # point at the source line
+                raise type(err)(err.message, op.loc) from None
             raise
         except (ValueError, IndexError, TypeError, ArithmeticError) as e:
-            raise WiaRuntimeError(f"'{op.name}' failed: {e}") from None
+            raise WiaRuntimeError(f"'{op.name}' failed: {e}", op.loc) from None
 
 
 def read(env: dict[int, Any], value: Value, op: Operation) -> Any:

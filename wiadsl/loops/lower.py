@@ -116,6 +116,7 @@ def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> 
                     leaf.extents = [lb.idx(n) for n in shape]
                     leaf.strides = contiguous_strides(lb, leaf.extents)
         for op in b.ops:
+            lb.b.loc = op.loc  # loop-level ops keep the source location of their tensor op
             if op.is_terminator:
                 _lower_terminator(ctx, op, blocks)
             else:

@@ -68,6 +68,7 @@ TARGETS: dict[str, str] = {
     "interp": "wiadsl.runtime.backend:INTERPRETER",
     "cpu": "wiadsl.backends.llvm.backend:BACKEND",
     "systolic": "wiadsl.backends.systolic.backend:BACKEND",
+    "ptxsim": "wiadsl.backends.ptx.simbackend:BACKEND",
     "cuda": "wiadsl.backends.ptx.cuda:BACKEND",
 }
 

@@ -21,7 +21,7 @@ from .backend import Backend, CompiledKernel, get_backend
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
 
-DEFAULT_TARGET = "interp"
+DEFAULT_TARGET = "cpu"
 
 
 @dataclass

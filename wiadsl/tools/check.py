@@ -211,6 +211,11 @@ def run_check(args: argparse.Namespace) -> int:
         kernels = [k for k in kernels if k.name == args.kernel]
         if not kernels:
             raise CommandLineError(f"no kernel named '{args.kernel}' in {filename}")
+    known = {d for sig in kernels for d in symbolic_dims(sig)}
+    unknown_dims = [d for d in defines if d not in known]
+    if unknown_dims:
+        raise WiaUsageError(f"-D {', '.join(unknown_dims)}: no kernel checked here has such "
+                            f"a dim (dims: {', '.join(sorted(known)) or 'none'})")
     status = EXIT_OK
     for sig in kernels:
         report = check_kernel(text, filename, sig, defines, args.seed, targets)

@@ -39,7 +39,7 @@ examples:
   wiac examples/matmul.wia -D M=256 -D K=256 -D N=256 -o matmul.sasm
   wiac examples/matmul.wia --run --input A=a.npy --input B=b.npy -o c.npz
   cat k.wia | wiac - --emit ast                '-' reads stdin (and -o - writes stdout)
-  wiac check examples/mlp.wia -D T=7 --bisect  every backend against the interpreter
+  wiac check examples/mlp.wia -D B=5 --bisect  every backend against the interpreter
   wiac --repl                                  the interactive session (also: python -m wiadsl)
 
 -o OUT picks the output from its extension: .ir (optimized IR), .ll (LLVM IR),

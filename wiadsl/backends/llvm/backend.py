@@ -84,7 +84,8 @@ class CpuKernel:
             args[i] = data_pointer(a)
         rc = native.fn(ctypes.addressof(args))
         if rc != 0:
-            raise WiaRuntimeError(native.lowered.messages[rc - 1])
+            message, loc = native.lowered.messages[rc - 1]
+            raise WiaRuntimeError(message, loc)
         return self._results(native)
 
     def _compile(self, shapes: tuple[tuple[int, ...], ...]) -> Native:

@@ -17,6 +17,8 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,7 +62,7 @@ class ModuleEmitter:
         self.ll = ir.Module(name=name)
         if triple:
             self.ll.triple = triple
-        self.messages: list[str] = []
+        self.messages: list[tuple[str, Any]] = []
         self.functions: dict[str, ir.Function] = {}
         for f in module:
             params = [PTR] + [t for a in f.arg_types for t in flat_types(a)] + [PTR]
@@ -70,10 +72,12 @@ class ModuleEmitter:
         for f in module:
             FunctionEmitter(self, f).emit()
 
-    def code_for(self, message: str) -> int:
-        if message not in self.messages:
-            self.messages.append(message)
-        return self.messages.index(message) + 1
+    def code_for(self, message: str, loc: Any = None) -> int:
+        """The error code of a failed check; the message keeps its source span."""
+        entry = (message, loc)
+        if entry not in self.messages:
+            self.messages.append(entry)
+        return self.messages.index(entry) + 1
 
 
 def _symbol(name: str) -> str:
@@ -306,7 +310,7 @@ def _store(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 @handles("loop.check")
 def _check(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    e.fail_unless(e.get(op.operands[0]), e.mod.code_for(op.attributes["message"]))
+    e.fail_unless(e.get(op.operands[0]), e.mod.code_for(op.attributes["message"], op.loc))
     return []
 
 

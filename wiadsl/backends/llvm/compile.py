@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -26,7 +27,7 @@ class LoweredKernel:
     """The LLVM module of one specialization and what the caller needs to run it."""
 
     llvm_ir: str
-    messages: list[str]
+    messages: list[tuple[str, Any]]  # (message, source span or None) per error code
     param_types: list[IRType]
     result_types: list[IRType]
     loop_ir: ModuleOp

@@ -13,12 +13,24 @@ vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run the 1-row micro-kernel.
 Above ``PARALLEL_FLOPS`` the rows are split across ``THREADS`` pthreads (each
 packs its own B panel: no synchronization but the join).
+
+Tunable parameters (the autotuner's search space, ``wiadsl.tune``) form a
+``GemmConfig``: MR, NR / W (vectors per row), W (vector width in bits), KC, MC
+and the unroll factor of the micro-kernel's k loop. The config in force is a
+context variable (``use_config``) read when a module's gemm is emitted; with
+none set, ``default_config()`` gives the hand-picked values above.
+Invariant: a config's parameters are valid (``GemmConfig.check``) before any
+IR is emitted; every valid config computes the same product.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 
 from llvmlite import ir
 
@@ -29,6 +41,59 @@ from .types import F32, F64, I1, I32, I64, PTR
 KC, MC = 256, 96
 PARALLEL_FLOPS = 96 ** 3
 THREADS = max(1, min(os.cpu_count() or 1, 8))
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """The register-blocking and cache-blocking parameters of ``loop.gemm``."""
+
+    mr: int = 6            #: rows of the micro-kernel (broadcast A elements)
+    nv: int = 2            #: vectors per micro-kernel row (NR = nv * lanes)
+    vector_bits: int = 256  #: 128, 256 or 512 (at most what the host has)
+    kc: int = KC           #: k block: the packed B panel is KC x NR
+    mc: int = MC           #: rows of A per cache block
+    unroll: int = 1        #: k-loop unroll of the micro-kernel (1, 2, 4, 8)
+
+    def check(self, host_bits: int) -> None:
+        """Raise ValueError when the config cannot be emitted on this host."""
+        if self.vector_bits not in (128, 256, 512) or self.vector_bits > host_bits:
+            raise ValueError(f"vector_bits {self.vector_bits} not in 128..{host_bits}")
+        if not (1 <= self.mr <= 16 and 1 <= self.nv <= 4 and self.unroll in (1, 2, 4, 8)):
+            raise ValueError(f"bad micro-kernel shape {self}")
+        if self.kc < 8 or self.mc < self.mr:
+            raise ValueError(f"bad cache blocks kc={self.kc} mc={self.mc}")
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def label(self) -> str:
+        return (f"mr{self.mr}-nv{self.nv}-v{self.vector_bits}-kc{self.kc}-mc{self.mc}"
+                f"-u{self.unroll}")
+
+
+def default_config() -> GemmConfig:
+    """The hand-tuned defaults: 8 x 2 vectors with AVX-512, 6 x 2 with AVX2."""
+    bits = host().vector_bits
+    return GemmConfig(mr=8 if bits >= 512 else 6, nv=2, vector_bits=bits)
+
+
+_CONFIG: contextvars.ContextVar[GemmConfig | None] = contextvars.ContextVar("gemm_config", default=None)
+
+
+def current_config() -> GemmConfig:
+    return _CONFIG.get() or default_config()
+
+
+@contextlib.contextmanager
+def use_config(config: GemmConfig | None) -> Iterator[None]:
+    """Emit every gemm inside the block with ``config`` (None: the default)."""
+    if config is not None:
+        config.check(host().vector_bits)
+    token = _CONFIG.set(config)
+    try:
+        yield
+    finally:
+        _CONFIG.reset(token)
 
 
 def _i(v: int) -> ir.Constant:
@@ -54,14 +119,17 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
 
 
 class GemmBuilder:
-    def __init__(self, mod: ir.Module, dtype: DType):
+    def __init__(self, mod: ir.Module, dtype: DType, config: GemmConfig | None = None):
+        cfg = config or current_config()
         self.mod = mod
         self.et = F32 if dtype is DType.F32 else F64
         self.size = 4 if dtype is DType.F32 else 8
-        bits = host().vector_bits
-        self.w = bits // (self.size * 8)
-        self.nr = 2 * self.w
-        self.mr = 8 if bits >= 512 else 6
+        self.w = cfg.vector_bits // (self.size * 8)
+        self.nr = cfg.nv * self.w
+        self.mr = cfg.mr
+        self.kc, self.mc, self.unroll = cfg.kc, cfg.mc, cfg.unroll
+        # panel rows start at multiples of NR elements from a 64-byte aligned buffer
+        self.panel_align = math.gcd(self.nr * self.size, 64)
         self.vt = ir.VectorType(self.et, self.w)
         self.suffix = f"{'f32' if dtype is DType.F32 else 'f64'}"
 
@@ -101,36 +169,57 @@ class GemmBuilder:
                 loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, self.size), masks[v], zero])
                 init.append(b.select(load_c, loaded, zero))
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
-        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        p = b.phi(I64)
-        accs = [b.phi(self.vt) for _ in init]
-        p.add_incoming(_i(0), pre)
-        for acc, v0 in zip(accs, init, strict=True):
-            acc.add_incoming(v0, pre)
-        b.cbranch(b.icmp_signed("<", p, kc), loop, done)
-        b.position_at_end(loop)
-        brow = b.gep(bp, [b.mul(p, _i(self.nr))], source_etype=self.et)
-        bvecs = [b.load(b.gep(brow, [_i(v * self.w)], source_etype=self.et), typ=self.vt, align=64)
-                 for v in range(nv)]
-        nexts = []
-        for r in range(mr):
-            x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), p)], source_etype=self.et), typ=self.et)
-            xs = self.splat(b, x, self.vt)
-            for v in range(nv):
-                nexts.append(b.call(fma, [xs, bvecs[v], accs[r * nv + v]]))
-        p.add_incoming(b.add(p, _i(1)), loop)
-        for acc, nx in zip(accs, nexts, strict=True):
-            acc.add_incoming(nx, loop)
-        b.branch(head)
-        b.position_at_end(done)
+
+        def steps(p: ir.Value, accs: list[ir.Value], count: int) -> list[ir.Value]:
+            for u in range(count):
+                pu = b.add(p, _i(u)) if u else p
+                brow = b.gep(bp, [b.mul(pu, _i(self.nr))], source_etype=self.et)
+                bvecs = [b.load(b.gep(brow, [_i(v * self.w)], source_etype=self.et), typ=self.vt,
+                                align=self.panel_align) for v in range(nv)]
+                nexts = []
+                for r in range(mr):
+                    x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), pu)], source_etype=self.et),
+                               typ=self.et)
+                    xs = self.splat(b, x, self.vt)
+                    for v in range(nv):
+                        nexts.append(b.call(fma, [xs, bvecs[v], accs[r * nv + v]]))
+                accs = nexts
+            return accs
+        p0: ir.Value = _i(0)
+        accs = init
+        if self.unroll > 1:  # the unrolled main loop, then the remainder one step at a time
+            p0, accs = self.k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
+        _, accs = self.k_loop(b, p0, accs, kc, 1, steps, "k")
         for r in range(mr):
             for v in range(nv):
                 b.call(mstore, [accs[r * nv + v], c_ptr(r, v), ir.Constant(I32, self.size), masks[v]])
         b.ret_void()
         return fn
+
+    def k_loop(self, b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
+               steps: Callable[[ir.Value, list[ir.Value], int], list[ir.Value]], name: str
+               ) -> tuple[ir.Value, list[ir.Value]]:
+        """``while p + count <= kc: accs = steps(p, accs, count); p += count``; returns the
+        exit values of p and of the accumulators (phis of the loop head)."""
+        fn = b.function
+        head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.phi(I64)
+        accs = [b.phi(self.vt) for _ in init]
+        p.add_incoming(p0, pre)
+        for acc, v0 in zip(accs, init, strict=True):
+            acc.add_incoming(v0, pre)
+        b.cbranch(b.icmp_signed("<=", b.add(p, _i(count)), kc), loop, done)
+        b.position_at_end(loop)
+        nexts = steps(p, list(accs), count)
+        p.add_incoming(b.add(p, _i(count)), b.block)
+        for acc, nx in zip(accs, nexts, strict=True):
+            acc.add_incoming(nx, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        return p, list(accs)
 
     def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
         undef = ir.Constant(vt, ir.Undefined)
@@ -150,17 +239,17 @@ class GemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         npad = b.mul(b.sdiv(b.add(n, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
-        nbytes = b.mul(b.mul(npad, _i(KC)), _i(self.size))
+        nbytes = b.mul(b.mul(npad, _i(self.kc)), _i(self.size))
         packed = b.call(alloc, [_i(64), b.add(nbytes, _i(64))])
         big, small = self.ukernel(self.mr), self.ukernel(1)
 
         def per_pc(pc: ir.Value) -> None:
-            kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(KC)), b.sub(k, pc), _i(KC))
+            kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(self.kc)), b.sub(k, pc), _i(self.kc))
             self.pack(b, bm, ldb, pc, kc, n, npad, packed)
             load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
             def per_ic(ic: ir.Value) -> None:
-                iend = b.select(b.icmp_signed("<", b.add(ic, _i(MC)), m), b.add(ic, _i(MC)), m)
+                iend = b.select(b.icmp_signed("<", b.add(ic, _i(self.mc)), m), b.add(ic, _i(self.mc)), m)
                 full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
 
                 def per_jr(jr: ir.Value) -> None:
@@ -174,8 +263,8 @@ class GemmBuilder:
                     for_range(b, ic, full_end, self.mr, lambda i: call(big, i), "ir")
                     for_range(b, full_end, iend, 1, lambda i: call(small, i), "tail")
                 for_range(b, _i(0), n, self.nr, per_jr, "jr")
-            for_range(b, _i(0), m, MC, per_ic, "ic")
-        for_range(b, _i(0), k, KC, per_pc, "pc")
+            for_range(b, _i(0), m, self.mc, per_ic, "ic")
+        for_range(b, _i(0), k, self.kc, per_pc, "pc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):
             self.zero_fill(b, c, m, n, ldc, acc)
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
