@@ -11,7 +11,7 @@ import wiadsl
 def both(src: str, kernel: str, *args: object, **options: object) -> tuple[object, object, dict]:
     """(systolic result, interpreter result, systolic stats) of one call."""
     sys_k = wiadsl.jit(src, kernel, target="systolic", **options)
-    ref_k = wiadsl.jit(src, kernel)
+    ref_k = wiadsl.jit(src, kernel, target="interp")
     out = sys_k(*args)
     return out, ref_k(*args), dict(sys_k.stats)
 

@@ -125,7 +125,7 @@ class Index:
     span: Span = _span()
 
 
-Expr = Union[IntLit, FloatLit, BoolLit, ArrayLit, Name, QualifiedName, UnaryOp, BinOp, Call, Index]
+Expr = IntLit | FloatLit | BoolLit | ArrayLit | Name | QualifiedName | UnaryOp | BinOp | Call | Index
 
 
 # ---------------------------------------------------------------- types
@@ -162,7 +162,7 @@ class AnyTensorType:
     span: Span = _span()
 
 
-TypeExpr = Union[ScalarType, TensorType, AnyTensorType]
+TypeExpr = ScalarType | TensorType | AnyTensorType
 
 
 # ---------------------------------------------------------------- statements
@@ -233,7 +233,7 @@ class Return:
     span: Span = _span()
 
 
-Stmt = Union[Assign, AugAssign, SliceAssign, If, For, While, Return]
+Stmt = Assign | AugAssign | SliceAssign | If | For | While | Return
 
 
 # ---------------------------------------------------------------- declarations
@@ -283,7 +283,7 @@ class Kernel:
     span: Span = _span()
 
 
-Decl = Union[Import, Const, Func, Kernel]
+Decl = Import | Const | Func | Kernel
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from llvmlite import ir
 
@@ -244,7 +243,8 @@ def _constant(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 def _arith(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     args = [e.get(v) for v in op.operands]
     fn = op.name.split(".", 1)[1]
-    return [scalars.elementwise(e.b, fn, args, dtype_of(op.result.type), bool(op.attributes.get("reassoc")))]
+    return [scalars.elementwise(e.b, fn, args, dtype_of(op.result.type), bool(op.attributes.get("reassoc")),
+                                bool(op.attributes.get("exact")))]
 
 
 @handles("arith.cmpf", "arith.cmpi")
@@ -337,6 +337,30 @@ def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     acc = ir.Constant(I1, int(bool(op.attributes.get("accumulate", False))))
     e.b.call(fn, [e.element_ptr(a, t, ao), e.element_ptr(b, t, bo), e.element_ptr(c, t, co),
                   m, n, k, lda, ldb, ldc, acc])
+    return []
+
+
+@handles("loop.qgemm")
+def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .qgemm import qgemm_function
+    ta, tc = op.operand_types[0], op.operand_types[2]
+    assert isinstance(ta, TensorType) and isinstance(tc, TensorType)
+    a, b, c = (e.buf(v) for v in op.operands[:3])
+    ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
+    e.b.call(qgemm_function(e.mod.ll), [e.element_ptr(a, ta, ao), e.element_ptr(b, ta, bo),
+                                        e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])
+    return []
+
+
+@handles("loop.conv2d")
+def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .conv import conv_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    x, w, y = (e.buf(v) for v in op.operands[:3])
+    xoff, yoff, *dims = (e.get(v) for v in op.operands[3:])
+    fn = conv_function(e.mod.ll, t.dtype, tuple(op.attributes["stride"]))
+    e.b.call(fn, [e.element_ptr(x, t, xoff), w.ptr, e.element_ptr(y, t, yoff), *dims])
     return []
 
 
