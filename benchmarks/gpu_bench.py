@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wiadsl.backends.ptx.cuda import CudaDevice, device_arch, driver  # noqa: E402
 from wiadsl.backends.ptx.emit import emit_ptx  # noqa: E402
 from wiadsl.backends.ptx.executor import to_device  # noqa: E402
-from wiadsl.backends.ptx.isa import MIN_VERSION  # noqa: E402
+from wiadsl.backends.ptx.isa import DEVICE_NUMPY, MIN_VERSION  # noqa: E402
 from wiadsl.backends.ptx.symbolic import evaluate  # noqa: E402
 from wiadsl.dtypes import DTYPE_NAMES  # noqa: E402
 from wiadsl.frontend.compile import compile_to_ir  # noqa: E402
@@ -27,8 +27,12 @@ MATMUL = "kernel k(input a: {t}[M, K], input b: {t}[K, N], output y: {t}[M, N]) 
 CHAIN = "kernel k(input a: f32[N], input b: f32[N], input c: f32[N], output y: f32[N]) { y = relu(a * b + c); }"
 
 
-def time_plan(src: str, inputs: dict[str, np.ndarray], reps: int) -> float:
-    """Seconds per run of the plan's launches (inputs uploaded once, buffers reused)."""
+def time_plan(src: str, inputs: dict[str, np.ndarray], reps: int,
+              check=None) -> float:
+    """Seconds per run of the plan's launches (inputs uploaded once, buffers reused).
+
+    ``check(kinds, result)``: called once with the plan's kernel kinds and the first
+    output (downloaded after the warm-up run), to validate the path and the numbers."""
     arch = device_arch()
     arch = arch if arch in MIN_VERSION else "sm_90"
     shapes = {k: v.shape for k, v in inputs.items()}
@@ -52,6 +56,13 @@ def time_plan(src: str, inputs: dict[str, np.ndarray], reps: int) -> float:
                        tuple(s["block"]), args, 0)
     run()
     dev.synchronize()
+    if check is not None:
+        out = next(s for s in steps if s["op"] == "return")["values"][0]
+        alloc = next(s for s in steps if s["op"] == "alloc" and s["buffer"] == out["buffer"])
+        dt = np.dtype(DEVICE_NUMPY[DTYPE_NAMES[alloc["dtype"]]])
+        shape = tuple(int(evaluate(d, {})) for d in alloc["shape"])
+        data = dev.download(bufs[out["buffer"]], dt, int(np.prod(shape))).reshape(shape)
+        check([k["kind"] for k in plan["kernels"]], data)
     t0 = time.perf_counter()
     for _ in range(reps):
         run()
@@ -77,6 +88,18 @@ def time_cupy(fn, reps: int) -> float | None:
     return (time.perf_counter() - t0) / reps
 
 
+def _check_matmul(kinds: list[str], y: np.ndarray, a: np.ndarray, b: np.ndarray, t: str) -> None:
+    """The f16 run must take the tensor-core path; spot-check 64 rows against NumPy."""
+    rows = np.arange(0, a.shape[0], max(1, a.shape[0] // 64))
+    want = a[rows].astype(np.float32) @ b.astype(np.float32)
+    err = float(np.max(np.abs(y[rows].astype(np.float32) - want) / (1 + np.abs(want))))
+    print(f"matmul {t}: kernels {kinds}; max rel err on {len(rows)} rows {err:.2e}", flush=True)
+    if t == "f16" and kinds != ["matmul(mma)"]:
+        raise SystemExit(f"f16 matmul did not use mma.sync: {kinds}")
+    if err > (2e-2 if t == "f16" else 1e-3):
+        raise SystemExit(f"matmul {t} result is wrong (max rel err {err:.2e})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=4096)
@@ -94,7 +117,8 @@ def main() -> int:
     for t, npt in (("f32", np.float32), ("f16", np.float16)):
         a = rng.standard_normal((n, n)).astype(npt)
         b = rng.standard_normal((n, n)).astype(npt)
-        ours = time_plan(MATMUL.format(t=t), {"a": a, "b": b}, args.reps)
+        ours = time_plan(MATMUL.format(t=t), {"a": a, "b": b}, args.reps,
+                         check=lambda kinds, y, a=a, b=b, t=t: _check_matmul(kinds, y, a, b, t))
         flops = 2 * n ** 3
         line = f"matmul {t} {n}^2: ours {flops / ours / 1e12:.2f} TFLOP/s ({ours * 1e3:.2f} ms)"
         if cupy is not None:

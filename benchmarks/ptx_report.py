@@ -95,6 +95,44 @@ CASES = [
         __syncthreads(); }
       for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) {
         int r = m0 + ty * 4 + i, c = n0 + tx * 4 + j; if (r < M && c < N) C[r * N + c] = acc[i][j]; } }"""),
+    ("matmul f16 (mma.sync)", "kernel k(input a: f16[M, K], input b: f16[K, N], output y: f16[M, N])"
+     " { y = a @ b; }",
+     r"""#include <mma.h>
+    #include <cuda_fp16.h>
+    using namespace nvcuda;
+    extern "C" __global__ void __launch_bounds__(128) k(const half* A, const half* B, half* C,
+        int M, int N, int K) {
+      __shared__ __align__(32) half As[64][40], Bs[32][72];
+      __shared__ __align__(32) float Cs[4][16][20];
+      int w = threadIdx.x >> 5, wm = w >> 1, wn = w & 1, m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+      for (int i = 0; i < 2; ++i) for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+      for (int k0 = 0; k0 < K; k0 += 32) {
+        for (int e = threadIdx.x; e < 64 * 32; e += 128) { int r = e >> 5, c = e & 31;
+          As[r][c] = (m0 + r < M && k0 + c < K) ? A[(m0 + r) * K + k0 + c] : __float2half(0.f);
+          int kr = e >> 6, nc = e & 63;
+          Bs[kr][nc] = (k0 + kr < K && n0 + nc < N) ? B[(k0 + kr) * N + n0 + nc] : __float2half(0.f); }
+        __syncthreads();
+        for (int ks = 0; ks < 32; ks += 16) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[2];
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb[2];
+          for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &As[wm * 32 + i * 16][ks], 40);
+          for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bs[ks][wn * 32 + j * 16], 72);
+          for (int i = 0; i < 2; ++i) for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]); }
+        __syncthreads(); }
+      for (int i = 0; i < 2; ++i) for (int j = 0; j < 2; ++j) {
+        wmma::store_matrix_sync(&Cs[w][0][0], acc[i][j], 20, wmma::mem_row_major);
+        __syncwarp();
+        for (int e = threadIdx.x & 31; e < 256; e += 32) { int r = m0 + wm * 32 + i * 16 + (e >> 4),
+          c = n0 + wn * 32 + j * 16 + (e & 15); if (r < M && c < N) C[r * N + c] = __float2half(Cs[w][e >> 4][e & 15]); }
+        __syncwarp(); } }"""),
+    ("matmul f16 4096^2 (static: cp.async)", "kernel k(input a: f16[M, K], input b: f16[K, N],"
+     " output y: f16[M, N]) { y = a @ b; }", None, {"a": (4096, 4096), "b": (4096, 4096)}),
+    ("conv2d 3x3 (implicit GEMM)", "kernel k(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3],"
+     " output y: f32[N, O, H, W]) { y = conv2d(x, w, padding=1); }", None),
+    ("conv2d f16 (implicit GEMM, mma)", "kernel k(input x: f16[N, C, H, W], input w: f16[O, C, 3, 3],"
+     " output y: f16[N, O, H, W]) { y = conv2d(x, w, padding=1); }", None),
+    ("full sum (two-pass)", "kernel k(input a: f32[N], output y: f32) { y = reduce_sum(a); }", None),
     ("matmul+bias+relu", "kernel k(input a: f32[M, K], input b: f32[K, N], input c: f32[N],"
      " output y: f32[M, N]) { y = relu(a @ b + c); }", None),
     ("int8 matmul", "kernel k(input a: i8[M, K], input b: i8[K, N], output y: i32[M, N]) {"
@@ -169,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         print("ptx_report: ptxas not found", file=sys.stderr)
         return 2
     rows = []
-    for title, wia, cuda in CASES:
-        text, plan = emit_ptx(compile_to_ir(wia, "<report>"), "k", args.arch)
+    for title, wia, cuda, *shapes in CASES:
+        text, plan = emit_ptx(compile_to_ir(wia, "<report>"), "k", args.arch, *shapes)
         ours = ptxas_stats(ptxas, text, args.arch)
         kinds = {k["name"]: k["kind"] for k in plan["kernels"]}
         ref = {}
@@ -186,9 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Regenerate: `PYTHONPATH=. python benchmarks/ptx_report.py --arch {args.arch}` "
         "(needs ptxas; the nvcc columns need nvcc). Shapes are symbolic (sizes are kernel "
-        "parameters); the CUDA C references are hand-written equivalents (same algorithm: "
+        "parameters) unless the title says static; the CUDA C references are hand-written equivalents (same algorithm: "
         "grid-stride loops, float4 for the fused chain, shuffles + shared memory for rows, "
-        "64x64 tiles with 4x4 per thread). instr = static PTX instructions.",
+        "64x64 tiles with 4x4 per thread; for f16, WMMA 16x16x16 on 64x64 tiles with 4 warps, "
+        "the same shape as our `mma.sync` m16n8k16 kernel). Our softmax/layer_norm rows are "
+        "single-pass (`row(1-pass)`: the row is cached in shared memory, hence the larger smem; "
+        "the nvcc softmax reference re-reads the row three times). instr = static PTX "
+        "instructions.",
         "",
         "| kernel | kind | regs | smem B | spill B | instr | nvcc regs | nvcc smem | nvcc spill "
         "| nvcc instr | regs ratio |",

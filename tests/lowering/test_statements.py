@@ -24,7 +24,6 @@ def test_compound_assignment_is_the_binary_operator():
         y = x; y += s; y -= 1; y *= x;
     }""", f"""
     CHECK:      %y = tensor.add %x, %s : (tensor<?xi32>, i32) -> tensor<?xi32>
-    CHECK-NEXT: {NUM} = arith.constant 1 : i64
     CHECK-NEXT: {NUM} = arith.constant 1 : i32
     CHECK-NEXT: {NUM} = tensor.sub %y, {NUM} : (tensor<?xi32>, i32) -> tensor<?xi32>
     CHECK-NEXT: {NUM} = tensor.mul {NUM}, %x : tensor<?xi32>

@@ -36,3 +36,30 @@ def test_matmul_large_on_gpu() -> None:
     a = rng.standard_normal((513, 300)).astype(np.float32)
     b = rng.standard_normal((300, 257)).astype(np.float32)
     np.testing.assert_allclose(jit_kernel(src, "k", "cuda")(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("mkn", [(129, 47, 65), (256, 128, 192)])  # element path; cp.async path
+def test_matmul_f16_mma_on_gpu(mkn) -> None:
+    m, k, n = mkn
+    src = "kernel k(input a: f16[M, K], input b: f16[K, N], output y: f16[M, N]) { y = a @ b; }"
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    got = jit_kernel(src, "k", "cuda")(a, b)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-2)
+
+
+def test_conv_and_large_reductions_on_gpu() -> None:
+    conv = ("kernel k(input x: f32[2, 3, 31, 33], input w: f32[8, 3, 3, 3], output y: f32[2, 8, 31, 33])"
+            " { y = conv2d(x, w, padding=1); }")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 31, 33)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(jit_kernel(conv, "k", "cuda")(x, w), jit_kernel(conv, "k", "interp")(x, w),
+                               rtol=1e-4, atol=1e-4)
+    full = "kernel k(input a: f32[N], output s: f32, output i: i64) { s = reduce_sum(a); i = argmax(a); }"
+    a = rng.standard_normal(1 << 20).astype(np.float32)
+    s, i = jit_kernel(full, "k", "cuda")(a)
+    np.testing.assert_allclose(s, a.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
+    assert i == a.argmax()

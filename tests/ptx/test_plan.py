@@ -35,7 +35,7 @@ def test_unknown_arch_is_a_usage_error() -> None:
 
 def test_softmax_is_one_row_kernel_with_shuffles() -> None:
     text, plan = emit_ptx(corpus_module(SOFTMAX), "k")
-    assert [k["kind"] for k in plan["kernels"]] == ["row"]
+    assert [k["kind"] for k in plan["kernels"]] == ["row(1-pass)"]
     assert "shfl.sync.bfly.b32" in text and "bar.sync 0" in text
     assert "cvta.to.global.u64" in text and "ld.param.u64" in text
 
@@ -133,7 +133,7 @@ def test_fused_ops_run_in_the_simulator() -> None:
     rng = np.random.default_rng(0)
     x, b = rng.standard_normal((7, 33)).astype(np.float32), rng.standard_normal(33).astype(np.float32)
     text, plan = emit_ptx(module, "k")
-    assert [k["kind"] for k in plan["kernels"]] == ["elementwise", "row"]
+    assert [k["kind"] for k in plan["kernels"]] == ["elementwise", "row(1-pass)"]
     got = PlanRun(plan, SimDevice(text)).run([x, b])
     for g, w in zip(got, run_func(module, "k", [x, b]), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -102,6 +102,7 @@ class ProgramLowerer:
                    for (n, _), t in zip(outputs, types, strict=True)]
         func.result_types = tuple(ir_type(t) for t in types)
         Builder.at_end(block).ret(results)
+        _drop_dead_literals(func)
         return func
 
     # ------------------------------------------------------------------ funcs
@@ -147,12 +148,25 @@ class ProgramLowerer:
         for r in body.returns:
             Builder.at_end(r.block).ret([body._coerce_at_end(r.block, r.value, result)])
         ir_func.result_types = (ir_type(result),)
+        _drop_dead_literals(ir_func)
         return FuncInstance(ir_func, passed, result)
 
 
 def _strong(t: ValueType) -> ValueType:
     """The type a ``tensor`` output takes from its value: weakness ends at the call."""
     return ValueType(t.dtype, t.shape)
+
+
+def _drop_dead_literals(func: FuncOp) -> None:
+    """Erase constants nothing reads.
+
+    A literal is emitted when it is evaluated, before the lowering knows the dtype
+    it meets (``x * 2.0`` re-makes ``2.0`` as f32) or whether it folds away; the
+    leftovers would only clutter ``--emit ir``. Constants are pure, so this is safe.
+    """
+    for op in list(func.walk()):
+        if op.name in ("arith.constant", "tensor.constant") and not op.results[0].uses:
+            op.erase()
 
 
 def lower_program(checked: CheckedProgram, kernel: str | None = None,

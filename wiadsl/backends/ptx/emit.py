@@ -44,7 +44,7 @@ def emit_ptx(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
     func = inlined_kernel(module, kernel)
     aliases: dict[str, str] = {}
     for _ in range(MAX_UNIFY_ROUNDS):  # re-plan until equal input dims share one symbol
-        planner = Planner(func, shapes, aliases)
+        planner = Planner(func, shapes, aliases, arch)
         plan = planner.run()
         merged = _merge(aliases, planner.equalities)
         if merged == aliases:

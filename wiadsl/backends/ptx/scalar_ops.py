@@ -117,7 +117,7 @@ class ScalarEmitter(MathEmitter):
             kb.emit(f"max.{t} {out}, {regs[0]}, 0")
         elif fn in ("neg", "abs"):
             kb.emit(f"{fn}.{t} {out}, {regs[0]}")
-        elif fn in ("floor", "ceil"):
+        elif fn in ("floor", "ceil", "rint"):
             kb.emit(f"mov.{b} {out}, {regs[0]}")
         elif fn in ("div", "rem"):
             return self.floor_divmod(fn, t, regs[0], regs[1])

@@ -12,6 +12,8 @@ Invariants:
   memory; every thread then reads the row's value from shared memory, and a
   ``bar.sync`` separates that read from the next write of the same slot.
 - Row-invariant nodes are computed once per row, before the column loops.
+- Inputs read by several phases are cached in shared memory (``row_cache``): the
+  kernel reads each row from global memory once when the row fits the cache.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..symbolic import call, product
 from .common import BLOCK, MAX_GRID, StridedLoop, global_thread, varies
 from .elementwise import EmittedKernel
 from .reduce_ops import Reducer
+from .row_cache import RowCache
 
 
 def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
@@ -49,6 +52,7 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
         tid, ntid = kb.special("%tid.x"), kb.special("%ntid.x")
         cta, ncta = kb.special("%ctaid.x"), kb.special("%nctaid.x")
     red = Reducer(kb, cg.ops, thread_only=thread_rows)
+    cache = None if thread_rows else RowCache(cg, spec, inner_axes, cols)
     roots = [s.expr for s in spec.stages] + [n for n, _ in spec.outputs]
     all_axes = set(range(len(spec.domain)))
     for node in walk(roots):  # kernel-invariant values: once per thread
@@ -56,7 +60,7 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
             cg.value(node)
     kernel_memo = dict(cg.memo)
     inner_set = set(inner_axes)
-    cache: dict[int, bool] = {}
+    vcache: dict[int, bool] = {}
 
     def row_body(row: str) -> None:
         cg.memo = dict(kernel_memo)
@@ -66,10 +70,10 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
         for a in list(range(len(spec.inputs))) + [-k - 1 for k in range(len(spec.outputs))]:
             cg.partial(a, 0)
         for k, stage in enumerate(spec.stages):
-            _hoist(cg, stage.expr, inner_set, spec, cache)
+            _hoist(cg, stage.expr, inner_set, spec, vcache)
             row_memo = dict(cg.memo)
             cg.stage_regs.append(_reduce_stage(cg, red, stage, k, tid, ntid, cols, row_memo,
-                                               inner_axes, spec))
+                                               inner_axes, spec, cache))
             cg.memo = row_memo
         for k, (node, t) in enumerate(spec.outputs):
             if all(t.strides[a] == 0 for a in inner_axes) and thread_rows:
@@ -77,7 +81,7 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
             elif all(t.strides[a] == 0 for a in inner_axes):
                 _store_once(cg, k, node, t, tid)
             else:
-                _hoist(cg, node, inner_set, spec, cache)
+                _hoist(cg, node, inner_set, spec, vcache)
         row_memo = dict(cg.memo)
         full = [(k, n, t) for k, (n, t) in enumerate(spec.outputs)
                 if any(t.strides[a] != 0 for a in inner_axes)]
@@ -85,8 +89,11 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
             def col_body(c: str) -> None:
                 cg.memo = dict(row_memo)
                 cg.set_group(1, IndexGroup(inner_axes, spec.domain[spec.n_outer:], c))
+                if cache is not None and cache.active:
+                    cache.bind(len(spec.stages), c)
                 for k, node, t in full:
                     cg.store(cg.address(-k - 1), cg.value(node), t.dtype)
+                cg.load_override = None
             StridedLoop(kb, "out").run(tid, cols, ntid, col_body)
         if not thread_rows:
             kb.emit("bar.sync 0")
@@ -96,7 +103,8 @@ def row_kernel(spec: LoopSpec, thread_rows: bool = False) -> EmittedKernel:
         grid = call("min", call("cdiv", rows_sym, BLOCK), MAX_GRID)
         return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), "row(thread)")
     grid = call("min", rows_sym, MAX_GRID)
-    return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), "row")
+    kind = "row(1-pass)" if cache is not None and cache.active else "row"
+    return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), kind)
 
 
 def _hoist(cg: ExprCodegen, root, inner: set[int], spec: LoopSpec, cache: dict) -> None:
@@ -107,7 +115,7 @@ def _hoist(cg: ExprCodegen, root, inner: set[int], spec: LoopSpec, cache: dict) 
 
 def _reduce_stage(cg: ExprCodegen, red: Reducer, stage: ReduceStage, k: int, tid: str,
                   ntid: str, cols: str, row_memo: dict, inner_axes: tuple[int, ...],
-                  spec: LoopSpec) -> str:
+                  spec: LoopSpec, cache: RowCache | None) -> str:
     kb = cg.kb
     acc_t = accumulator_dtype(stage)
     acc, idx = red.identity(stage.kind, acc_t)
@@ -115,7 +123,10 @@ def _reduce_stage(cg: ExprCodegen, red: Reducer, stage: ReduceStage, k: int, tid
     def col_body(c: str) -> None:
         cg.memo = dict(row_memo)
         cg.set_group(1, IndexGroup(inner_axes, spec.domain[spec.n_outer:], c))
+        if cache is not None and cache.active:
+            cache.bind(k, c)
         v = cg.ops.cast(cg.value(stage.expr), stage.expr.dtype, acc_t)
+        cg.load_override = None
         red.accumulate(stage.kind, acc_t, acc, idx, v, c)
 
     StridedLoop(kb, f"red{k}").run(tid, cols, ntid, col_body)

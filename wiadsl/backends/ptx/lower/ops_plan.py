@@ -19,6 +19,13 @@ from ....ir.core import Operation
 from ....ir.types import TensorType
 from ..expr import Apply, Const, Iota, LoopSpec, ReduceStage, Stage, TensorArg
 from ..kernels.elementwise import elementwise_kernel
+from ..kernels.grid_reduce import (
+    GRID_MAX,
+    final_kernel,
+    grid_reduce_applies,
+    partial_buffers,
+    partial_kernel,
+)
 from ..kernels.row import row_kernel
 from ..symbolic import Sym, add, call, mul
 from .fuse import REDUCE_KIND, SpecBuilder, expand_body, is_elementwise, value_dtype
@@ -143,13 +150,25 @@ class OpsMixin(ProductsMixin):
         return out
 
     def loop(self: Planner, spec: LoopSpec) -> None:
-        if spec.stages:
+        if grid_reduce_applies(spec):
+            self.grid_reduce(spec)
+        elif spec.stages:
             inner = spec.domain[spec.n_outer:]
             small = all(isinstance(d, int) for d in inner) and \
                 int(np.prod([int(d) for d in inner] or [1])) <= SMALL_ROW
             self.add_kernel(row_kernel(spec, thread_rows=small))
         else:
             self.add_kernel(elementwise_kernel(spec))
+
+    def grid_reduce(self: Planner, spec: LoopSpec) -> None:
+        """A large full reduction: partials from many blocks, then one folding block."""
+        parts: list[tuple[str, str | None]] = []
+        for t, needs_index in partial_buffers(spec):
+            v = self.alloc(t, (GRID_MAX,))
+            i = self.alloc(DType.I32, (GRID_MAX,)) if needs_index else None
+            parts.append((v.buffer, i.buffer if i is not None else None))
+        self.add_kernel(partial_kernel(spec, spec.name + "_partial", parts))
+        self.add_kernel(final_kernel(spec, spec.name + "_final", parts))
 
     def compute(self: Planner, op: Operation) -> list[View]:
         name = op.name

@@ -22,6 +22,7 @@ from ....dtypes import DType
 from ....ir.core import Block, Operation, Value
 from ....ir.module import FuncOp
 from ....ir.types import IndexType, TensorType
+from ..isa import DEFAULT_ARCH
 from ..kernels.elementwise import EmittedKernel
 from ..symbolic import Sym, call, evaluate
 from .fuse import REDUCE_KIND, is_elementwise, value_dtype
@@ -39,8 +40,9 @@ class Planner(OpsMixin):
     """Plans one function; ``run()`` returns the plan dict (kernels in ``self.kernels``)."""
 
     def __init__(self, func: FuncOp, shapes: dict[str, tuple[int, ...]] | None = None,
-                 aliases: dict[str, str] | None = None):
+                 aliases: dict[str, str] | None = None, arch: str = DEFAULT_ARCH):
         self.func = func
+        self.arch = arch
         #: dim symbol -> representative: input extents that broadcast together in a
         #: checked program are equal (the type checker unified their names).
         self.aliases = dict(aliases or {})

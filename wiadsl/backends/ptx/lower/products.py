@@ -6,8 +6,13 @@ Invariants:
 - An elementwise consumer of a single-use matmul becomes that kernel's epilogue;
   an operand produced by a single-use widening ``tensor.cast`` is read in its
   narrow dtype and widened while loading (the i8 path).
-- conv2d is a direct convolution: a row kernel over (N, O, OH, OW) x (C, KH, KW)
-  whose input loads carry zero-padding guards; pools likewise over windows.
+- A float conv2d / fused_conv2d is an implicit GEMM (``conv_gemm``): rows
+  (n, oh, ow), columns o, depth (c, kh, kw), im2col indexing computed while the
+  A tile is loaded and zero padding as guards on those loads; the fused body is
+  the tile kernel's epilogue. Integer convs and pools are row kernels over
+  windows whose input loads carry the same guards.
+- f16/bf16 products with f32 accumulation run on tensor cores (``mma.sync``)
+  when the target is sm_80 or newer; everything else on the FMA tiles.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from typing import TYPE_CHECKING
 from ....dtypes import DType
 from ....ir.core import Operation, Value
 from ....ir.types import TensorType
-from ..expr import Acc, Apply, LoopSpec, ReduceStage, Stage, TensorArg
+from ..expr import Acc, Apply, LoopSpec, Node, ReduceStage, Stage, TensorArg
+from ..isa import sm_number
+from ..kernels.gemm_epilogue import EpilogueMap
 from ..kernels.matmul import ProductSpec, matmul_kernel
+from ..kernels.mma import mma_eligible, mma_kernel
+from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
 from ..symbolic import Sym, _fold, mul, sub
 from .fuse import SpecBuilder, expand_body, is_elementwise, value_dtype
@@ -108,9 +117,21 @@ class ProductsMixin:
         for i, ax in enumerate(amap):
             strides[ax] = out.strides[i]
         spec.outputs.append((node, TensorArg(out.buffer, out.dtype, tuple(strides))))
-        acc = ACC[dtype]  # type: ignore[index]
-        self.add_kernel(matmul_kernel(ProductSpec(spec.name, batch, m, n, k, a, b, acc, spec)))
+        nb = len(batch)
+        ga = strided_operand(a.buffer, a.dtype, a.offset, a.strides[:nb], m, a.strides[nb], k,
+                             a.strides[nb + 1])
+        gb = strided_operand(b.buffer, b.dtype, b.offset, b.strides[:nb], n, b.strides[nb + 1], k,
+                             b.strides[nb])
+        emap = EpilogueMap(tuple(range(nb)), batch, (nb,), (m,), (nb + 1,), (n,))
+        self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
         return out
+
+    def add_product(self: Planner, ps: ProductSpec) -> None:
+        """The tensor-core kernel where it applies (f16/bf16 on sm_80+), else the FMA tiles."""
+        if mma_eligible(ps, sm_number(self.arch)):
+            self.add_kernel(mma_kernel(ps))
+        else:
+            self.add_kernel(matmul_kernel(ps))
 
     # ------------------------------------------------------------ windows
     def window_shape(self: Planner, op: Operation) -> tuple[Sym, ...]:
@@ -132,6 +153,8 @@ class ProductsMixin:
         out_shape = self.result_shape(op)
         x = self.materialize(op.operands[0])
         conv = op.name in ("tensor.conv2d", "tensor.fused_conv2d")
+        if conv and x.dtype.is_float:
+            return self.conv_gemm(op, x, self.materialize(op.operands[1]), out_shape)
         stride = op.attributes.get("stride", [1, 1])
         pad = op.attributes.get("padding", [0, 0]) if conv else [0, 0]
         sh, sw = x.strides[-2], x.strides[-1]
@@ -173,6 +196,39 @@ class ProductsMixin:
         strides = tuple(out.strides) + (0,) * (len(domain) - n_out)
         spec.outputs.append((node, TensorArg(out.buffer, out.dtype, strides)))
         self.add_kernel(row_kernel(spec, thread_rows=True))
+        return out
+
+
+    def conv_gemm(self: Planner, op: Operation, x: View, w: View, out_shape: tuple[Sym, ...]) -> View:
+        """conv2d as implicit GEMM: rows (n, oh, ow), columns o, depth (c, kh, kw)."""
+        n, c, h, wd = x.shape
+        o, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+        oh, ow = out_shape[2], out_shape[3]
+        (sh, sw), (ph, pw) = op.attributes.get("stride", [1, 1]), op.attributes.get("padding", [0, 0])
+        xs, ws = x.strides, w.strides
+        guards = (Guard(1, sh, 1, 1, -ph, h), Guard(2, sw, 2, 1, -pw, wd)) if ph or pw else ()
+        offset = sub(sub(x.offset, mul(ph, xs[2])), mul(pw, xs[3]))
+        a = GemmOperand(x.buffer, x.dtype, offset, (),
+                        ((n, xs[0]), (oh, mul(sh, xs[2])), (ow, mul(sw, xs[3]))),
+                        ((c, xs[1]), (kh, xs[2]), (kw, xs[3])), guards)
+        b = GemmOperand(w.buffer, w.dtype, w.offset, (), ((o, ws[0]),),
+                        ((c, ws[1]), (kh, ws[2]), (kw, ws[3])))
+        self.check(f"{c} == {w.shape[1]}",
+                   f"'{op.name}': input has {c} channels, weight expects {w.shape[1]}")
+        dtype = x.dtype  # the product's dtype; a fused epilogue may change the output's
+        spec = LoopSpec(self.kernel_name("conv"), out_shape, len(out_shape))
+        node: Node = Acc(dtype)
+        if op.name == "tensor.fused_conv2d":
+            builder = SpecBuilder(self, spec)
+            amap = tuple(range(len(out_shape)))
+            args = [builder.operand(op, i, amap) for i in range(2, len(op.operands))]
+            node = expand_body(op.regions[0].blocks[0], [node, *args])[0]
+        out = self.alloc(value_dtype(op.results[0]), out_shape)  # type: ignore[arg-type]
+        spec.outputs.append((node, TensorArg(out.buffer, out.dtype, out.strides)))
+        emap = EpilogueMap((), (), (0, 2, 3), (n, oh, ow), (1,), (o,))
+        rows = mul(mul(n, oh), ow)
+        self.add_product(ProductSpec(spec.name, (), rows, o, b.depth, a, b, ACC[dtype], spec,
+                                     emap, "conv(igemm)"))
         return out
 
 

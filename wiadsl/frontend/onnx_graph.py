@@ -1,0 +1,325 @@
+"""The ONNX importer's state: typed values, names, and the WIA DSL text being written.
+
+The importer translates an ONNX graph node by node into statements of one WIA DSL
+kernel (``name = expr;``). This module holds what every op translator shares.
+
+Invariants:
+- Every ONNX tensor name maps to one ``Val``: its dtype, symbolic shape, and
+  either the DSL name that holds it (``ref``) or a known constant (``const``),
+  or both. Shapes are tracked exactly (``onnx_shapes``), so every reshape target
+  and output declaration is written from them, never guessed.
+- DSL names are unique identifiers, never keywords, builtins, dim names or
+  ``nn``; graph inputs keep their ONNX name where it is a legal identifier.
+- A constant becomes DSL text only when used: a one-element constant as a weak
+  literal (ONNX operands share a dtype, so weakness never changes a result);
+  up to ``inline_limit`` elements as a cast array literal; anything larger as a
+  kernel input (a *weight*) whose value the loader binds, so the source stays
+  small whatever the model's size.
+- uint8 (which WIA DSL lacks) exists only as quantized data held shifted into
+  int8: ``real = stored + offset`` with ``offset = 128``; only Q/DQ ops read it.
+"""
+
+from __future__ import annotations
+
+import keyword as pykeyword
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import WiaError
+from ..dtypes import DType
+from .builtins import BUILTINS
+from .onnx_shapes import Dim, DimError, Shape, shape_of, shape_text
+
+
+class OnnxImportError(WiaError):
+    """An ONNX model that cannot be imported: an unsupported op, attribute or type."""
+
+
+#: ONNX TensorProto element type -> DSL dtype (uint8 is handled as shifted int8).
+ONNX_DTYPES: dict[int, DType] = {1: DType.F32, 11: DType.F64, 10: DType.F16, 16: DType.BF16,
+                                 3: DType.I8, 6: DType.I32, 7: DType.I64, 9: DType.BOOL}
+UINT8 = 2
+ONNX_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+                   7: "int64", 8: "string", 9: "bool", 10: "float16", 11: "double",
+                   12: "uint32", 13: "uint64", 16: "bfloat16"}
+U8_OFFSET = 128
+
+_RESERVED = frozenset({"kernel", "func", "const", "import", "input", "output", "if", "else",
+                       "for", "in", "while", "return", "true", "false", "range", "tensor",
+                       "nn", "linalg", *(d.value for d in DType), *BUILTINS})
+
+
+@dataclass
+class Val:
+    """One ONNX tensor as the importer knows it."""
+
+    dtype: DType
+    shape: Shape
+    ref: str | None = None
+    const: np.ndarray | None = None
+    offset: int = 0
+    hint: str = ""  # a name for a constant (its initializer's), used if it is materialized
+    #: for a DequantizeLinear result with one scale and zero point: (data, scale, zero point)
+    dequantized: tuple[Val, Val, Val] | None = None
+    #: a symbolic shape value (``onnx_symbolic``): the extents this i64 tensor holds
+    sym: tuple[Dim, ...] | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+class Names:
+    """Unique, legal DSL identifiers from arbitrary ONNX names."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set(_RESERVED)
+
+    def fresh(self, hint: str, keep: bool = False) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_") or "v"
+        if not keep:
+            base = base[-40:].lstrip("_0123456789") or "v"
+        if base[0].isdigit():
+            base = "v_" + base
+        if pykeyword.iskeyword(base):
+            base += "_"
+        name, n = base, 1
+        while name in self.taken:
+            name, n = f"{base}_{n}", n + 1
+        self.taken.add(name)
+        return name
+
+
+def literal(value: Any, dtype: DType) -> str:
+    """A DSL literal for one value of ``dtype`` (negative ones parenthesized)."""
+    if dtype is DType.BOOL:
+        return "true" if bool(value) else "false"
+    if dtype.is_int:
+        v = int(value)
+        return f"({v})" if v < 0 else str(v)
+    f = float(value)
+    if np.isnan(f):
+        raise OnnxImportError("a NaN constant cannot be written as a WIA DSL literal")
+    text = "1e400" if np.isinf(f) else _shortest(abs(f), dtype)
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return f"(-{text})" if f < 0 or (f == 0 and np.signbit(f)) else text
+
+
+def _shortest(f: float, dtype: DType) -> str:
+    """The shortest decimal that reads back (through f64, as the frontend parses it)
+    to the same ``dtype`` value; f64's own repr otherwise."""
+    if f == 0.0:
+        return "0.0"
+    if dtype in (DType.F32, DType.F16, DType.BF16):
+        store = np.float16 if dtype is DType.F16 else np.float32
+        short = np.format_float_positional(store(f), unique=True, trim="0") \
+            if 1e-4 <= f < 1e16 else np.format_float_scientific(store(f), unique=True, trim="0")
+        if store(float(short)) == store(f):
+            return short
+    return repr(f)
+
+
+def array_literal(array: np.ndarray, dtype: DType) -> str:
+    if array.ndim == 0:
+        return literal(array.item(), dtype)
+    return "[" + ", ".join(array_literal(a, dtype) for a in array) + "]"
+
+
+@dataclass
+class Emitter:
+    """The kernel being written: parameters, body statements, weights.
+
+    ``outputs`` maps the ONNX names of graph outputs to their reserved DSL names:
+    the node computing one binds it directly (``y = x @ w;``, not ``y = t; ``).
+    """
+
+    inline_limit: int = 16
+    names: Names = field(default_factory=Names)
+    inputs: list[str] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    weight_decls: list[str] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    uses_nn: bool = False
+
+    def bind(self, expr: str, dtype: DType, shape: Shape, hint: str,
+             onnx_name: str | None = None) -> Val:
+        """``hint = expr;`` -> the Val naming the result (a graph output's own name)."""
+        name = self.outputs.get(onnx_name or "") or self.names.fresh(hint)
+        self.body.append(f"    {name} = {expr};")
+        return Val(dtype, shape, ref=name)
+
+    def ref(self, v: Val, rank: int | None = None) -> str:
+        """DSL text for ``v`` as an operand of a result of rank ``rank``.
+
+        A one-element constant becomes a literal when it cannot change the result's
+        shape (its rank is at most ``rank``); other constants are materialized once.
+        """
+        if v.const is not None and v.const.size == 1 and v.const.ndim <= (rank or 0):
+            return literal(v.const.reshape(-1)[0], v.dtype)
+        if v.ref is None:
+            v.ref = self._materialize(v)
+        return v.ref
+
+    def _materialize(self, v: Val) -> str:
+        assert v.const is not None
+        array = np.ascontiguousarray(v.const, dtype=v.dtype.numpy)
+        if array.size == 0:
+            raise OnnxImportError("an empty constant tensor cannot be written in WIA DSL")
+        if array.size <= self.inline_limit:
+            name = self.names.fresh(v.hint or "k")
+            self.body.append(f"    {name} = cast({array_literal(array, v.dtype)}, {v.dtype});")
+            return name
+        name = self.names.fresh(v.hint or "w")
+        self.weight_decls.append(f"input {name}: {v.dtype}{shape_text(v.shape)}")
+        self.weights[name] = array
+        return name
+
+    def declare_input(self, onnx_name: str, dtype: DType, shape: Shape) -> Val:
+        name = self.names.fresh(onnx_name, keep=True)
+        self.inputs.append(f"input {name}: {param_type(dtype, shape)}")
+        return Val(dtype, shape, ref=name)
+
+    def reserve_output(self, onnx_name: str) -> str:
+        if onnx_name not in self.outputs:
+            self.outputs[onnx_name] = self.names.fresh(onnx_name, keep=True)
+        return self.outputs[onnx_name]
+
+    def finish_output(self, onnx_name: str, v: Val) -> str:
+        """The declaration of output ``onnx_name``; assigns it unless a node did."""
+        name = self.outputs[onnx_name]
+        if v.ref != name:
+            if v.const is not None and v.rank == 0:  # a literal would be weak
+                value = f"cast({literal(v.const.item(), v.dtype)}, {v.dtype})"
+            else:  # (rank - 1: a one-element constant is materialized, not a literal)
+                value = self.ref(v, v.rank - 1)
+            self.body.append(f"    {name} = {value};")
+        return f"output {name}: {param_type(v.dtype, v.shape)}"
+
+    def source(self, kernel: str, header: str, outputs: list[str]) -> str:
+        lines = [f"// {line}" for line in header.splitlines()]
+        if self.uses_nn:
+            lines.append("import nn;")
+        params = ",\n".join(f"    {p}" for p in self.inputs + self.weight_decls + outputs)
+        lines += ["", f"kernel {kernel}(\n{params}\n) {{", *self.body, "}", ""]
+        return "\n".join(lines)
+
+
+def param_type(dtype: DType, shape: Shape) -> str:
+    """``f32[batch, 784]``; ``tensor`` when a dim is not an int or one name."""
+    if not shape:
+        return str(dtype)
+    spelled = [d.declared() for d in shape]
+    if any(s is None for s in spelled):
+        return "tensor"
+    return f"{dtype}[{', '.join(spelled)}]"  # type: ignore[arg-type]
+
+
+@dataclass
+class Node:
+    """One ONNX node being translated: its attributes, inputs, and how to fail."""
+
+    proto: Any
+    opset: int
+    em: Emitter
+    vals: list[Val | None]
+
+    @property
+    def op(self) -> str:
+        return str(self.proto.op_type)
+
+    @property
+    def label(self) -> str:
+        return self.proto.name or (self.proto.output[0] if self.proto.output else "")
+
+    def fail(self, why: str) -> OnnxImportError:
+        where = f"node '{self.proto.name}'" if self.proto.name else "an unnamed node"
+        return OnnxImportError(f"ONNX op {self.op} ({where}, opset {self.opset}): {why}")
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        from onnx import helper, numpy_helper
+
+        for a in self.proto.attribute:
+            if a.name == name:
+                value = helper.get_attribute_value(a)
+                if isinstance(value, bytes):
+                    return value.decode()
+                if hasattr(value, "data_type") and hasattr(value, "dims"):
+                    return numpy_helper.to_array(value)
+                return list(value) if isinstance(value, (list, tuple)) else value
+        return default
+
+    def input(self, i: int, required: bool = True) -> Val | None:
+        v = self.vals[i] if i < len(self.vals) else None
+        if v is None and required:
+            raise self.fail(f"input {i} is required")
+        return v
+
+    def x(self, i: int = 0) -> Val:
+        v = self.input(i)
+        assert v is not None
+        return v
+
+    def const(self, i: int, what: str) -> np.ndarray | None:
+        """The value of input ``i``, which must be a constant (None if absent)."""
+        v = self.input(i, required=False)
+        if v is None:
+            return None
+        if v.const is None:
+            raise self.fail(f"{what} (input {i}) must be a constant initializer")
+        return v.const
+
+    def dims(self, i: int, what: str) -> list[Dim]:
+        """Input ``i`` as extents: an int64 constant or a symbolic shape value."""
+        v = self.x(i)
+        if v.sym is not None:
+            return list(v.sym)
+        value = self.const(i, what)
+        assert value is not None
+        return [Dim(int(d)) for d in value.reshape(-1)]
+
+    def out(self, expr: str, dtype: DType, shape: Shape, i: int = 0) -> Val:
+        onnx_name = self.proto.output[i] if i < len(self.proto.output) else ""
+        return self.em.bind(expr, dtype, shape, onnx_name or self.op.lower(), onnx_name)
+
+    def ref(self, v: Val, rank: int | None = None) -> str:
+        return self.em.ref(v, rank)
+
+    def axis(self, axis: int, rank: int) -> int:
+        if not -rank <= axis < max(rank, 1):
+            raise self.fail(f"axis {axis} is out of range for rank {rank}")
+        return axis % max(rank, 1)
+
+
+_NUMPY_DTYPES = {np.dtype(np.float32): DType.F32, np.dtype(np.float64): DType.F64,
+                 np.dtype(np.float16): DType.F16, np.dtype(np.int8): DType.I8,
+                 np.dtype(np.int32): DType.I32, np.dtype(np.int64): DType.I64,
+                 np.dtype(np.bool_): DType.BOOL}
+
+
+def const_val(array: np.ndarray, dtype: DType | None = None, hint: str = "") -> Val:
+    """A constant Val; uint8 data is held shifted into int8 (``offset`` 128)."""
+    array = np.asarray(array)
+    if array.dtype == np.uint8 and dtype is None:
+        shifted = (array.astype(np.int16) - U8_OFFSET).astype(np.int8)
+        return Val(DType.I8, shape_of(array.shape), const=shifted, offset=U8_OFFSET, hint=hint)
+    if dtype is None:
+        if array.dtype not in _NUMPY_DTYPES:
+            raise OnnxImportError(f"constants of element type {array.dtype} are not supported")
+        dtype = _NUMPY_DTYPES[array.dtype]
+    return Val(dtype, shape_of(array.shape), const=np.asarray(array, dtype.numpy), hint=hint)
+
+
+def checked(node: Node, fn: Any) -> Any:
+    """Run ``fn()``; a shape the monomials cannot express names the node."""
+    try:
+        return fn()
+    except DimError as err:
+        raise node.fail(str(err)) from None
+
+
+__all__ = ["Dim", "Emitter", "Names", "Node", "OnnxImportError", "Val", "literal"]

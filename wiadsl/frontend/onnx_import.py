@@ -1,0 +1,229 @@
+"""Import ONNX models: ONNX graph -> WIA DSL source -> the normal compiler.
+
+Design: the importer writes WIA DSL text (one kernel per graph) and hands it to
+the frontend, so an imported model is checked, lowered, optimized and compiled
+exactly as hand-written source is, and ``wiac model.onnx --emit wia`` shows
+what was imported. Large initializers are not written as literals: they become
+kernel inputs (*weights*, named ``w*``) that ``load_onnx`` binds on every call.
+
+    imported = import_onnx("model.onnx", dims={"batch": 1})
+    print(imported.source)                      # the WIA DSL kernel
+    mod = wiadsl.load_onnx("model.onnx", target="cpu")
+    y = mod(x)  # or mod.<kernel>(x), or by ONNX input name: mod(input=x)
+
+Invariants:
+- Every node is translated by the op table (``onnx_ops*.OPS``) or the import
+  fails with an ``OnnxImportError`` naming the op, its node and the opset; no
+  node is skipped (Identity/Dropout are translated, as aliases).
+- Symbolic dims (``dim_param``, or unnamed dynamic dims) become kernel dim names;
+  ``dims`` fixes some of them at import time (then shape arithmetic on them folds).
+- The kernel's inputs are the graph inputs (those not initialized), in order,
+  then the weights; its outputs are the graph outputs, in order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
+from .onnx_graph import (
+    ONNX_DTYPES,
+    ONNX_TYPE_NAMES,
+    Emitter,
+    Node,
+    OnnxImportError,
+    Val,
+    const_val,
+)
+from .onnx_ops import OPS, Translator
+from .onnx_shapes import Dim, substitute
+from .onnx_symbolic import SYMBOLIC
+
+ModelLike = Any  # a path, bytes, or an onnx.ModelProto
+#: Initializers up to this many elements are written as array literals.
+INLINE_LIMIT = 16
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """A translated graph: the source, the weights it expects, name mappings."""
+
+    source: str
+    kernel: str
+    opset: int
+    #: (ONNX name, DSL name) of each graph input and output, in order.
+    inputs: tuple[tuple[str, str], ...]
+    outputs: tuple[tuple[str, str], ...]
+    weights: dict[str, np.ndarray] = field(repr=False)
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """The weights as an ``.npz`` (keys are the kernel's input names)."""
+        np.savez(path, **self.weights)  # type: ignore[arg-type]
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise OnnxImportError("importing ONNX models needs the 'onnx' package "
+                              "(pip install 'wiadsl[onnx]')") from None
+    return onnx
+
+
+def load_model(model: ModelLike) -> Any:
+    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto."""
+    onnx = _onnx()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    try:
+        return onnx.load(os.fspath(model))
+    except OSError as exc:
+        raise OnnxImportError(f"cannot read ONNX model '{model}': {exc.strerror or exc}") from None
+    except Exception as exc:  # a malformed protobuf
+        raise OnnxImportError(f"'{model}' is not an ONNX model: {exc}") from None
+
+
+def default_opset(model: Any) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    raise OnnxImportError("the model imports no version of the default ONNX opset")
+
+
+class _Importer:
+    def __init__(self, model: Any, dims: Mapping[str, int], inline_limit: int):
+        self.model, self.graph = model, model.graph
+        self.opset = default_opset(model)
+        self.fixed = dict(dims)
+        self.em = Emitter(inline_limit)
+        self.values: dict[str, Val] = {}
+        self.dim_names: dict[str, str] = {}
+
+    def run(self, kernel: str | None) -> ImportedModel:
+        from onnx import numpy_helper
+
+        for init in self.graph.initializer:
+            self.values[init.name] = const_val(numpy_helper.to_array(init), hint=init.name)
+        inputs = [(i.name, self._input(i)) for i in self.graph.input
+                  if i.name not in self.values]
+        for out in self.graph.output:
+            self.em.reserve_output(out.name)
+        for proto in self.graph.node:
+            self._node(proto)
+        outputs = []
+        for out in self.graph.output:
+            v = self._value(out.name, "graph output")
+            if v.offset:
+                raise OnnxImportError(f"graph output '{out.name}' is uint8, which WIA DSL "
+                                      "does not have")
+            outputs.append(self.em.finish_output(out.name, v))
+        name = self.em.names.fresh(kernel or self.graph.name or "model", keep=True)
+        header = (f"Imported from ONNX graph '{self.graph.name}' (opset {self.opset}, "
+                  f"producer '{self.model.producer_name}').\n"
+                  f"Inputs w*: initializers bound by wiadsl.load_onnx ({len(self.em.weights)}).")
+        return ImportedModel(
+            self.em.source(name, header, outputs), name, self.opset,
+            tuple((o, v.ref or "") for o, v in inputs),
+            tuple((o.name, self.em.outputs[o.name]) for o in self.graph.output),
+            dict(self.em.weights))
+
+    def _input(self, info: Any) -> Val:
+        t = info.type.tensor_type
+        if not info.type.HasField("tensor_type"):
+            raise OnnxImportError(f"graph input '{info.name}' is not a tensor")
+        if t.elem_type not in ONNX_DTYPES:
+            kind = ONNX_TYPE_NAMES.get(t.elem_type, str(t.elem_type))
+            raise OnnxImportError(f"graph input '{info.name}' has element type {kind}, "
+                                  "which WIA DSL does not have")
+        if not t.HasField("shape"):
+            raise OnnxImportError(f"graph input '{info.name}' has no shape (rank unknown)")
+        shape = tuple(self._dim(d, info.name, i) for i, d in enumerate(t.shape.dim))
+        shape = substitute(shape, {self.dim_names.get(k, k): v for k, v in self.fixed.items()})
+        v = self.em.declare_input(info.name, ONNX_DTYPES[t.elem_type], shape)
+        self.values[info.name] = v
+        return v
+
+    def _dim(self, d: Any, input_name: str, axis: int) -> Dim:
+        if d.HasField("dim_value"):
+            return Dim(int(d.dim_value))
+        param = d.dim_param or f"{input_name}_{axis}"
+        if param in self.fixed:
+            return Dim(int(self.fixed[param]))
+        if param not in self.dim_names:
+            self.dim_names[param] = self.em.names.fresh(param, keep=True)
+        return Dim(1, (self.dim_names[param],))
+
+    def _value(self, name: str, what: str) -> Val:
+        if name not in self.values:
+            raise OnnxImportError(f"{what} '{name}' is used before it is defined "
+                                  "(the graph is not topologically sorted)")
+        return self.values[name]
+
+    def _node(self, proto: Any) -> None:
+        vals = [self._value(i, f"input of node '{proto.name}'") if i else None
+                for i in proto.input]
+        node = Node(proto, self.opset, self.em, vals)
+        if proto.domain not in ("", "ai.onnx"):
+            raise node.fail(f"domain '{proto.domain}' is not supported")
+        translate = OPS.get(proto.op_type)
+        if translate is None:
+            raise node.fail("this op is not supported")
+        if any(v is not None and v.offset for v in vals) and \
+                proto.op_type not in onnx_ops_nn.READS_SHIFTED:
+            raise node.fail("uint8 tensors are supported only as quantized data of Q/DQ ops")
+        outs = self._translate(node, translate, vals)
+        wanted = [o for o in proto.output if o]
+        if len(outs) < len(proto.output) and len(wanted) > len(outs):
+            raise node.fail(f"only {len(outs)} of its outputs are supported")
+        for name, v in zip(proto.output, outs):
+            if name:
+                if proto.op_type in onnx_ops_nn.LAYOUT_OPS and vals[0] is not None:
+                    v.offset = vals[0].offset
+                self.values[name] = v
+
+
+    @staticmethod
+    def _translate(node: Node, translate: Translator, vals: list[Val | None]) -> list[Val]:
+        """Shape values (``Val.sym``) go to the symbolic evaluator, except as the
+        target of Reshape/Expand, which read them as extents."""
+        if not any(v is not None and v.sym is not None for v in vals):
+            return translate(node)
+        data = vals[0]
+        if node.op in ("Reshape", "Expand") and (data is None or data.sym is None):
+            return translate(node)
+        if node.op not in SYMBOLIC:
+            raise node.fail("a shape value with symbolic extents (from Shape of a tensor "
+                            "with dynamic dims) reaches this op; fix the dims at import")
+        return SYMBOLIC[node.op](node)
+
+
+def supported_ops() -> list[str]:
+    """The ONNX ops (default domain) the importer translates, sorted."""
+    return sorted(OPS)
+
+
+def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
+                kernel: str | None = None, inline_limit: int = INLINE_LIMIT) -> ImportedModel:
+    """Translate ``model`` (path, bytes or ModelProto) into a WIA DSL kernel."""
+    return _Importer(load_model(model), dims or {}, inline_limit).run(kernel)
+
+
+def onnx_to_source(model: ModelLike, dims: Mapping[str, int] | None = None, *,
+                   inline_limit: int = INLINE_LIMIT) -> str:
+    """The WIA DSL source of ``model`` (``wiac model.onnx --emit wia``)."""
+    return import_onnx(model, dims, inline_limit=inline_limit).source
+
+
+def load_onnx(model: ModelLike, target: str | None = None,
+              dims: Mapping[str, int] | None = None, **options: Any) -> Any:
+    """Import and compile ``model``; an ``OnnxModule`` (a ``wiadsl.jit``-style Module)."""
+    from .onnx_module import compile_imported
+
+    return compile_imported(import_onnx(model, dims), target, options)

@@ -1,0 +1,97 @@
+"""An imported ONNX model as a ``wiadsl.jit``-style Module.
+
+The imported kernel's parameters are the graph inputs followed by the weights
+(``onnx_import``). ``OnnxKernel`` is a ``KernelFunction`` whose public signature
+holds only the graph inputs: a call checks those (by position, by DSL name or by
+ONNX name), appends the weights — checked once, here — and runs the compiled
+kernel. Results come back in graph-output order, as ``wiadsl.jit`` kernels return.
+
+Invariant: the weights are C-contiguous arrays of the declared dtypes and shapes,
+in declaration order, so a backend gets exactly what the full signature promises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..runtime.backend import get_backend
+from ..runtime.binding import bind_call
+from ..runtime.jit import DEFAULT_TARGET, KernelFunction, Module
+from ..runtime.signature import KernelSignature, signature_of
+from .compile import compile_source
+from .onnx_import import ImportedModel
+
+
+@dataclass
+class OnnxKernel(KernelFunction):
+    """A kernel of an imported model: ``f(*graph_inputs)`` with the weights bound."""
+
+    public: KernelSignature | None = None
+    weights: tuple[np.ndarray, ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
+    _by_shape: dict[tuple, Any] = field(default_factory=dict, repr=False)
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        sig = self.public
+        assert sig is not None
+        if kwargs:
+            kwargs = {self.aliases.get(k, k): v for k, v in kwargs.items()}
+        bound = bind_call(sig, args, kwargs)
+        inputs = [*bound.inputs.values(), *self.weights]
+        key = tuple((a.dtype, a.shape) for a in bound.inputs.values())
+        compiled = self._by_shape.get(key)
+        if compiled is None:
+            compiled = self._by_shape[key] = self.compiled_for(inputs)
+        results = compiled.run(inputs)
+        self.stats = compiled.stats
+        outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, results, strict=True)]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class OnnxModule(Module):
+    """The one kernel of an imported model; calling the module calls it."""
+
+    def __init__(self, kernel: OnnxKernel, imported: ImportedModel):
+        super().__init__({kernel.name: kernel})
+        self.kernel = kernel
+        self.imported = imported
+
+    @property
+    def source(self) -> str:
+        """The WIA DSL text the model was imported as."""
+        return self.imported.source
+
+    @property
+    def input_names(self) -> list[str]:
+        return [onnx for onnx, _ in self.imported.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [onnx for onnx, _ in self.imported.outputs]
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self.kernel(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"<wiadsl.OnnxModule kernel={self.kernel.name} inputs={self.input_names} "
+                f"outputs={self.output_names} weights={len(self.imported.weights)}>")
+
+
+def compile_imported(imported: ImportedModel, target: str | None,
+                     options: dict[str, Any]) -> OnnxModule:
+    """Compile the imported source for ``target`` and bind its weights."""
+    backend = get_backend(target or DEFAULT_TARGET)
+    compiled = compile_source(imported.source, f"<onnx:{imported.kernel}>")
+    (decl,) = compiled.kernels
+    full = signature_of(decl)
+    public = KernelSignature(full.name, tuple(p for p in full.params
+                                              if p.name not in imported.weights))
+    weights = tuple(np.ascontiguousarray(imported.weights[p.name]) for p in full.inputs
+                    if p.name in imported.weights)
+    aliases = {onnx: dsl for onnx, dsl in imported.inputs + imported.outputs if onnx != dsl}
+    kernel = OnnxKernel(compiled, full, backend, dict(options), public=public,
+                        weights=weights, aliases=aliases)
+    return OnnxModule(kernel, imported)

@@ -1,0 +1,316 @@
+"""ONNX op translators, part 1: elementwise ops, activations, matmul/Gemm, softmax,
+layer normalization.
+
+Each translator takes a ``Node`` and returns one ``Val`` per ONNX output. They
+write WIA DSL expressions whose NumPy semantics equal the ONNX op's; where ONNX
+differs from NumPy (integer ``Div`` truncates, ``Gemm`` transposes) the text
+says so explicitly. Elementwise ops whose inputs are all constants fold to a
+constant here (shape arithmetic in exported graphs is made of them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..dtypes import DType
+from .onnx_graph import Node, Val, checked, literal
+from .onnx_shapes import Dim, Shape, broadcast
+
+Translator = Callable[[Node], list[Val]]
+OPS: dict[str, Translator] = {}
+
+
+def op(*names: str) -> Callable[[Translator], Translator]:
+    def register(fn: Translator) -> Translator:
+        for name in names:
+            OPS[name] = fn
+        return fn
+    return register
+
+
+def _folded(n: Node, vals: list[Val], fn: Callable[..., np.ndarray]) -> Val | None:
+    """The constant result when every input is a constant."""
+    if any(v.const is None for v in vals):
+        return None
+    value = np.asarray(fn(*[v.const for v in vals]))
+    dtype = vals[0].dtype if value.dtype != np.bool_ else DType.BOOL
+    return Val(dtype, tuple(Dim(d) for d in value.shape), const=value.astype(dtype.numpy))
+
+
+# ------------------------------------------------------------------ elementwise
+
+_BINARY: dict[str, tuple[str, Callable[..., np.ndarray], bool]] = {
+    # ONNX op: (DSL operator, NumPy fold, result is bool)
+    "Add": ("+", np.add, False), "Sub": ("-", np.subtract, False),
+    "Mul": ("*", np.multiply, False), "Div": ("/", np.divide, False),
+    "Pow": ("**", np.power, False),
+    "Equal": ("==", np.equal, True), "Less": ("<", np.less, True),
+    "LessOrEqual": ("<=", np.less_equal, True), "Greater": (">", np.greater, True),
+    "GreaterOrEqual": (">=", np.greater_equal, True),
+    "And": ("&&", np.logical_and, True), "Or": ("||", np.logical_or, True),
+}
+
+
+@op(*_BINARY)
+def _binary(n: Node) -> list[Val]:
+    sym, fold, is_bool = _BINARY[n.op]
+    a, b = n.x(0), n.x(1)
+    shape = checked(n, lambda: broadcast(a.shape, b.shape))
+    dtype = DType.BOOL if is_bool else a.dtype
+    if n.op == "Div" and a.dtype.is_int:
+        folded = _folded(n, [a, b], lambda x, y: np.trunc(x / y).astype(x.dtype))
+        if folded:
+            return [folded]
+        r = len(shape)
+        # ONNX integer division truncates toward zero; the language's floors.
+        expr = f"cast(cast({n.ref(a, r)}, f64) / cast({n.ref(b, r)}, f64), {a.dtype})"
+        return [n.out(expr, dtype, shape)]
+    if n.op == "Pow" and b.dtype is not a.dtype and b.const is not None:
+        # ONNX Pow's result has the base's dtype, whatever the exponent's
+        b = Val(a.dtype, b.shape, const=b.const.astype(a.dtype.numpy), hint=b.hint)
+    folded = _folded(n, [a, b], fold)
+    if folded:
+        return [folded]
+    r = len(shape)
+    rhs = n.ref(b, r)
+    if n.op == "Pow" and b.dtype is not a.dtype:
+        rhs = f"cast({rhs}, {a.dtype})"
+    return [n.out(f"{n.ref(a, r)} {sym} {rhs}", dtype, shape)]
+
+
+_UNARY: dict[str, tuple[str, Callable[..., np.ndarray]]] = {
+    "Relu": ("relu({})", lambda x: np.maximum(x, 0)), "Sigmoid": ("sigmoid({})", lambda x: 1 / (1 + np.exp(-x))),
+    "Tanh": ("tanh({})", np.tanh), "Exp": ("exp({})", np.exp), "Log": ("log({})", np.log),
+    "Sqrt": ("sqrt({})", np.sqrt), "Abs": ("abs({})", np.abs), "Neg": ("-{}", np.negative),
+    "Erf": ("erf({})", np.vectorize(math.erf)), "Floor": ("floor({})", np.floor), "Ceil": ("ceil({})", np.ceil),
+    "Sin": ("sin({})", np.sin), "Cos": ("cos({})", np.cos), "Not": ("!{}", np.logical_not),
+    "Reciprocal": ("1.0 / {}", np.reciprocal),
+}
+
+
+@op(*_UNARY)
+def _unary(n: Node) -> list[Val]:
+    template, fold = _UNARY[n.op]
+    x = n.x()
+    folded = _folded(n, [x], fold)
+    if folded:
+        return [folded]
+    return [n.out(template.format(n.ref(x, x.rank)), x.dtype, x.shape)]
+
+
+@op("Identity", "Dropout")
+def _identity(n: Node) -> list[Val]:
+    if n.op == "Dropout" and len(n.proto.output) > 1 and n.proto.output[1]:
+        raise n.fail("the mask output of Dropout is not supported (inference only)")
+    if n.op == "Dropout" and n.attr("training_mode") is not None:
+        raise n.fail("training_mode is not supported (inference only)")
+    return [n.x()]
+
+
+@op("Max", "Min", "Sum", "Mean")
+def _variadic(n: Node) -> list[Val]:
+    xs = [n.x(i) for i in range(len(n.vals))]
+    shape = checked(n, lambda: broadcast(*[x.shape for x in xs]))
+    r = len(shape)
+    refs = [n.ref(x, r) for x in xs]
+    if n.op in ("Max", "Min"):
+        expr = refs[0]
+        for ref in refs[1:]:
+            expr = f"{n.op.lower()}({expr}, {ref})"
+    else:
+        expr = " + ".join(refs)
+        if n.op == "Mean":
+            expr = f"({expr}) / {literal(len(xs), xs[0].dtype)}"
+    return [n.out(expr, xs[0].dtype, shape)]
+
+
+@op("Where")
+def _where(n: Node) -> list[Val]:
+    c, a, b = n.x(0), n.x(1), n.x(2)
+    shape = checked(n, lambda: broadcast(c.shape, a.shape, b.shape))
+    r = len(shape)
+    return [n.out(f"where({n.ref(c, r)}, {n.ref(a, r)}, {n.ref(b, r)})", a.dtype, shape)]
+
+
+@op("LeakyRelu")
+def _leaky_relu(n: Node) -> list[Val]:
+    x = n.x()
+    alpha = literal(n.attr("alpha", 0.01), x.dtype)
+    xr = n.ref(x, x.rank)
+    return [n.out(f"where({xr} >= 0.0, {xr}, {xr} * {alpha})", x.dtype, x.shape)]
+
+
+@op("Clip")
+def _clip(n: Node) -> list[Val]:
+    x = n.x()
+    if n.opset < 11:
+        lo, hi = n.attr("min"), n.attr("max")
+        bounds = [None if v is None else Val(x.dtype, (), const=np.asarray(v)) for v in (lo, hi)]
+    else:
+        bounds = [n.input(1, required=False), n.input(2, required=False)]
+    expr = n.ref(x, x.rank)
+    if bounds[0] is not None:
+        expr = f"max({expr}, {n.ref(bounds[0], x.rank)})"
+    if bounds[1] is not None:
+        expr = f"min({expr}, {n.ref(bounds[1], x.rank)})"
+    return [n.out(expr, x.dtype, x.shape)]
+
+
+@op("HardSigmoid")
+def _hard_sigmoid(n: Node) -> list[Val]:
+    x = n.x()
+    alpha, beta = (literal(n.attr(k, d), x.dtype) for k, d in (("alpha", 0.2), ("beta", 0.5)))
+    return [n.out(f"max(min({n.ref(x, x.rank)} * {alpha} + {beta}, 1.0), 0.0)",
+                  x.dtype, x.shape)]
+
+
+@op("Gelu")
+def _gelu(n: Node) -> list[Val]:
+    x = n.x()
+    approximate = n.attr("approximate", "none")
+    if approximate == "tanh":
+        n.em.uses_nn = True
+        return [n.out(f"nn.gelu({n.ref(x)})", x.dtype, x.shape)]
+    if approximate != "none":
+        raise n.fail(f"approximate='{approximate}' is not supported")
+    xr = n.ref(x)
+    return [n.out(f"0.5 * {xr} * (1.0 + erf({xr} * 0.7071067811865476))", x.dtype, x.shape)]
+
+
+# ------------------------------------------------------------------ linear algebra
+
+
+def matmul_shape(n: Node, a: Shape, b: Shape) -> Shape:
+    """NumPy ``matmul`` on symbolic shapes (1-D operands promoted, axis dropped)."""
+    if not a or not b:
+        raise n.fail("MatMul of a scalar")
+    a2 = ((Dim(1),) + a) if len(a) == 1 else a
+    b2 = (b + (Dim(1),)) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise n.fail(f"inner extents differ: {a2[-1]} and {b2[-2]}")
+    batch = checked(n, lambda: broadcast(a2[:-2], b2[:-2]))
+    out = batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
+    return tuple(out)
+
+
+@op("MatMul")
+def _matmul(n: Node) -> list[Val]:
+    a, b = n.x(0), n.x(1)
+    shape = matmul_shape(n, a.shape, b.shape)
+    if a.dequantized and b.dequantized and a.rank >= 2 and b.rank >= 2:
+        return [_integer_matmul(n, a.dequantized, b.dequantized, shape)]
+    return [n.out(f"{n.ref(a)} @ {n.ref(b)}", a.dtype, shape)]
+
+
+def _integer_matmul(n: Node, a: tuple[Val, Val, Val], b: tuple[Val, Val, Val],
+                    shape: Shape) -> Val:
+    """``DQ(aq) @ DQ(bq)`` as an exact i8 x i8 -> i32 product, rescaled once.
+
+    (aq - za) @ (bq - zb) = aq @ bq - za * colsum(bq) - zb * rowsum(aq) + K * za * zb,
+    all in i32 on the stored (uint8: shifted) values, whose differences are the
+    real ones; then one multiply by sa * sb. Equal to the float product of the
+    dequantized operands up to its rounding (the integer part is exact).
+    """
+    (aq, sa, za), (bq, sb, zb) = a, b
+    assert za.const is not None and zb.const is not None
+    assert sa.const is not None and sb.const is not None
+    z_a, z_b = int(za.const.reshape(-1)[0]), int(zb.const.reshape(-1)[0])
+    k = aq.shape[-1]
+    expr = f"cast({n.ref(aq)}, i32) @ cast({n.ref(bq)}, i32)"
+    if z_a and bq.const is not None:
+        corr = z_a * bq.const.astype(np.int64).sum(axis=-2) - (k.value * z_a * z_b if z_b else 0)
+        corr_val = Val(DType.I32, tuple(Dim(d) for d in corr.shape),
+                       const=corr.astype(np.int32), hint=f"{bq.hint or 'b'}_colsum")
+        expr += f" - {n.ref(corr_val, len(shape))}"
+    elif z_a:
+        expr += f" - {z_a} * reduce_sum(cast({n.ref(bq)}, i32), axis=-2, keepdims=true)"
+        if z_b:
+            expr += f" + {k.text()} * {z_a * z_b}"
+    if z_b:
+        expr += f" - {z_b} * reduce_sum(cast({n.ref(aq)}, i32), axis=-1, keepdims=true)"
+    scale = np.float32(sa.const.reshape(-1)[0]) * np.float32(sb.const.reshape(-1)[0])
+    return n.out(f"cast({expr}, f32) * {literal(scale, DType.F32)}", DType.F32, shape)
+
+
+@op("Gemm")
+def _gemm(n: Node) -> list[Val]:
+    """``alpha * A' @ B' + beta * C``; constant B and C are transposed and scaled here."""
+    a, b, c = n.x(0), n.x(1), n.input(2, required=False)
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    if b.const is not None:
+        w = b.const.T if n.attr("transB", 0) else b.const
+        if alpha != 1.0:
+            w, alpha = (w * np.asarray(alpha, w.dtype)).astype(w.dtype), 1.0
+        b = Val(b.dtype, tuple(Dim(d) for d in w.shape), const=np.ascontiguousarray(w),
+                hint=b.hint)
+    elif n.attr("transB", 0):
+        b = Val(b.dtype, b.shape[::-1], ref=f"transpose({n.ref(b)})")
+    a_ref = n.ref(a)
+    if n.attr("transA", 0):
+        a, a_ref = Val(a.dtype, a.shape[::-1]), f"transpose({a_ref})"
+    shape = matmul_shape(n, a.shape, b.shape)
+    expr = f"{a_ref} @ {n.ref(b)}"
+    if alpha != 1.0:
+        expr = f"{literal(alpha, a.dtype)} * ({expr})"
+    if c is not None and beta != 0.0:
+        if c.const is not None and beta != 1.0:
+            c, beta = Val(c.dtype, c.shape, const=(c.const * beta).astype(c.const.dtype),
+                          hint=c.hint), 1.0
+        c_ref = n.ref(c, 2)
+        expr += f" + {c_ref}" if beta == 1.0 else f" + {literal(beta, a.dtype)} * {c_ref}"
+    return [n.out(expr, a.dtype, shape)]
+
+
+# ------------------------------------------------------------------ normalizations
+
+
+def _softmax_axis(n: Node, x: Val) -> int:
+    default = -1 if n.opset >= 13 else 1
+    axis = n.axis(int(n.attr("axis", default)), x.rank)
+    if n.opset < 13 and axis != x.rank - 1:
+        # Opset < 13 flattens [:axis] x [axis:] and normalizes whole rows.
+        raise n.fail(f"axis={axis} of a rank-{x.rank} input before opset 13 (rows spanning "
+                     "several axes) is not supported")
+    return axis
+
+
+@op("Softmax", "LogSoftmax")
+def _softmax(n: Node) -> list[Val]:
+    x = n.x()
+    axis = _softmax_axis(n, x)
+    fn = "softmax" if n.op == "Softmax" else "log_softmax"
+    if axis == x.rank - 1:
+        n.em.uses_nn = True
+        return [n.out(f"nn.{fn}({n.ref(x)})", x.dtype, x.shape)]
+    xr = n.ref(x)
+    m = n.em.bind(f"reduce_max({xr}, axis={axis}, keepdims=true)", x.dtype, x.shape, "row_max")
+    s = n.em.bind(f"{xr} - {m.ref}", x.dtype, x.shape, "shifted")
+    total = f"reduce_sum(exp({s.ref}), axis={axis}, keepdims=true)"
+    if fn == "softmax":
+        return [n.out(f"exp({s.ref}) / {total}", x.dtype, x.shape)]
+    return [n.out(f"{s.ref} - log({total})", x.dtype, x.shape)]
+
+
+@op("LayerNormalization")
+def _layer_norm(n: Node) -> list[Val]:
+    x, scale, bias = n.x(0), n.x(1), n.input(2, required=False)
+    axis = n.axis(int(n.attr("axis", -1)), x.rank)
+    eps = literal(float(n.attr("epsilon", 1e-5)), x.dtype)
+    beta = n.ref(bias, x.rank) if bias is not None else "0.0"
+    extra = [o for o in n.proto.output[1:] if o]
+    if axis == x.rank - 1 and not extra:
+        n.em.uses_nn = True
+        expr = f"nn.layer_norm_eps({n.ref(x)}, {n.ref(scale, x.rank)}, {beta}, {eps})"
+        return [n.out(expr, x.dtype, x.shape)]
+    axes = list(range(axis, x.rank))
+    stat_shape = x.shape[:axis] + (Dim(1),) * len(axes)
+    xr = n.ref(x)
+    mu = n.em.bind(f"reduce_mean({xr}, axis={axes}, keepdims=true)", x.dtype, stat_shape, "mean")
+    xc = n.em.bind(f"{xr} - {mu.ref}", x.dtype, x.shape, "centered")
+    inv = n.em.bind(f"rsqrt(reduce_mean({xc.ref} * {xc.ref}, axis={axes}, keepdims=true) + {eps})",
+                    x.dtype, stat_shape, "inv_std")
+    y = n.out(f"{xc.ref} * {inv.ref} * {n.ref(scale, x.rank)} + {beta}", x.dtype, x.shape)
+    return [y, mu, inv][:len(n.proto.output)]

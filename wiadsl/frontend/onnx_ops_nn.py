@@ -1,0 +1,197 @@
+"""ONNX op translators, part 3: convolution, pooling, batch norm, quantization.
+
+WIA DSL's ``conv2d`` and pools are NCHW, 2-D, with one stride and one padding
+for both spatial axes, one group and no dilation; an ONNX attribute outside
+that (asymmetric pads, groups, ceil_mode...) is an error naming the attribute,
+never approximated. Per-channel constants (conv bias, the batch-norm affine,
+per-axis quantization parameters) are reshaped here, in NumPy, so they
+broadcast along the channel axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+from .onnx_graph import U8_OFFSET, Node, Val, const_val, literal
+from .onnx_ops import op
+from .onnx_shapes import Dim, Shape
+
+
+def _along(v: Val, axis: int, rank: int) -> Val:
+    """A per-channel constant ``[C]`` reshaped to ``[C, 1, ...]`` for axis ``axis``."""
+    assert v.const is not None
+    if v.const.ndim != 1:
+        return v
+    shape = (v.const.size,) + (1,) * (rank - axis - 1)
+    return Val(v.dtype, tuple(Dim(d) for d in shape), const=v.const.reshape(shape),
+               offset=v.offset, hint=v.hint)
+
+
+def _spatial(n: Node, x: Val, kernel: list[int]) -> tuple[int, int]:
+    """(stride, padding), both uniform over the two spatial axes, or an error."""
+    if x.rank != 4 or len(kernel) != 2:
+        raise n.fail(f"only 2-D NCHW inputs are supported (input rank {x.rank})")
+    strides = [int(s) for s in n.attr("strides", [1, 1])]
+    dilations = [int(d) for d in n.attr("dilations", [1, 1])]
+    auto_pad = n.attr("auto_pad", "NOTSET")
+    if any(d != 1 for d in dilations):
+        raise n.fail(f"dilations={dilations} is not supported")
+    if len(set(strides)) != 1:
+        raise n.fail(f"strides={strides} differ per axis (not supported)")
+    if auto_pad in ("NOTSET", "VALID"):
+        pads = [int(p) for p in n.attr("pads", [0, 0, 0, 0])] if auto_pad == "NOTSET" \
+            else [0, 0, 0, 0]
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if strides[0] != 1 or len(set(kernel)) != 1 or kernel[0] % 2 == 0:
+            raise n.fail(f"auto_pad={auto_pad} with strides {strides} and kernel {kernel} "
+                         "pads asymmetrically (not supported)")
+        pads = [(kernel[0] - 1) // 2] * 4
+    else:
+        raise n.fail(f"auto_pad={auto_pad} is not supported")
+    if len(set(pads)) != 1:
+        raise n.fail(f"pads={pads} are not the same on every side (not supported)")
+    return strides[0], pads[0]
+
+
+def _out_extent(n: Node, d: Dim, k: int, s: int, p: int) -> Dim:
+    if not d.is_static:
+        raise n.fail(f"a symbolic spatial extent ({d}) is not supported; fix it at import")
+    return Dim((d.value + 2 * p - k) // s + 1)
+
+
+@op("Conv")
+def _conv(n: Node) -> list[Val]:
+    x, w, b = n.x(0), n.x(1), n.input(2, required=False)
+    if int(n.attr("group", 1)) != 1:
+        raise n.fail(f"group={n.attr('group')} (grouped convolution) is not supported")
+    if w.rank != 4 or not all(d.is_static for d in w.shape[2:]):
+        raise n.fail("the weight must be [O, C, kh, kw] with static kernel extents")
+    kernel = [w.shape[2].value, w.shape[3].value]
+    s, p = _spatial(n, x, kernel)
+    shape: Shape = (x.shape[0], w.shape[0],
+                    _out_extent(n, x.shape[2], kernel[0], s, p),
+                    _out_extent(n, x.shape[3], kernel[1], s, p))
+    expr = f"conv2d({n.ref(x)}, {n.ref(w)}, stride={s}, padding={p})"
+    if b is not None:
+        bias = _along(b, 1, 4) if b.const is not None else \
+            Val(b.dtype, (w.shape[0], Dim(1), Dim(1)),
+                ref=f"reshape({n.ref(b)}, [{w.shape[0].text()}, 1, 1])")
+        expr += f" + {n.ref(bias, 4)}"
+    return [n.out(expr, x.dtype, shape)]
+
+
+@op("MaxPool", "AveragePool")
+def _pool(n: Node) -> list[Val]:
+    x = n.x()
+    kernel = [int(k) for k in n.attr("kernel_shape")]
+    if len(set(kernel)) != 1:
+        raise n.fail(f"kernel_shape={kernel} is not square (not supported)")
+    if int(n.attr("ceil_mode", 0)):
+        raise n.fail("ceil_mode=1 is not supported")
+    if len(n.proto.output) > 1 and n.proto.output[1]:
+        raise n.fail("the Indices output is not supported")
+    if int(n.attr("storage_order", 0)):
+        raise n.fail("storage_order=1 is not supported")
+    s, p = _spatial(n, x, kernel)
+    if p:
+        raise n.fail(f"pads={n.attr('pads')} (padded pooling) is not supported")
+    k = kernel[0]
+    shape = x.shape[:2] + tuple(_out_extent(n, d, k, s, 0) for d in x.shape[2:])
+    fn = "max_pool" if n.op == "MaxPool" else "avg_pool"
+    return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
+
+
+@op("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n: Node) -> list[Val]:
+    x = n.x()
+    if x.rank < 3:
+        raise n.fail(f"the input must have spatial axes (rank {x.rank})")
+    axes = list(range(2, x.rank))
+    fn = "reduce_mean" if n.op == "GlobalAveragePool" else "reduce_max"
+    shape = x.shape[:2] + (Dim(1),) * len(axes)
+    return [n.out(f"{fn}({n.ref(x)}, axis={axes}, keepdims=true)", x.dtype, shape)]
+
+
+@op("BatchNormalization")
+def _batch_norm(n: Node) -> list[Val]:
+    """Inference form; constant statistics fold into one per-channel ``x * a + b``."""
+    x, scale, bias, mean, var = (n.x(i) for i in range(5))
+    if int(n.attr("training_mode", 0)) or any(o for o in n.proto.output[1:]):
+        raise n.fail("training mode (running statistics outputs) is not supported")
+    eps = float(n.attr("epsilon", 1e-5))
+    if x.rank < 2:
+        raise n.fail(f"the input must have a channel axis (rank {x.rank})")
+    params = (scale, bias, mean, var)
+    if all(v.const is not None for v in params):
+        dt = x.dtype.numpy
+        s, b, m, v = (np.asarray(p.const, dt) for p in params)  # type: ignore[arg-type]
+        a = (s / np.sqrt(v + np.asarray(eps, dt))).astype(dt)
+        shift = (b - m * a).astype(dt)
+        av, bv = (_along(const_val(c, x.dtype, hint=f"{scale.hint or 'bn'}_{what}"), 1, x.rank)
+                  for c, what in ((a, "a"), (shift, "b")))
+        return [n.out(f"{n.ref(x)} * {n.ref(av, x.rank)} + {n.ref(bv, x.rank)}",
+                      x.dtype, x.shape)]
+    c = x.shape[1].text()
+    ones = ", 1" * (x.rank - 2)
+    r = [f"reshape({n.ref(p)}, [{c}{ones}])" for p in params]
+    expr = (f"({n.ref(x)} - {r[2]}) * rsqrt({r[3]} + {literal(eps, x.dtype)}) * {r[0]} "
+            f"+ {r[1]}")
+    return [n.out(expr, x.dtype, x.shape)]
+
+
+def _qparams(n: Node, x: Val, quantize: bool) -> tuple[Val, Val]:
+    """(scale, stored zero point), both broadcasting against ``x``."""
+    if int(n.attr("block_size", 0)):
+        raise n.fail("blocked quantization (block_size) is not supported")
+    scale, zp = n.x(1), n.input(2, required=False)
+    axis = n.axis(int(n.attr("axis", 1)), max(x.rank, 1))
+    if zp is None:
+        if quantize and int(n.attr("output_dtype", 2)) not in (2, 3):
+            raise n.fail(f"output_dtype={n.attr('output_dtype')} is not supported")
+        to = int(n.attr("output_dtype", 2)) if quantize else (2 if x.offset else 3)
+        offset = U8_OFFSET if to == 2 else 0
+        zp = Val(DType.I8, (), const=np.array(-offset, np.int8), offset=offset)
+    if zp.dtype not in (DType.I8, DType.I32):
+        raise n.fail(f"zero points of type {zp.dtype} are not supported (int8/uint8/int32)")
+    if scale.rank == 1 and scale.shape[0] != Dim(1):
+        if scale.const is None or zp.const is None:
+            raise n.fail("per-axis quantization needs constant scales and zero points")
+        scale, zp = _along(scale, axis, x.rank), _along(zp, axis, x.rank)
+    return scale, zp
+
+
+@op("QuantizeLinear")
+def _quantize(n: Node) -> list[Val]:
+    """``quantize`` to int8; uint8 is int8 with the zero point shifted by -128."""
+    x = n.x()
+    if not x.dtype.is_float:
+        raise n.fail(f"the input must be a float tensor, got {x.dtype}")
+    if n.attr("saturate", 1) != 1:
+        raise n.fail("saturate=0 is not supported")
+    scale, zp = _qparams(n, x, True)
+    v = n.out(f"quantize({n.ref(x)}, {n.ref(scale, x.rank)}, {n.ref(zp, x.rank)})",
+              DType.I8, x.shape)
+    v.offset = zp.offset
+    return [v]
+
+
+@op("DequantizeLinear")
+def _dequantize(n: Node) -> list[Val]:
+    """``(stored - stored_zp) * scale``: the uint8 shift cancels in the difference."""
+    x = n.x()
+    scale, zp = _qparams(n, x, False)
+    if zp.offset != x.offset:
+        raise n.fail("the zero point and the data have different element types")
+    v = n.out(f"dequantize({n.ref(x)}, {n.ref(scale, x.rank)}, {n.ref(zp, x.rank)})",
+              DType.F32, x.shape)
+    if scale.const is not None and scale.const.size == 1 and zp.const is not None \
+            and zp.const.size == 1 and x.dtype is DType.I8:
+        v.dequantized = (x, scale, zp)
+    return [v]
+
+
+#: Ops that only move elements: their result holds uint8 data as their input does.
+LAYOUT_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
+#: Ops that read uint8 data (held shifted, ``Val.offset``) correctly.
+READS_SHIFTED = LAYOUT_OPS | {"QuantizeLinear", "DequantizeLinear"}
