@@ -9,6 +9,7 @@ ratio (>1 means wiadsl is faster), then cold compile times and call overhead.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import time
@@ -16,9 +17,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+# Cold compile times must be cold: no disk cache (the in-memory one is cleared per kernel).
+os.environ["WIADSL_CACHE"] = "0"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import wiadsl  # noqa: E402
+from wiadsl.runtime.binding import bind_call  # noqa: E402
+from wiadsl.runtime.cache import clear_memory  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 ROWS: list[tuple[str, float, float, str]] = []
@@ -119,8 +124,8 @@ def main() -> None:
     ours, ref = median_time(lambda: mod.add4(a4, b4), min_time=0.2), median_time(lambda: a4 + b4, min_time=0.2)
     row("call overhead, 4-element add (vs numpy +)", ours, ref, f"{ours * 1e6:.1f} us per call")
     fn = mod.kernels["add4"]
-    compiled = fn.compiled_for(__import__("wiadsl.runtime.binding", fromlist=["bind_call"]).bind_call(fn.signature, (a4, b4), {}))
-    inputs = [a4, b4]
+    inputs = list(bind_call(fn.signature, (a4, b4), {}).inputs.values())
+    compiled = fn.compiled_for(inputs)
     native = median_time(lambda: compiled.run(inputs), min_time=0.2)
     print(f"{'  of which backend run() (args + native + output)':44s} {native * 1e6:10.1f} us")
     cold_compile()
@@ -156,6 +161,7 @@ def cold_compile() -> None:
         mod = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
         for name, fn in mod.kernels.items():
             inputs = random_inputs(fn.signature, np.random.default_rng(0))
+            clear_memory()
             t0 = time.perf_counter()
             fn(*inputs)
             ms = (time.perf_counter() - t0) * 1e3

@@ -19,7 +19,7 @@ from .helpers import check, run_pipeline
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-MLP = """func @f(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> attributes {kernel} {
+MLP = """func @f(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> attributes {kernel, arg_dims = [["M", "K"], ["K", "N"], ["N"]]} {
 ^entry:
   %h = tensor.matmul %x, %w : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
   %hb = tensor.add %h, %b : (tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>

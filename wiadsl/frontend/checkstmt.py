@@ -149,7 +149,7 @@ class StmtChecker:
     def _for(self, s: ast.For, env: Env) -> Env:
         for e in (s.start, s.stop, s.step):
             op = self._range_bound(e, env)
-            if e is s.step and op is not None and op.static == 0 and op.type is not UNKNOWN:
+            if e is not None and e is s.step and op is not None and op.static == 0 and op.type is not UNKNOWN:
                 self.ctx.report(WiaShapeError("range step cannot be zero", e.span))
         if self._target_error(s.var):
             self.ctx.report(WiaNameError(self._target_error(s.var) or "", s.span))

@@ -224,6 +224,8 @@ class BodyLowerer:
             incoming = [(then_end, then_env), (pre, env)]
         live = [(blk, e) for blk, e in incoming if blk is not None]
         if not live:  # every path returned
+            # without an else, ``pre`` falls through to the join and would be live
+            assert else_block is not None
             with self._at_end(pre) as b:
                 b.cond_br(cond, then_block, [], else_block, [])
             self.block = None
@@ -343,7 +345,9 @@ class BodyLowerer:
             with self._at_end(header) as b:
                 b.cond_br(cond, body_block, [], exit_block, [])
             self._move_to(body_block)
-            body_env = self.block_stmts(body, {**hdr_env, **({var: i} if var else {})})
+            # a ``for`` loop has both a variable and an induction value, a ``while`` neither
+            bound = {var: i} if var and i is not None else {}
+            body_env = self.block_stmts(body, {**hdr_env, **bound})
             end = self.block
             widened = {n: self._join_types(n, [types[n], body_env[n].type], span)
                        for n in carried} if end is not None else types

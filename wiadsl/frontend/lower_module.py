@@ -61,7 +61,7 @@ class ProgramLowerer:
         """(name, direction, type) per parameter, ``tensor`` ones from ``generic``; a
         ``tensor`` output not in ``generic`` is None: the body's value fixes its type."""
         typing = self.checked.kernels[name]
-        out = []
+        out: list[tuple[str, str, ValueType | None]] = []
         for p in typing.params:
             t = p.type
             if t is UNKNOWN and p.direction == "output" and p.name not in generic:

@@ -43,6 +43,7 @@ from .onnx_graph import (
 from .onnx_ops import OPS, Translator
 from .onnx_shapes import Dim, substitute
 from .onnx_symbolic import SYMBOLIC
+from .onnx_text import LiteralError
 
 ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 #: Initializers up to this many elements are written as array literals.
@@ -105,6 +106,7 @@ class _Importer:
         self.em = Emitter(inline_limit)
         self.values: dict[str, Val] = {}
         self.dim_names: dict[str, str] = {}
+        self.seen_dims: set[str] = set()  # ONNX and DSL spellings of symbolic dims
 
     def run(self, kernel: str | None) -> ImportedModel:
         from onnx import numpy_helper
@@ -113,6 +115,10 @@ class _Importer:
             self.values[init.name] = const_val(numpy_helper.to_array(init), hint=init.name)
         inputs = [(i.name, self._input(i)) for i in self.graph.input
                   if i.name not in self.values]
+        unknown = sorted(set(self.fixed) - self.seen_dims)
+        if unknown:
+            raise OnnxImportError(f"dims {unknown} are not dims of the model's inputs "
+                                  f"(its dims: {', '.join(sorted(self.seen_dims)) or 'none'})")
         for out in self.graph.output:
             self.em.reserve_output(out.name)
         for proto in self.graph.node:
@@ -123,7 +129,10 @@ class _Importer:
             if v.offset:
                 raise OnnxImportError(f"graph output '{out.name}' is uint8, which WIA DSL "
                                       "does not have")
-            outputs.append(self.em.finish_output(out.name, v))
+            try:
+                outputs.append(self.em.finish_output(out.name, v))
+            except LiteralError as err:
+                raise OnnxImportError(f"graph output '{out.name}': {err}") from None
         name = self.em.names.fresh(kernel or self.graph.name or "model", keep=True)
         header = (f"Imported from ONNX graph '{self.graph.name}' (opset {self.opset}, "
                   f"producer '{self.model.producer_name}').\n"
@@ -154,10 +163,11 @@ class _Importer:
         if d.HasField("dim_value"):
             return Dim(int(d.dim_value))
         param = d.dim_param or f"{input_name}_{axis}"
-        if param in self.fixed:
-            return Dim(int(self.fixed[param]))
         if param not in self.dim_names:
             self.dim_names[param] = self.em.names.fresh(param, keep=True)
+        self.seen_dims |= {param, self.dim_names[param]}
+        if param in self.fixed:
+            return Dim(int(self.fixed[param]))
         return Dim(1, (self.dim_names[param],))
 
     def _value(self, name: str, what: str) -> Val:
@@ -178,7 +188,10 @@ class _Importer:
         if any(v is not None and v.offset for v in vals) and \
                 proto.op_type not in onnx_ops_nn.READS_SHIFTED:
             raise node.fail("uint8 tensors are supported only as quantized data of Q/DQ ops")
-        outs = self._translate(node, translate, vals)
+        try:
+            outs = self._translate(node, translate, vals)
+        except LiteralError as err:
+            raise node.fail(str(err)) from None
         wanted = [o for o in proto.output if o]
         if len(outs) < len(proto.output) and len(wanted) > len(outs):
             raise node.fail(f"only {len(outs)} of its outputs are supported")

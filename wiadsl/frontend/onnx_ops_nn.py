@@ -68,6 +68,8 @@ def _conv(n: Node) -> list[Val]:
     if w.rank != 4 or not all(d.is_static for d in w.shape[2:]):
         raise n.fail("the weight must be [O, C, kh, kw] with static kernel extents")
     kernel = [w.shape[2].value, w.shape[3].value]
+    if n.attr("kernel_shape") is not None and list(n.attr("kernel_shape")) != kernel:
+        raise n.fail(f"kernel_shape={n.attr('kernel_shape')} differs from the weight's {kernel}")
     s, p = _spatial(n, x, kernel)
     shape: Shape = (x.shape[0], w.shape[0],
                     _out_extent(n, x.shape[2], kernel[0], s, p),
@@ -94,12 +96,35 @@ def _pool(n: Node) -> list[Val]:
     if int(n.attr("storage_order", 0)):
         raise n.fail("storage_order=1 is not supported")
     s, p = _spatial(n, x, kernel)
-    if p:
-        raise n.fail(f"pads={n.attr('pads')} (padded pooling) is not supported")
     k = kernel[0]
-    shape = x.shape[:2] + tuple(_out_extent(n, d, k, s, 0) for d in x.shape[2:])
+    shape = x.shape[:2] + tuple(_out_extent(n, d, k, s, p) for d in x.shape[2:])
     fn = "max_pool" if n.op == "MaxPool" else "avg_pool"
-    return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
+    if not p:
+        return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
+    # The pools take no padding: pad with concat (-inf for max, 0 for average).
+    padded = _padded(n, x, p, "(-1e400)" if fn == "max_pool" else "0.0")
+    expr = f"{fn}({padded.ref}, kernel={k}, stride={s})"
+    if fn == "avg_pool" and not int(n.attr("count_include_pad", 0)):
+        # average over the real elements only: scale by k*k / (real elements per window)
+        ones = np.pad(np.ones([d.value for d in x.shape[2:]]), p)
+        windows = np.lib.stride_tricks.sliding_window_view(ones, (k, k))[::s, ::s]
+        scale = (k * k / windows.sum(axis=(2, 3))).astype(x.dtype.numpy)
+        expr += f" * {n.ref(const_val(scale, x.dtype, hint=f'{n.label}_count'), 4)}"
+    return [n.out(expr, x.dtype, shape)]
+
+
+def _padded(n: Node, x: Val, p: int, fill: str) -> Val:
+    """``x`` with ``p`` rows and columns of ``fill`` around its two spatial axes."""
+    v, shape = x, list(x.shape)
+    for axis in (2, 3):
+        band = shape.copy()
+        band[axis] = Dim(p)
+        dims = ", ".join(d.text() for d in band)
+        edge = f"full([{dims}], {fill}, {x.dtype})"
+        shape[axis] = Dim(shape[axis].value + 2 * p)
+        v = n.em.bind(f"concat([{edge}, {n.ref(v)}, {edge}], axis={axis})", x.dtype,
+                      tuple(shape), "padded")
+    return v
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")

@@ -34,6 +34,7 @@ from .tokens import (
     lark_parser,
     lex,
     prescan,
+    token_end,
     token_span,
     tokenize,
     unexpected_token_message,
@@ -147,7 +148,7 @@ class _Driver:
         elif self.brace_depth == 0 and token.type in ("IMPORT", "CONST", "FUNC", "KERNEL"):
             self.decl = str(token)
         if token.type in ("SEMICOLON", "LBRACE", "RBRACE"):
-            self.stmt_start = (token.end_line, token.end_column)
+            self.stmt_start = token_end(token)
 
     def _skip_statement(self, i: int) -> int:
         """The index after the bad statement starting near ``i``.

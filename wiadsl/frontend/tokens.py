@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import cast
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters
@@ -73,11 +74,27 @@ def offset_span(source: SourceFile, offset: int, length: int = 1) -> Span:
     return Span(source, line, column, line, column + length)
 
 
-def token_span(source: SourceFile, token: Token) -> Span:
-    """The span of a Lark token; ``$END`` tokens have zero width."""
+def _known(value: int | None) -> int:
+    """A position field of a lexed token: Lark types them Optional, its lexer always sets them."""
+    assert value is not None, "Lark token without a position"
+    return value
+
+
+def token_start(token: Token) -> tuple[int, int]:
+    """The 1-based (line, column) where a lexed token starts."""
+    return _known(token.line), _known(token.column)
+
+
+def token_end(token: Token) -> tuple[int, int]:
+    """The 1-based (line, column) just after a lexed token (its start for ``$END``)."""
     end_line = token.end_line if token.end_line is not None else token.line
     end_column = token.end_column if token.end_column is not None else token.column
-    return Span(source, token.line, token.column, end_line, end_column)
+    return _known(end_line), _known(end_column)
+
+
+def token_span(source: SourceFile, token: Token) -> Span:
+    """The span of a Lark token; ``$END`` tokens have zero width."""
+    return Span(source, *token_start(token), *token_end(token))
 
 
 def describe_char(char: str) -> str:
@@ -128,9 +145,12 @@ def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
             return list(LexerThread.from_text(_lexer(), text).lex(None))
         except UnexpectedCharacters as e:
             # The pre-scan should have blanked every such character; stay total anyway.
-            errors.append(WiaSyntaxError(f"invalid character {describe_char(text[e.pos_in_stream])}",
-                                         offset_span(source, e.pos_in_stream)))
-            text = text[: e.pos_in_stream] + " " + text[e.pos_in_stream + 1:]
+            # Lark declares pos_in_stream as None on the base class; UnexpectedCharacters
+            # always sets it to the int offset of the bad character.
+            pos = cast(int, e.pos_in_stream)
+            errors.append(WiaSyntaxError(f"invalid character {describe_char(text[pos])}",
+                                         offset_span(source, pos)))
+            text = text[:pos] + " " + text[pos + 1:]
 
 
 def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int, int]]:
@@ -143,7 +163,7 @@ def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int,
     cleaned, errors = prescan(source)
     tokens = lex(source, cleaned, errors)
     raise_all(errors)
-    return [(t.type, str(t), t.line, t.column) for t in tokens]
+    return [(t.type, str(t), *token_start(t)) for t in tokens]
 
 
 # ------------------------------------------------------------------ words for errors

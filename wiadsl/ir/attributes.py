@@ -25,7 +25,7 @@ from ..dtypes import DType, from_numpy
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
-def format_float(value: float, dtype: DType = DType.F64) -> str:
+def format_float(value: float | np.floating[Any], dtype: DType = DType.F64) -> str:
     """The shortest text that reads back as the same ``dtype`` value."""
     value = float(value)
     if math.isnan(value):

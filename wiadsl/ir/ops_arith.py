@@ -67,7 +67,7 @@ class ConstantOp(Operation):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not ok:
             raise self.error(f"value {value!r} does not fit type {t}")
-        if ok and not isinstance(t, IndexType) and t.dtype.is_int:
+        if isinstance(value, int) and not isinstance(t, IndexType) and t.dtype.is_int:
             info = np.iinfo(t.dtype.numpy)
             if not info.min <= value <= info.max:
                 raise self.error(f"value {value} is out of range for {t}")
@@ -91,6 +91,7 @@ class CmpOp(FoldConstantsMixin, Operation):
         expect_counts(self, 2, 1)
         attr_choice(self, "predicate", list(self.predicates))
         types = self.operand_types
+        dtype: DType | None
         if self.is_tensor:
             dtype = expect_same_dtype(self, types)
             result = self.result.type

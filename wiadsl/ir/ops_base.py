@@ -79,9 +79,8 @@ def attr_bool(op: Operation, key: str, default: bool | None = None) -> bool:
 
 def attr_ints(op: Operation, key: str, length: int | None = None) -> list[int]:
     value = op.attributes.get(key)
-    ok = isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value)
-    if not ok:
+    if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise op.error(f"attribute '{key}' must be a list of integers, got {value!r}")
     if length is not None and len(value) != length:
         raise op.error(f"attribute '{key}' must have {length} entries, got {len(value)}")
@@ -90,14 +89,14 @@ def attr_ints(op: Operation, key: str, length: int | None = None) -> list[int]:
 
 def attr_choice(op: Operation, key: str, choices: Sequence[str]) -> str:
     value = op.attributes.get(key)
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise op.error(f"attribute '{key}' must be one of {', '.join(choices)}; got {value!r}")
     return value
 
 
 # --------------------------------------------------------------- type checks
 
-def expect_tensor(op: Operation, t: IRType, what: str) -> TensorType:
+def expect_tensor(op: Operation, t: IRType | None, what: str) -> TensorType:
     if not isinstance(t, TensorType):
         raise op.error(f"{what} must be a tensor, got {t}")
     return t

@@ -99,6 +99,8 @@ ELEMENTWISE_FNS: tuple[ElementwiseFn, ...] = (
     ElementwiseFn("cos", 1, "float", False, np.cos),
     ElementwiseFn("floor", 1, "num", False, _int_identity(np.floor)),
     ElementwiseFn("ceil", 1, "num", False, _int_identity(np.ceil)),
+    # round half to even (NumPy's rint): quantize's rounding, so a fused body can hold it
+    ElementwiseFn("rint", 1, "num", False, _int_identity(np.rint)),
     ElementwiseFn("erf", 1, "float", False, _erf),
     ElementwiseFn("and", 2, "bits", True, np.bitwise_and),
     ElementwiseFn("or", 2, "bits", True, np.bitwise_or),

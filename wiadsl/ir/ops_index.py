@@ -109,7 +109,8 @@ class SliceOpBase(Operation):
         return [n if s == full else None for s, n in zip(padded, source.shape, strict=False) if not s.is_index]
 
     def index_tuple(self, shape: tuple[int, ...], parts: list[Any]) -> tuple[Any, ...]:
-        it, out = iter(parts), []
+        it = iter(parts)
+        out: list[int | slice] = []
         for axis, spec in enumerate(self.layout()):
             if spec.is_index:
                 out.append(check_index(self, next(it), shape[axis], axis))
@@ -212,5 +213,6 @@ class InsertOp(Operation):
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         dest = np.array(args[1])
-        dest[element_index(self, dest.shape, args[2:])] = to_dtype(args[0], self.result.type.dtype)
+        dtype = value_dtype(self, self.result.type, "result")
+        dest[element_index(self, dest.shape, args[2:])] = to_dtype(args[0], dtype)
         return [finish(dest, self.result.type)]

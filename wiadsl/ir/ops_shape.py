@@ -73,8 +73,8 @@ class ReshapeOp(_MakesTensor):
         x = self.operand_types[0]
         if value_dtype(self, x, "operand") is not result.dtype:
             raise self.error(f"cannot change the dtype ({x} -> {result})")
-        src = shape_of(x)
-        if None not in src and result.is_static and np.prod(src) != np.prod(result.shape):
+        src, dst = static_shape(x), static_shape(result)
+        if src is not None and dst is not None and np.prod(src) != np.prod(dst):
             raise self.error(f"element counts differ ({x} -> {result})")
 
     def evaluate(self, args: list[Any]) -> list[Any]:
@@ -229,5 +229,5 @@ class TensorConstantOp(Operation):
             raise self.error(f"value of dtype {value.dtype} does not match {result}")
 
     def evaluate(self, args: list[Any]) -> list[Any]:
-        return [finish(to_dtype(self.attributes["value"], self.result.type.dtype).copy(),
-                       self.result.type)]
+        dtype = value_dtype(self, self.result.type, "result")
+        return [finish(to_dtype(self.attributes["value"], dtype).copy(), self.result.type)]

@@ -12,6 +12,7 @@ Text forms:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -73,13 +74,15 @@ class ReduceOp(Operation):
         if x.size == 0 and self.kind not in ("sum", "prod", "mean"):
             raise WiaRuntimeError(f"'{self.name}' of an empty tensor (shape {x.shape})")
         if self.kind in ("argmax", "argmin"):
-            fn = np.argmax if self.kind == "argmax" else np.argmin
             axis = axes[0] if len(axes) == 1 else None
-            return [finish(fn(x, axis=axis, keepdims=keep), t)]
+            if self.kind == "argmax":
+                return [finish(np.argmax(x, axis=axis, keepdims=keep), t)]
+            return [finish(np.argmin(x, axis=axis, keepdims=keep), t)]
         if self.kind == "mean":
             with np.errstate(all="ignore"):
                 return [finish(np.mean(x, axis=axes, keepdims=keep), t)]
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[self.kind]
+        fn: Callable[..., Any] = {"sum": np.sum, "prod": np.prod, "max": np.max,
+                                  "min": np.min}[self.kind]
         extra = {"dtype": x.dtype} if self.kind in ("sum", "prod") else {}
         with np.errstate(all="ignore"):
             return [finish(fn(x, axis=axes, keepdims=keep, **extra), t)]
@@ -151,8 +154,12 @@ class TransposeOp(Operation):
         return [finish(np.transpose(args[0], self.attributes["perm"]), self.result.type)]
 
 
+def _window_size(n: int, k: int, stride: int, pad: int) -> int:
+    return (n + 2 * pad - k) // stride + 1
+
+
 def _window_extent(n: int | None, k: int | None, stride: int, pad: int) -> int | None:
-    return None if n is None or k is None else (n + 2 * pad - k) // stride + 1
+    return None if n is None or k is None else _window_size(n, k, stride, pad)
 
 
 @register
@@ -186,9 +193,9 @@ class Conv2dOp(Operation):
         if x.shape[1] != w.shape[1]:
             raise WiaRuntimeError(f"'{self.name}': input has {x.shape[1]} channels, weight "
                                   f"expects {w.shape[1]}")
-        ho = _window_extent(x.shape[2], w.shape[2], sh, ph)
-        wo = _window_extent(x.shape[3], w.shape[3], sw, pw)
-        if ho < 1 or wo < 1:  # type: ignore[operator]
+        ho = _window_size(x.shape[2], w.shape[2], sh, ph)
+        wo = _window_size(x.shape[3], w.shape[3], sw, pw)
+        if ho < 1 or wo < 1:
             raise WiaRuntimeError(f"'{self.name}': kernel {w.shape} larger than input {x.shape}")
         xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
         out = np.zeros((x.shape[0], w.shape[0], ho, wo), dtype=x.dtype)

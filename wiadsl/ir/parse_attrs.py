@@ -158,11 +158,14 @@ class TokenCursor:
         if isinstance(t, type(INDEX)):
             raise self.error("a dense attribute needs an element dtype, not index", start)
         dtype: DType = t.dtype  # type: ignore[union-attr]
-        shape = t.shape if isinstance(t, TensorType) else ()
+        dims = t.shape if isinstance(t, TensorType) else ()
         try:
             array = np.array(nested, dtype=dtype.numpy)
         except (ValueError, TypeError, OverflowError):
             raise self.error(f"dense literal does not fit {t}", start) from None
+        shape = tuple(d for d in dims if d is not None)
+        if len(shape) != len(dims):  # a '?' dim: no literal has that shape
+            raise self.error(f"dense literal of shape {list(array.shape)} does not match {t}", start)
         if array.size == 0 and int(np.prod(shape)) == 0:
             array = array.reshape(shape)
         if array.shape != shape:

@@ -90,6 +90,13 @@ def shape_of(t: IRType) -> tuple[int | None, ...]:
     return t.shape if isinstance(t, TensorType) else ()
 
 
+def static_shape(t: IRType) -> tuple[int, ...] | None:
+    """The shape (``()`` for scalars and ``index``), or None if an extent is dynamic."""
+    shape = shape_of(t)
+    static = tuple(d for d in shape if d is not None)
+    return static if len(static) == len(shape) else None
+
+
 def with_dtype(t: IRType, dtype: DType) -> IRType:
     """The same shape with another element type (``index`` becomes a scalar)."""
     return TensorType(dtype, t.shape) if isinstance(t, TensorType) else ScalarType(dtype)

@@ -172,12 +172,16 @@ class LoopBuilder:
     # -------------------------------------------------------------- loops
 
     def loop(self, lo: Value, hi: Value, body: LoopBody, inits: Sequence[Value] = (),
-             step: int = 1) -> list[Value]:
+             step: int = 1, parallel: bool = False) -> list[Value]:
         """``for iv in range(lo, hi, step)`` carrying ``inits``; returns the final values.
 
         ``body(lb, iv, iters)`` emits the body at ``lb``'s insertion point and
         returns the next iteration values. A trip count known to be 0 emits nothing.
+        ``parallel`` (only without ``inits``) marks the header's ``cond_br`` with the
+        unit attribute ``parallel``: a promise that iterations write disjoint memory
+        and read nothing another iteration writes (the ``parallelize`` pass relies on it).
         """
+        assert not (parallel and inits), "a parallel loop carries no values"
         clo, chi = const_value(lo), const_value(hi)
         if clo is not None and chi is not None and int(chi) <= int(clo):
             return list(inits)
@@ -189,20 +193,25 @@ class LoopBuilder:
         self.move_to(header)
         iv, iters = header.args[0], list(header.args[1:])
         iv.name_hint = "i"
-        self.b.cond_br(self.cmp("slt", iv, hi), body_block, [], exit_block, iters)
+        branch = self.b.cond_br(self.cmp("slt", iv, hi), body_block, [], exit_block, iters)
+        if parallel:
+            branch.attributes["parallel"] = True
         self.move_to(body_block)
         nexts = list(body(self, iv, iters))
         self.b.br(header, [self.add(iv, self.idx(step)), *nexts])
         self.move_to(exit_block)
         return list(exit_block.args)
 
-    def nest(self, extents: Sequence[Value], body: Callable[[LoopBuilder, list[Value]], None]) -> None:
-        """A perfect nest over ``extents`` (outermost first); ``body(lb, ivs)``."""
+    def nest(self, extents: Sequence[Value], body: Callable[[LoopBuilder, list[Value]], None],
+             parallel: bool = False) -> None:
+        """A perfect nest over ``extents`` (outermost first); ``body(lb, ivs)``.
+        ``parallel`` marks the outermost loop (see ``loop``)."""
         def level(lb: LoopBuilder, ivs: list[Value], rest: Sequence[Value]) -> None:
             if not rest:
                 body(lb, ivs)
                 return
-            lb.loop(lb.idx(0), rest[0], lambda lb2, iv, _: (level(lb2, [*ivs, iv], rest[1:]), [])[1])
+            lb.loop(lb.idx(0), rest[0], lambda lb2, iv, _: (level(lb2, [*ivs, iv], rest[1:]), [])[1],
+                    parallel=parallel and not ivs)
         level(self, [], list(extents))
 
     def if_then(self, cond: Value, then: Callable[[LoopBuilder], None]) -> None:

@@ -1,19 +1,24 @@
 """Matmul (plain, batched, fused epilogue), transpose, conv2d and pooling.
 
 f32/f64 products go to ``loop.gemm`` (the backend's packed micro-kernel);
-conv2d becomes im2col into a scratch buffer plus one gemm per image. Other
-dtypes get plain loops (f16/bf16 accumulate in f32 as NumPy does).
+float conv2d is an implicit GEMM (``loop.conv2d``, conv.py) on a zero-padded copy. An i32
+matmul of two ``tensor.cast``s from i8 (the int8 GEMM with int32 accumulation)
+reads the i8 buffers and goes to ``loop.qgemm`` (the widened operands are never
+materialized when the casts have no other user). Other dtypes get plain loops
+(f16/bf16 accumulate in f32 as NumPy does).
 """
 
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..ir.core import Operation, Value
-from ..ir.types import ScalarType
+from ..ir.core import Operation, OpResult, Value
+from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, contiguous_strides
+from .conv import implicit_gemm
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
-from .scalar import cast, clone_body
+from .qgemm import NAME as QGEMM
+from .scalar import cast, clone_body, clone_body_value, materialize
 
 GEMM_DTYPES = (DType.F32, DType.F64)
 
@@ -22,18 +27,66 @@ def _acc(dtype: DType) -> DType:
     return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
 
 
+def widened_i8(v: Value) -> Value | None:
+    """The i8 source of ``v`` when ``v = tensor.cast(i8 tensor) -> i32 tensor``."""
+    p = v.op if isinstance(v, OpResult) else None
+    if p is None or p.name != "tensor.cast" or not isinstance(p.operand_types[0], TensorType):
+        return None
+    src, dst = p.operand_types[0], p.result.type
+    ok = src.dtype is DType.I8 and isinstance(dst, TensorType) and dst.dtype is DType.I32
+    return p.operands[0] if ok else None
+
+
+def _narrow_fused(v: Value) -> tuple[Operation, Value] | None:
+    """(op, body value) when ``v`` is a one-result ``fused_elementwise`` whose body
+    yields ``cast(t: i8) -> i32`` (e.g. a fused quantize-then-widen): t is the i8 value."""
+    p = v.op if isinstance(v, OpResult) else None
+    if p is None or p.name != "tensor.fused_elementwise" or len(p.results) != 1:
+        return None
+    body = p.regions[0].blocks[0]
+    y = body.ops[-1].operands[0]
+    c = y.op if isinstance(y, OpResult) else None
+    if c is None or c.name != "arith.cast" or c.operand_types[0] != ScalarType(DType.I8) \
+            or y.type != ScalarType(DType.I32):
+        return None
+    return p, c.operands[0]
+
+
+def int8_operand(ctx: Ctx, v: Value) -> Leaf | None:
+    """An i8 buffer whose widening is ``v`` (an i8 -> i32 cast, or a fused body ending
+    in one), or None. The i32 values are never materialized for a single-use ``v``."""
+    src = widened_i8(v)
+    if src is not None:
+        return ctx.buffer(src)
+    found = _narrow_fused(v)
+    if found is None:
+        return None
+    p, target = found
+    body = p.regions[0].blocks[0]
+    expr = MapExpr(lambda lb, args: clone_body_value(lb, body, args, target),
+                   [ctx.operand(x) for x in p.operands], ctx.operand(v).extents, DType.I8)
+    return materialize(ctx.lb, expr)
+
+
 def matmul(ctx: Ctx, op: Operation) -> tuple[Leaf | Value, list[Value]]:
     """The product of operands 0 and 1: a buffer (or a scalar for vector . vector)."""
     lb = ctx.lb
-    a, b = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
+    int8 = all(widened_i8(v) is not None or _narrow_fused(v) is not None for v in op.operands[:2])
+    if int8:
+        a, b = int8_operand(ctx, op.operands[0]), int8_operand(ctx, op.operands[1])
+        assert a is not None and b is not None
+    else:
+        a, b = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
     ae = a.extents if a.rank > 1 else [lb.idx(1), *a.extents]
     be = b.extents if b.rank > 1 else [*b.extents, lb.idx(1)]
     m, k, k2, n = ae[-2], ae[-1], be[-2], be[-1]
     lb.check(lb.cmp("eq", k, k2), ctx.message(op, "inner extents differ"))
     batch = broadcast_extents(lb, [ae[:-2], be[:-2]], ctx.message(op, "batch"))
-    dtype = a.dtype
+    dtype = DType.I32 if int8 else a.dtype
     out_ext = [*batch, *([m] if a.rank > 1 else []), *([n] if b.rank > 1 else [])]
     if not out_ext:
+        if int8:
+            a, b = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
         return _dot(lb, a, b, k), []
     c = lb.alloc(dtype, out_ext)
     a_bs, b_bs = contiguous_strides(lb, ae[:-2]), contiguous_strides(lb, be[:-2])
@@ -44,7 +97,9 @@ def matmul(ctx: Ctx, op: Operation) -> tuple[Leaf | Value, list[Value]]:
         aoff = lb2.mul(lb2.linear(broadcast_ivs(lb2, ae[:-2], ivs), a_bs), mk)
         boff = lb2.mul(lb2.linear(broadcast_ivs(lb2, be[:-2], ivs), b_bs), kn)
         coff = lb2.mul(lb2.linear(ivs, c_bs), mn)
-        if dtype in GEMM_DTYPES:
+        if int8:
+            lb2.b.create(QGEMM, [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n])
+        elif dtype in GEMM_DTYPES:
             lb2.b.create("loop.gemm", [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n],
                          attributes={"accumulate": False})
         else:
@@ -131,7 +186,9 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
     ckk, hw = lb.mul(c, lb.mul(kh, kw)), lb.mul(ho, wo)
     dtype = x.dtype
     t = ScalarType(dtype)
-    col = lb.alloc(dtype, [ckk, hw]) if dtype in GEMM_DTYPES else None
+    if dtype in GEMM_DTYPES:
+        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw))
+        return buffer_leaf(lb, out, owned=True)
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (ni,) = ivs
@@ -147,16 +204,6 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
             off = lb3.add(xoff, lb3.add(lb3.mul(lb3.add(lb3.mul(ci, h), hc), wd), wc))
             return lb3.select(inside, lb3.load(x.buf, off), lb3.const(0.0 if dtype.is_float else 0, t))
 
-        if col is not None:
-            def pack(lb3: LoopBuilder, v: list[Value]) -> None:
-                ci, i, j, oh, ow = v
-                row = lb3.add(lb3.mul(ci, lb3.mul(kh, kw)), lb3.add(lb3.mul(i, kw), j))
-                lb3.store(element(lb3, ci, i, j, oh, ow), col, lb3.add(lb3.mul(row, hw), lb3.add(lb3.mul(oh, wo), ow)))
-            lb2.nest([c, kh, kw, ho, wo], pack)
-            coff = lb2.mul(ni, lb2.mul(o, hw))
-            lb2.b.create("loop.gemm", [w.buf, col, out, lb2.idx(0), lb2.idx(0), coff, o, hw, ckk, ckk, hw, hw],
-                         attributes={"accumulate": False})
-            return
         acc = _acc(dtype)
         ta = ScalarType(acc)
 
@@ -221,5 +268,5 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
         if not is_max:
             r = lb2.op("arith.div", [r, lb2.const(float(kh * kw), ta)], ta)
         lb2.store(cast(lb2, r, dtype), out, lb2.linear(ivs, strides))
-    lb.nest(out_ext, cell)
+    lb.nest(out_ext, cell, parallel=True)
     return [buffer_leaf(lb, out, owned=True)]

@@ -92,7 +92,8 @@ def reduce_nest(ctx: Ctx, op: Operation, extents: Sequence[Value], axes: Sequenc
                 lb2.store(r, bufs[i], lb2.linear(kept_ivs, out_strides))
             else:
                 scalars.append(r)
-    lb.nest([extents[a] for a in kept], outer)
+    # each kept index writes its own output element(s): the outer loop is parallel
+    lb.nest([extents[a] for a in kept], outer, parallel=True)
     if out_ext:
         return [buffer_leaf(lb, b, owned=True) for b in bufs]
     return scalars
@@ -193,7 +194,7 @@ def _argreduce(ctx: Ctx, op: Operation) -> list[Lowered]:
             found.append(r)
         else:
             lb2.store(r, buf, lb2.linear(kept_ivs, out_strides))
-    lb.nest([extents[a] for a in kept], outer)
+    lb.nest([extents[a] for a in kept], outer, parallel=True)
     return [buffer_leaf(lb, buf, owned=True)] if buf is not None else found
 
 

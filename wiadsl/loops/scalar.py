@@ -95,6 +95,21 @@ def clone_body(lb: LoopBuilder, body: Block, args: Sequence[Value]) -> list[Valu
     raise op.error("body does not end in yield")
 
 
+def clone_body_value(lb: LoopBuilder, body: Block, args: Sequence[Value], target: Value) -> Value:
+    """Emit a fused body's ops up to (and including) the one defining ``target``; its value."""
+    env = {id(a): v for a, v in zip(body.args, args, strict=True)}
+    if id(target) in env:
+        return env[id(target)]
+    for op in body.ops:
+        new = lb.b.create(op.name, [env[id(v)] for v in op.operands], list(op.result_types),
+                          dict(op.attributes))
+        for old, r in zip(op.results, new.results, strict=True):
+            env[id(old)] = r
+        if id(target) in env:
+            return env[id(target)]
+    raise op.error("value not defined in the body")
+
+
 def body_fn(body: Block, result: int = 0) -> ScalarFn:
     return lambda lb, args: clone_body(lb, body, args)[result]
 
@@ -107,6 +122,7 @@ def fill(lb: LoopBuilder, exprs: Sequence[Expr], bufs: Sequence[Value], extents:
 
     With ``fn``, the operands are combined by a multi-result body instead: one
     loop computes all results (``fn`` returns one value per buffer via a list).
+    ``bufs`` are fresh buffers no operand reads, so the outermost loop is parallel.
     """
     flat = all(e.rank == 0 or e.is_flat(extents) for e in exprs)
 
@@ -119,7 +135,7 @@ def fill(lb: LoopBuilder, exprs: Sequence[Expr], bufs: Sequence[Value], extents:
         def flat_body(lb2: LoopBuilder, i: Value, _: list[Value]) -> list[Value]:
             store_all(lb2, [e.at_flat(lb2, i) for e in exprs], i)
             return []
-        lb.loop(lb.idx(0), lb.numel(extents), flat_body)
+        lb.loop(lb.idx(0), lb.numel(extents), flat_body, parallel=True)
         return
     from .expr import broadcast_ivs
     strides = contiguous_strides(lb, extents)
@@ -127,7 +143,7 @@ def fill(lb: LoopBuilder, exprs: Sequence[Expr], bufs: Sequence[Value], extents:
     def nest_body(lb2: LoopBuilder, ivs: list[Value]) -> None:
         values = [e.at(lb2, broadcast_ivs(lb2, e.extents, ivs)) for e in exprs]
         store_all(lb2, values, lb2.linear(ivs, strides))
-    lb.nest(extents, nest_body)
+    lb.nest(extents, nest_body, parallel=True)
 
 
 def materialize(lb: LoopBuilder, expr: Expr) -> Leaf:

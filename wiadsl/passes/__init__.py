@@ -20,7 +20,7 @@ from .base import (
     default_pipeline,
     parse_pipeline,
 )
-from .remarks import Remark
+from .remarks import Remark, format_remarks
 from .shape_specialize import specialize_shapes
 
 
@@ -53,5 +53,5 @@ def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
         pattern_pass.EXTRA[:] = []
 
 
-__all__ = ["PASSES", "Pass", "PassContext", "PassManager", "Remark", "default_pipeline",
+__all__ = ["PASSES", "Pass", "PassContext", "PassManager", "Remark", "default_pipeline", "format_remarks",
            "optimize", "parse_pipeline", "specialize_shapes"]

@@ -7,20 +7,27 @@ Invariants:
 - ``emit`` clones cluster ops into a body block in program order; operands come
   from the value -> body value ``mapping``; scalar constants (and one-element
   tensor constants) are re-created inside the body instead of becoming operands.
+- ``tensor.quantize``/``dequantize``/``fake_quant`` are fusible too: ``emit``
+  expands them into the scalar ops of their definition, op for op as the
+  interpreter computes them (``quant_ops``), so results stay bit-identical.
+- Body ops take the ``loc`` of the tensor op they came from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..dtypes import DType
 from ..ir.core import Block, Operation, Trait, Value
 from ..ir.ops import constant_of, create_op, op_class
 from ..ir.ops_fused import new_body
 from ..ir.types import IndexType, ScalarType, TensorType
 
 _EXTRA = {"tensor.cmpf", "tensor.cmpi", "tensor.select", "tensor.cast"}
+QUANT = {"tensor.quantize", "tensor.dequantize", "tensor.fake_quant"}
 
 
 def is_fusible(op: Operation) -> bool:
@@ -30,7 +37,7 @@ def is_fusible(op: Operation) -> bool:
         return False
     if any(isinstance(t, IndexType) for t in op.operand_types):
         return False
-    return Trait.ELEMENTWISE in op.traits or op.name in _EXTRA
+    return Trait.ELEMENTWISE in op.traits or op.name in _EXTRA or op.name in QUANT
 
 
 def inlinable_constant(value: Value, rank: int) -> bool:
@@ -70,14 +77,51 @@ def emit(block: Block, ops: Sequence[Operation], mapping: dict[int, Value]) -> N
                 t = ScalarType(v.type.dtype)  # type: ignore[union-attr]
                 scalar = np.asarray(c).reshape(-1)[0].item()
                 k = create_op("arith.constant", [], [t], {"value": scalar})
+                k.loc = op.loc
                 block.append(k)
                 mapping[id(v)] = k.result
             operands.append(mapping[id(v)])
+        if op.name in QUANT:
+            xd = op.operand_types[0].dtype  # type: ignore[union-attr]
+            mapping[id(op.result)] = quant_ops(block, op.name[7:], operands, xd, op.loc)
+            continue
         twin = "arith." + op.name.split(".", 1)[1]
         rt = ScalarType(op.result.type.dtype)  # type: ignore[union-attr]
         new = op_class(twin)(operands, [rt], dict(op.attributes), (), (), [None])
+        new.loc = op.loc
         block.append(new)
         mapping[id(op.result)] = new.result
+
+
+def quant_ops(block: Block, kind: str, args: Sequence[Value], xd: DType, loc: Any = None) -> Value:
+    """Append ``tensor.<kind>`` of scalars ``args = (x, scale, zp)`` as scalar ops.
+
+    quantize: ``q = rint(x / scale)`` in x's dtype, ``+ cast(zp)``, clamped to
+    [-128, 127] with max/min, cast to i8; dequantize: ``(f32(q) - f32(zp)) *
+    f32(scale)``; fake_quant: both. Every step rounds to its dtype, as ``QuantOp``.
+    """
+    def op(name: str, operands: Sequence[Value], dtype: DType, attrs: dict | None = None) -> Value:
+        new = create_op(name, list(operands), [ScalarType(dtype)], attrs or {})
+        new.loc = loc
+        block.append(new)
+        return new.result
+
+    def cast(v: Value, dtype: DType) -> Value:
+        return v if v.type == ScalarType(dtype) else op("arith.cast", [v], dtype)
+
+    x, scale, zp = args
+    if kind != "dequantize":
+        q = op("arith.rint", [op("arith.div", [x, scale], xd)], xd)
+        q = op("arith.add", [q, cast(zp, xd)], xd)
+        lo = op("arith.constant", [], xd, {"value": -128.0})
+        hi = op("arith.constant", [], xd, {"value": 127.0})
+        q = op("arith.min", [op("arith.max", [q, lo], xd), hi], xd)
+        x = op("arith.cast", [q], DType.I8)
+        if kind == "quantize":
+            return x
+    f32 = DType.F32
+    d = op("arith.sub", [cast(x, f32), cast(zp, f32)], f32)
+    return op("arith.mul", [d, cast(scale, f32)], f32)
 
 
 def make_body(inputs: Sequence[Value], ops: Sequence[Operation], outputs: Sequence[Value],

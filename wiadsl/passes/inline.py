@@ -11,11 +11,15 @@ Invariants:
 - Callees are inlined bottom-up, so recursion (rejected by the frontend) would
   stop the pass with an error instead of looping. Functions that were called and
   no longer are, and are not kernels, are removed.
+- Locations: a copied op keeps its own ``loc`` when it is in the caller's
+  source file, else (a stdlib function, say) it takes the call's ``loc``, so
+  remarks about inlined code point at the user's call (``site_loc``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..diagnostics import WiaIRError
 from ..ir.core import Block, Operation, Value
@@ -25,13 +29,33 @@ from ..rewrite.utils import clone_op
 from .base import Pass, PassContext, register_pass
 
 
+def site_loc(own: Any, call: Any) -> Any:
+    """The ``loc`` of an op inlined at a call located at ``call``."""
+    if own is None or call is None:
+        return own if call is None else call
+    same = getattr(getattr(own, "source", None), "name", None) == \
+        getattr(getattr(call, "source", None), "name", None)
+    return own if same else call
+
+
+def _clone_at(op: Operation, mapping: dict[int, Value], call: Operation,
+              block_map: dict[int, Block] | None = None) -> Operation:
+    new = clone_op(op, mapping, block_map)
+    new.loc = site_loc(op.loc, call.loc)
+    for region in new.regions:
+        for b in region.blocks:
+            for inner in b.ops:
+                inner.loc = site_loc(inner.loc, call.loc)
+    return new
+
+
 def inline_call(call: Operation, callee: FuncOp) -> None:
     block = call.parent
     assert block is not None
     mapping: dict[int, Value] = {id(a): v for a, v in zip(callee.args, call.operands, strict=True)}
     if len(callee.blocks) == 1:
         for op in callee.entry.ops[:-1]:
-            call.insert_before(clone_op(op, mapping))
+            call.insert_before(_clone_at(op, mapping, call))
         ret = callee.entry.ops[-1]
         for r, v in zip(call.results, ret.operands, strict=True):
             new = mapping.get(id(v), v)
@@ -66,10 +90,12 @@ def inline_call(call: Operation, callee: FuncOp) -> None:
         target = block_map[id(b)]
         for op in b.ops:
             if op.name == "func.return":
-                target.append(create_op("cf.br", successors=[
-                    (cont, [mapping.get(id(v), v) for v in op.operands])]))
+                br = create_op("cf.br", successors=[
+                    (cont, [mapping.get(id(v), v) for v in op.operands])])
+                br.loc = site_loc(op.loc, call.loc)
+                target.append(br)
             else:
-                target.append(clone_op(op, mapping, block_map))
+                target.append(_clone_at(op, mapping, call, block_map))
 
 
 def calls_in(func: FuncOp) -> list[Operation]:

@@ -128,10 +128,12 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
             c = s.lattice.get(id(term.operands[0]))
             if c is not None and c is not OVER:
                 succ = term.successors[0 if bool(c) else 1]
-                term.insert_before(create_op("cf.br", successors=[(succ.block, list(succ.args))]))
+                br = create_op("cf.br", successors=[(succ.block, list(succ.args))])
+                br.loc = term.loc
+                term.insert_before(br)
+                ctx.remark("folded", f"branch on a constant ({bool(c)}) always goes one way", br)
                 term.erase()
                 ctx.count("branches folded")
-                ctx.remark("folded", f"branch on a constant ({bool(c)}) always goes one way")
         for arg in block.args:
             c = s.lattice.get(id(arg))
             if c is not None and c is not OVER and arg.uses and not isinstance(arg.type, TensorType) \
@@ -139,6 +141,7 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
                 b = Builder(block)
                 if block.ops:
                     b.set_insertion_point_before(block.ops[0])
+                    b.loc = block.ops[0].loc
                 arg.replace_all_uses_with(b.constant(c, arg.type))
                 ctx.count("constants propagated")
         for op in list(block.ops):
@@ -148,7 +151,9 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
                 c = s.lattice.get(id(r))
                 if c is None or c is OVER or isinstance(r.type, TensorType) or not r.uses:
                     continue
-                r.replace_all_uses_with(Builder.before(op).constant(c, r.type))
+                b = Builder.before(op)
+                b.loc = op.loc
+                r.replace_all_uses_with(b.constant(c, r.type))
                 ctx.count("constants propagated")
     dead = [b for b in func.blocks if id(b) not in s.executable]
     erase_blocks(dead)

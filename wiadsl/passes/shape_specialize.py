@@ -8,6 +8,11 @@ type it can (``infer.refine``), refines block arguments whose incoming edges
 agree, updates the signature, and folds ``tensor.dim`` and everything that
 becomes constant.
 
+``const_args=w,gamma`` (``specialize_shapes(..., const_args=[...])``) also
+marks parameters whose values are the same on every call (the function
+attribute ``const_args``, read by ``bn-fold``): a jit that is given
+``constants={...}`` passes their names.
+
 Invariants: a type only ever becomes more static (each new extent is compatible
 with the old one); a shape that contradicts a static extent is a WiaUsageError.
 """
@@ -28,9 +33,14 @@ from .infer import refine_func
 Shape = Sequence[int | None] | None
 
 
-def specialize_shapes(module: ModuleOp, kernel: str, arg_shapes: Sequence[Shape]) -> ModuleOp:
-    """Specialize ``module[kernel]`` to ``arg_shapes`` (None entries: scalars/unchanged)."""
+def specialize_shapes(module: ModuleOp, kernel: str, arg_shapes: Sequence[Shape],
+                      const_args: Sequence[str] = ()) -> ModuleOp:
+    """Specialize ``module[kernel]`` to ``arg_shapes`` (None entries: scalars/unchanged);
+    ``const_args``: parameter names to mark constant (``bn_fold.mark_const_args``)."""
     func = module[kernel]
+    if const_args:
+        from .bn_fold import mark_const_args
+        mark_const_args(func, const_args)
     if len(arg_shapes) != len(func.args):
         raise WiaUsageError(f"@{kernel} takes {len(func.args)} arguments, got {len(arg_shapes)} shapes")
     for i, (arg, shape) in enumerate(zip(func.args, arg_shapes, strict=True)):
@@ -66,12 +76,14 @@ class ShapeSpecialize(Pass):
     name = "shape-specialize"
     kernel: str = ""
     shapes: str = ""
+    const_args: str = ""
 
     def run(self, module: ModuleOp, ctx: PassContext) -> None:
         if not self.shapes:
             raise WiaUsageError("shape-specialize needs shapes=AxB,... (one per parameter)")
         name = self.kernel or _only_kernel(module)
-        specialize_shapes(module, name, parse_shapes(self.shapes))
+        names = [n.strip() for n in self.const_args.split(",") if n.strip()]
+        specialize_shapes(module, name, parse_shapes(self.shapes), names)
 
 
 def _only_kernel(module: ModuleOp) -> str:

@@ -12,7 +12,9 @@ What the sides can name:
   root's result type; ``%o = fused_<name>(%args)`` creates a fused op whose body is
   the matched elementwise ops (a leading ``conv2d``/``matmul`` becomes the product
   of ``fused_conv2d``/``fused_matmul``), ``kernel = "<name>_fused"``; ``%args``
-  are the fused op's operands and must cover every matched leaf.
+  are the fused op's operands and must cover every matched leaf. A product
+  rewrite applies only when every epilogue operand provably broadcasts into the
+  product (``passes.extents``): dynamic extents are never assumed equal.
 Unknown op names and malformed rewrites are ``WiaUsageError`` at load time.
 """
 
@@ -118,6 +120,10 @@ class DeclarativePattern(RewritePattern):
             new_op = self._fused(op, binds, ops)
             if new_op is None:
                 return False
+            for region in new_op.regions:
+                for inner in region.blocks[0].ops:
+                    inner.loc = inner.loc if inner.loc is not None else op.loc
+            new_op.loc = ops[self.match[0].result].loc
             rw.insert_before(op, new_op)
             rw.replace_op(op, [new_op.result])
         else:
@@ -158,6 +164,11 @@ class DeclarativePattern(RewritePattern):
             if not all(is_fusible(o) for o in body) or args[:2] != list(prod.operands):
                 return None
             inputs = args[2:]
+            from ..passes.extents import Extents
+            ext = Extents()
+            target = ext.of(prod.result)
+            if not all(ext.fits(v, target) for v in inputs):
+                return None  # an epilogue operand might grow the product at run time
             try:
                 region, _, _ = make_body(inputs, body, [root.result],
                                          [ScalarType(prod.result.type.dtype)], [prod.result])  # type: ignore[union-attr]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -130,6 +131,14 @@ def _bf16_as_f32(expected: DType, got: DType) -> bool:
     return expected is DType.BF16 and got is DType.F32
 
 
+class _RealNumber(Protocol):
+    """What ``_python_scalar`` needs of a non-complex Python number."""
+
+    def __float__(self) -> float: ...
+
+    def __int__(self) -> int: ...
+
+
 def _python_scalar(param: ParamSpec, value: bool | numbers.Number) -> np.ndarray:
     if param.dims is not None and param.dims != ():
         raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, "
@@ -139,16 +148,19 @@ def _python_scalar(param: ParamSpec, value: bool | numbers.Number) -> np.ndarray
     target = param.dtype.numpy
     if isinstance(value, complex):
         raise WiaCallError(f"argument '{param.name}': complex values are not supported")
-    if param.dtype.is_int and not float(value).is_integer():
+    # typeshed gives numbers.Number no methods; the Python numbers that get here
+    # (bool, int, float, Fraction, Decimal) all convert with float() and int().
+    real = cast(_RealNumber, value)
+    if param.dtype.is_int and not float(real).is_integer():
         raise WiaCallError(f"argument '{param.name}': expected {param.dtype}, got {value!r}")
     if param.dtype is DType.BOOL and not isinstance(value, (bool, np.bool_)):
         raise WiaCallError(f"argument '{param.name}': expected bool, got {value!r}")
     if param.dtype.is_int:
         info = np.iinfo(target)
-        if not info.min <= int(value) <= info.max:
+        if not info.min <= int(real) <= info.max:
             raise WiaCallError(f"argument '{param.name}': {value!r} is out of range for "
                                f"{param.dtype}")
-        return np.asarray(int(value), dtype=target)
+        return np.asarray(int(real), dtype=target)
     return np.asarray(value, dtype=target)
 
 

@@ -62,6 +62,8 @@ class ModuleEmitter:
         if triple:
             self.ll.triple = triple
         self.messages: list[tuple[str, Any]] = []
+        #: specs of the precompiled helpers (library.py) this module calls
+        self.libraries: list[dict[str, Any]] = []
         self.functions: dict[str, ir.Function] = {}
         for f in module:
             params = [PTR] + [t for a in f.arg_types for t in flat_types(a)] + [PTR]
@@ -328,12 +330,12 @@ def _copy(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 @handles("loop.gemm")
 def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .gemm import gemm_function
+    from .library import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     a, b, c = (e.buf(v) for v in op.operands[:3])
     ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
-    fn = gemm_function(e.mod.ll, t.dtype)
+    fn = declare(e.mod.ll, e.mod.libraries, "gemm", t.dtype)
     acc = ir.Constant(I1, int(bool(op.attributes.get("accumulate", False))))
     e.b.call(fn, [e.element_ptr(a, t, ao), e.element_ptr(b, t, bo), e.element_ptr(c, t, co),
                   m, n, k, lda, ldb, ldc, acc])
@@ -354,12 +356,12 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 @handles("loop.conv2d")
 def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .conv import conv_function
+    from .library import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:])
-    fn = conv_function(e.mod.ll, t.dtype, tuple(op.attributes["stride"]))
+    fn = declare(e.mod.ll, e.mod.libraries, "conv", t.dtype, tuple(op.attributes["stride"]))
     e.b.call(fn, [e.element_ptr(x, t, xoff), w.ptr, e.element_ptr(y, t, yoff), *dims])
     return []
 
@@ -369,6 +371,12 @@ def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     callee = e.mod.functions.get(op.attributes["callee"])
     if callee is None:
         raise WiaIRError(f"call of unknown function @{op.attributes['callee']}")
+    if op.attributes.get("parallel"):  # an outlined parallel loop (loops/parallelize.py)
+        from .parallel import emit_parallel_call
+        flat = [x for v in op.operands for x in e.flatten(v)]
+        rc = emit_parallel_call(e.b, e.alloca_block, e.arena, callee, op, flat)
+        e.fail_unless(e.b.icmp_signed("==", rc, ir.Constant(I32, 0)), rc)
+        return []
     types = list(op.result_types)
     with e.b.goto_block(e.alloca_block):
         slots = e.b.alloca(I64, size=max(1, sum(slot_count(t) for t in types)))

@@ -3,23 +3,35 @@
 Pipeline: ``wiadsl.loops.lower_module`` with the kernel's parameter extents as
 constants (shape specialization) ->
 ``ModuleEmitter`` -> entry wrapper -> LLVM text, parsed and verified.
+
+``compile_object`` runs the whole JIT path for the compile cache: tensor passes,
+lowering, LLVM optimization and code generation, timed per stage, giving object
+code plus the JSON-able ``Layout`` a caller needs to run it without the IR.
+Invariant: the object exports exactly one external function, ``Layout.symbol``
+(the entry, renamed per cache key), with ``runtime.entry_wrapper``'s ABI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
+import numpy as np
 
+from ...diagnostics import Span
 from ...ir.module import ModuleOp
-from ...ir.types import IRType, TensorType
+from ...ir.types import IRType, ScalarType, TensorType
 from ...ir.verifier import verify
 from ...loops import lower_module
+from ...loops.passes import default_loop_pipeline, run_loop_passes
+from ...runtime.cache_log import Stages
 from .codegen import ModuleEmitter, slot_count
+from .gemm import GemmConfig, use_config
+from .parallel import THREADS
 from .runtime import entry_wrapper
-from .target import host, optimize, parse_and_verify
+from .target import engine, host, optimize, parse_and_verify
 
 
 @dataclass
@@ -31,6 +43,8 @@ class LoweredKernel:
     param_types: list[IRType]
     result_types: list[IRType]
     loop_ir: ModuleOp
+    #: precompiled helpers (library.py) the module calls: loaded before its object
+    libraries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def result_slots(self) -> int:
@@ -39,6 +53,9 @@ class LoweredKernel:
 
 def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]]) -> LoweredKernel:
     loops = lower_module(module, {kernel: list(shapes)})
+    pipeline = default_loop_pipeline(THREADS)
+    if pipeline:
+        run_loop_passes(loops, pipeline)
     verify(loops)
     emitter = ModuleEmitter(loops, f"wia_{kernel}", host().triple)
     func = loops[kernel]
@@ -50,14 +67,103 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]
         k += 1 + (t.rank if isinstance(t, TensorType) else 0)
     entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types))
     return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
-                         list(func.result_types), loops)
+                         list(func.result_types), loops, emitter.libraries)
+
+
+#: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
+#: vectorization still on) gave the same run time on every benchmark kernel
+#: (softmax, layer_norm, fused elementwise; CPU-time medians) at a fraction of
+#: O3's optimization time; the gemm/conv helpers (library.py) get -O3.
+KERNEL_SPEED_LEVEL = 2
 
 
 def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
     """Parse, verify and optimize the module (ready for the engine or for codegen)."""
     mod = parse_and_verify(lowered.llvm_ir)
-    optimize(mod, level)
+    optimize(mod, min(level, KERNEL_SPEED_LEVEL))
     return mod
 
 
-__all__ = ["build", "lower_kernel"]
+@dataclass(frozen=True)
+class Layout:
+    """How to call a compiled entry: argument slots and result plan (JSON-able)."""
+
+    symbol: str
+    messages: list[list[Any]]       #: per error code: [message, span as a dict or None]
+    in_dtypes: list[str]            #: storage dtype per input
+    results: list[list[Any]]        #: per result: [first slot, rank or -1, dtype]
+    n_slots: int                    #: inputs + result slots (at least one result slot)
+    libraries: list[dict[str, Any]] = field(default_factory=list)  #: library.py specs to load first
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Layout:
+        return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
+                      [list(r) for r in d["results"]], int(d["n_slots"]),
+                      [dict(s) for s in d.get("libraries", [])])
+
+    def errors(self, module: ModuleOp) -> list[tuple[str, Span | None]]:
+        """The runtime error messages with their spans rebuilt on ``module``'s sources
+        (a span whose source file is not among them is dropped, the message kept)."""
+        sources = {op.loc.source.name: op.loc.source for f in module.funcs for op in f.walk()
+                   if isinstance(getattr(op, "loc", None), Span)}
+        out: list[tuple[str, Span | None]] = []
+        for message, span in self.messages:
+            source = sources.get(span["file"]) if span else None
+            out.append((message, None if source is None else Span(
+                source, span["line"], span["column"], span["end_line"], span["end_column"])))
+        return out
+
+
+def _span_data(span: Any) -> dict[str, Any] | None:
+    if not isinstance(span, Span):
+        return None
+    return {"file": span.filename, "line": span.line, "column": span.column,
+            "end_line": span.end_line, "end_column": span.end_column}
+
+
+def storage(t: IRType) -> np.dtype:
+    return np.dtype(np.int64) if not isinstance(t, (ScalarType, TensorType)) else t.dtype.numpy
+
+
+def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
+    n_in = len(lowered.param_types)
+    results, k = [], n_in
+    for t in lowered.result_types:
+        results.append([k, t.rank if isinstance(t, TensorType) else -1, str(storage(t))])
+        k += slot_count(t)
+    messages = [[str(m), _span_data(span)] for m, span in lowered.messages]
+    n_tensors = sum(isinstance(t, TensorType) for t in lowered.result_types)
+    # inputs, result slots, then a copy-out (pointer, bytes) pair per tensor result
+    return Layout(symbol, messages, [str(storage(t)) for t in lowered.param_types],
+                  results, n_in + max(1, lowered.result_slots) + 2 * n_tensors, lowered.libraries)
+
+
+def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]], level: int,
+                   symbol: str, config: GemmConfig | None, stages: Stages, passes: bool = True
+                   ) -> tuple[bytes, Layout]:
+    """Object code of ``kernel`` of ``module`` (optimized in place by the tensor passes
+    unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``."""
+    if passes:
+        with stages.stage("passes"):
+            module = tensor_passes(module, level)
+    with stages.stage("lower"), use_config(config):
+        lowered = lower_kernel(module, kernel, shapes)
+    with stages.stage("llvm-opt"):
+        mod = build(lowered, level)
+        mod.get_function("wia_entry").name = symbol
+    with stages.stage("codegen"):
+        obj = engine().emit_jit_object(mod)
+    return obj, layout_of(lowered, symbol)
+
+
+def tensor_passes(module: ModuleOp, level: int) -> ModuleOp:
+    """The tensor-level passes of ``-O<level>`` (in place; the module is returned)."""
+    from ...passes import optimize as optimize_ir
+
+    return optimize_ir(module, level) or module
+
+
+__all__ = ["Layout", "build", "compile_object", "lower_kernel", "tensor_passes"]

@@ -2,17 +2,18 @@
 register-blocked micro-kernel, and a row split over native threads.
 
 Structure (BLIS's loop order, seed 5.5-5.6):
-    for pc in K by KC:                 pack B[pc:pc+KC, :] into NR-wide panels (zero padded)
-      for ic in M by MC:
-        for jr in N by NR:             one packed panel: KC x NR, stays in L1
-          for ir in ic..ic+MC by MR:   micro-kernel: MR x NR accumulators in registers
+    for jc in N by NC:                 column block: its packed B slab stays in L2
+      for pc in K by KC:               pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels (vector copies)
+        for ic in M by MC:
+          for jr in jc..jc+NC by NR:   one packed panel: KC x NR, stays in L1
+            for ir in ic..ic+MC by MR: micro-kernel: MR x NR accumulators in registers
 The micro-kernel holds MR rows x (NR / W) vectors of W lanes (8 x 2 x <16 x float>
 with AVX-512, 6 x 2 x <8 x float> with AVX2: every accumulator stays in a
 register), broadcasts one A element per row and issues ``llvm.fmuladd`` on
 vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run the 1-row micro-kernel.
-Above ``PARALLEL_FLOPS`` the rows are split across ``THREADS`` pthreads (each
-packs its own B panel: no synchronization but the join).
+Above ``PARALLEL_FLOPS`` the rows are split across ``THREADS`` threads with
+``parallel.parallel_for`` (each packs its own B panels: no synchronization but the join).
 
 Tunable parameters (the autotuner's search space, ``wiadsl.tune``) form a
 ``GemmConfig``: MR, NR / W (vectors per row), W (vector width in bits), KC, MC
@@ -28,19 +29,22 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from llvmlite import ir
 
 from ...dtypes import DType
+from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .target import host
 from .types import F32, F64, I1, I32, I64, PTR
 
 KC, MC = 256, 96
+#: columns of B per packed block (rounded down to a multiple of NR): KC x NC
+#: floats = 256 KiB, so a packed block stays in L2 while every row block of A
+#: streams past it (item "N blocking": at n = 2048 the whole packed K-slab was 2 MiB).
+NC = 256
 PARALLEL_FLOPS = 96 ** 3
-THREADS = max(1, min(os.cpu_count() or 1, 8))
 
 
 @dataclass(frozen=True)
@@ -237,34 +241,37 @@ class GemmBuilder:
         fn.linkage = "internal"
         a, bm, c, m, n, k, lda, ldb, ldc, acc = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        npad = b.mul(b.sdiv(b.add(n, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
-        nbytes = b.mul(b.mul(npad, _i(self.kc)), _i(self.size))
-        packed = b.call(alloc, [_i(64), b.add(nbytes, _i(64))])
+        nc_max = max(self.nr, NC // self.nr * self.nr)
+        packed = b.call(alloc, [_i(64), _i(nc_max * self.kc * self.size + 64)])
         big, small = self.ukernel(self.mr), self.ukernel(1)
 
-        def per_pc(pc: ir.Value) -> None:
-            kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(self.kc)), b.sub(k, pc), _i(self.kc))
-            self.pack(b, bm, ldb, pc, kc, n, npad, packed)
-            load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
+        def per_jc(jc: ir.Value) -> None:
+            jend = b.select(b.icmp_signed("<", b.add(jc, _i(nc_max)), n), b.add(jc, _i(nc_max)), n)
 
-            def per_ic(ic: ir.Value) -> None:
-                iend = b.select(b.icmp_signed("<", b.add(ic, _i(self.mc)), m), b.add(ic, _i(self.mc)), m)
-                full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
+            def per_pc(pc: ir.Value) -> None:
+                kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(self.kc)), b.sub(k, pc), _i(self.kc))
+                self.pack(b, bm, ldb, pc, kc, jc, jend, n, packed)
+                load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
-                def per_jr(jr: ir.Value) -> None:
-                    panel = b.gep(packed, [b.mul(jr, kc)], source_etype=self.et)
-                    valid = b.sub(n, jr)
+                def per_ic(ic: ir.Value) -> None:
+                    iend = b.select(b.icmp_signed("<", b.add(ic, _i(self.mc)), m), b.add(ic, _i(self.mc)), m)
+                    full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
 
-                    def call(kernel: ir.Function, i: ir.Value) -> None:
-                        ap = b.gep(a, [b.add(b.mul(i, lda), pc)], source_etype=self.et)
-                        cp = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=self.et)
-                        b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
-                    for_range(b, ic, full_end, self.mr, lambda i: call(big, i), "ir")
-                    for_range(b, full_end, iend, 1, lambda i: call(small, i), "tail")
-                for_range(b, _i(0), n, self.nr, per_jr, "jr")
-            for_range(b, _i(0), m, self.mc, per_ic, "ic")
-        for_range(b, _i(0), k, self.kc, per_pc, "pc")
+                    def per_jr(jr: ir.Value) -> None:
+                        panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
+                        valid = b.sub(n, jr)
+
+                        def call(kernel: ir.Function, i: ir.Value) -> None:
+                            ap = b.gep(a, [b.add(b.mul(i, lda), pc)], source_etype=self.et)
+                            cp = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=self.et)
+                            b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
+                        for_range(b, ic, full_end, self.mr, lambda i: call(big, i), "ir")
+                        for_range(b, full_end, iend, 1, lambda i: call(small, i), "tail")
+                    for_range(b, jc, jend, self.nr, per_jr, "jr")
+                for_range(b, _i(0), m, self.mc, per_ic, "ic")
+            for_range(b, _i(0), k, self.kc, per_pc, "pc")
+        for_range(b, _i(0), n, nc_max, per_jc, "jc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):
             self.zero_fill(b, c, m, n, ldc, acc)
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
@@ -283,80 +290,78 @@ class GemmBuilder:
             for_range(b, _i(0), m, 1, row, "zr")
 
     def pack(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, pc: ir.Value, kc: ir.Value,
-             n: ir.Value, npad: ir.Value, packed: ir.Value) -> None:
-        """packed[jr * kc + p * NR + j] = B[pc + p, jr + j] (zero past column n)."""
-        def per_p(p: ir.Value) -> None:
-            src_row = b.gep(bm, [b.mul(b.add(pc, p), ldb)], source_etype=self.et)
+             jc: ir.Value, jend: ir.Value, n: ir.Value, packed: ir.Value) -> None:
+        """packed[(jr - jc) * kc + p * NR + j] = B[pc + p, jr + j] for the NR-wide panels
+        jr of [jc, jend), zero past column n: one masked vector load per NR / W lanes
+        (a panel row is contiguous in B), aligned vector stores."""
+        nv = self.nr // self.w
+        mask_t = ir.VectorType(I1, self.w)
+        vi = ir.VectorType(I64, self.w)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        zero = ir.Constant(self.vt, [0.0] * self.w)
 
-            def per_j(j: ir.Value) -> None:
-                jr = b.sub(j, b.srem(j, _i(self.nr)))
-                dst = b.gep(packed, [b.add(b.add(b.mul(jr, kc), b.mul(p, _i(self.nr))), b.srem(j, _i(self.nr)))],
-                            source_etype=self.et)
-                inside = b.icmp_signed("<", j, n)
-                jc = b.select(inside, j, _i(0))
-                v = b.load(b.gep(src_row, [jc], source_etype=self.et), typ=self.et)
-                b.store(b.select(inside, v, ir.Constant(self.et, 0.0)), dst)
-            for_range(b, _i(0), npad, 1, per_j, "pj")
-        for_range(b, _i(0), kc, 1, per_p, "pp")
+        def per_jr(jr: ir.Value) -> None:
+            splat = self.splat(b, b.sub(n, jr), vi)
+            masks = [b.icmp_signed(">", splat, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
+                     for v in range(nv)]
+            panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
+
+            def per_p(p: ir.Value) -> None:
+                src = b.gep(bm, [b.add(b.mul(b.add(pc, p), ldb), jr)], source_etype=self.et)
+                dst = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=self.et)
+                for v in range(nv):
+                    x = b.call(mload, [b.gep(src, [_i(v * self.w)], source_etype=self.et),
+                                       ir.Constant(I32, self.size), masks[v], zero])
+                    b.store(x, b.gep(dst, [_i(v * self.w)], source_etype=self.et), align=self.panel_align)
+            for_range(b, _i(0), kc, 1, per_p, "pp")
+        for_range(b, jc, jend, self.nr, per_jr, "pj")
 
     # --------------------------------------------------------- threads
 
-    def driver(self) -> ir.Function:
-        """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``: rows split over threads when large."""
-        name = f"wia.gemm.{self.suffix}"
+    def driver(self, name: str | None = None) -> ir.Function:
+        """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``: rows split over threads (in
+        multiples of MR, each thread packing its own B panels) when large."""
+        name = name or f"wia.gemm.{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
         rows = self.rows()
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1]), name)
         fn.linkage = "internal"
-        a, bm, c, m, n, k, lda, ldb, ldc, acc = fn.args
+        args = list(fn.args)
+        m, n, k = args[3], args[4], args[5]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         flops = b.mul(b.mul(m, n), k)
-        parallel = b.and_(b.icmp_signed(">=", flops, _i(PARALLEL_FLOPS)),
-                          b.icmp_signed(">=", m, _i(2 * self.mr * THREADS)))
-        serial_bb, par_bb = fn.append_basic_block("serial"), fn.append_basic_block("parallel")
-        b.cbranch(b.and_(parallel, ir.Constant(I1, int(THREADS > 1))), par_bb, serial_bb)
-        b.position_at_end(serial_bb)
-        b.call(rows, [a, bm, c, m, n, k, lda, ldb, ldc, acc])
-        b.ret_void()
-        b.position_at_end(par_bb)
-        worker = self.worker(rows)
-        create = self.intrinsic("pthread_create", I32, [PTR, PTR, PTR, PTR])
-        join = self.intrinsic("pthread_join", I32, [I64, PTR])
-        per = b.mul(b.sdiv(b.add(b.sdiv(m, _i(THREADS)), _i(self.mr - 1)), _i(self.mr)), _i(self.mr))
-        tids = b.alloca(I64, size=THREADS)
-        packs = b.alloca(I64, size=10 * THREADS)
-        for t in range(1, THREADS):
-            lo = b.mul(per, _i(t))
-            hi = b.select(b.icmp_signed("<", b.add(lo, per), m), b.add(lo, per), m)
-            lo = b.select(b.icmp_signed("<", lo, m), lo, m)
-            rows_t = b.sub(hi, lo)
-            slot = b.gep(packs, [_i(10 * t)], source_etype=I64)
-            vals = [b.ptrtoint(b.gep(a, [b.mul(lo, lda)], source_etype=self.et), I64), b.ptrtoint(bm, I64),
-                    b.ptrtoint(b.gep(c, [b.mul(lo, ldc)], source_etype=self.et), I64),
-                    rows_t, n, k, lda, ldb, ldc, b.zext(acc, I64)]
-            for j, v in enumerate(vals):
-                b.store(v, b.gep(slot, [_i(j)], source_etype=I64))
-            b.call(create, [b.gep(tids, [_i(t)], source_etype=I64), ir.Constant(PTR, None), worker, slot])
-        first = b.select(b.icmp_signed("<", per, m), per, m)
-        b.call(rows, [a, bm, c, first, n, k, lda, ldb, ldc, acc])
-        for t in range(1, THREADS):
-            b.call(join, [b.load(b.gep(tids, [_i(t)], source_etype=I64), typ=I64), ir.Constant(PTR, None)])
+        go = b.and_(b.icmp_signed(">=", flops, _i(PARALLEL_FLOPS)),
+                    b.icmp_signed(">=", m, _i(2 * self.mr * THREADS)))
+        with b.if_else(b.and_(go, ir.Constant(I1, int(THREADS > 1)))) as (par, ser):
+            with par:
+                ctx = b.alloca(I64, size=10)
+                for j, v in enumerate(args):
+                    raw = b.ptrtoint(v, I64) if j < 3 else b.zext(v, I64) if j == 9 else v
+                    b.store(raw, b.gep(ctx, [_i(j)], source_etype=I64))
+                b.call(parallel_for(self.mod), [self.worker(rows), ctx, _i(0), m, _i(self.mr), _i(THREADS)])
+            with ser:
+                b.call(rows, args)
         b.ret_void()
         return fn
 
     def worker(self, rows: ir.Function) -> ir.Function:
+        """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: rows [lo, hi)."""
         name = f"wia.gemm.worker.{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), name)
+        fn = ir.Function(self.mod, WORKER_TYPE, name)
         fn.linkage = "internal"
-        (arg,) = fn.args
+        ctx, lo, hi = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(arg, [_i(j)], source_etype=I64), typ=I64) for j in range(10)]
-        ptrs = [b.inttoptr(v, PTR) for v in vals[:3]]
-        b.call(rows, [*ptrs, *vals[3:9], b.trunc(vals[9], I1)])
-        b.ret(ir.Constant(PTR, None))
+        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(10)]
+        a, bm, c = (b.inttoptr(v, PTR) for v in vals[:3])
+        lda, ldc = vals[6], vals[8]
+        a = b.gep(a, [b.mul(lo, lda)], source_etype=self.et)
+        c = b.gep(c, [b.mul(lo, ldc)], source_etype=self.et)
+        b.call(rows, [a, bm, c, b.sub(hi, lo), *vals[4:9], b.trunc(vals[9], I1)])
+        b.ret(ir.Constant(I32, 0))
         return fn
 
 

@@ -11,7 +11,9 @@ it is an output.
 
 Entry ABI: ``i32 @wia_entry(ptr %args)``; ``%args`` is an i64 array holding,
 per input, a data pointer (tensors: extents are compiled in; scalars: a pointer
-to the value), followed by the result slots of the kernel (codegen.py).
+to the value), followed by the result slots of the kernel (codegen.py; at least
+one), followed by a (destination pointer, byte count) pair per tensor result
+for the optional copy-out (``_copy_out``; zeros: none).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from llvmlite import ir
 
 from ...ir.types import IRType, TensorType
-from .types import I1, I8, I32, I64, PTR, scalar_type
+from .types import I1, I8, I32, I64, PTR, itemsize, scalar_type
 
 HUGE_BYTES = 4 << 20
 MADV_HUGEPAGE = 14  # Linux
@@ -95,9 +97,42 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
             flat.append(b.trunc(v, I1) if st == I1 else v)
     results = b.gep(args, [ir.Constant(I64, len(param_types))], source_etype=I64)
     rc = b.call(kernel, [arena, *flat, results])
+    n_slots = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)
+    _copy_out(b, results, b.gep(results, [ir.Constant(I64, max(1, n_slots))], source_etype=I64),
+              result_types, rc)
     _free_arena(b, fn, arena, results, result_types, rc)
     b.ret(rc)
     return fn
+
+
+def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: Sequence[IRType],
+              rc: ir.Value) -> None:
+    """Copy small tensor results into caller buffers: per tensor result, the slot pair
+    (pointer, bytes) after the result slots names a buffer; when it is non-null, the
+    call succeeded and the result has exactly that many bytes, the result is copied
+    there and its pointer slot rewritten to it (so the arena frees the original).
+    Python then skips a ctypes ``memmove`` and ``free`` per result (call overhead)."""
+    memcpy = b.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+    ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
+    k, j = 0, 0
+    for t in result_types:
+        if not isinstance(t, TensorType):
+            k += 1
+            continue
+        slot = b.gep(results, [ir.Constant(I64, k)], source_etype=I64)
+        target = b.load(b.gep(dst, [ir.Constant(I64, 2 * j)], source_etype=I64), typ=I64)
+        cap = b.load(b.gep(dst, [ir.Constant(I64, 2 * j + 1)], source_etype=I64), typ=I64)
+        with b.if_then(b.and_(ok, b.icmp_unsigned("!=", target, ir.Constant(I64, 0)))):
+            nbytes: ir.Value = ir.Constant(I64, itemsize(t.dtype))
+            for a in range(t.rank):
+                extent = b.load(b.gep(results, [ir.Constant(I64, k + 1 + a)], source_etype=I64), typ=I64)
+                nbytes = b.mul(nbytes, extent)
+            with b.if_then(b.icmp_signed("==", nbytes, cap)):
+                src = b.inttoptr(b.load(slot, typ=I64), PTR)
+                b.call(memcpy, [b.inttoptr(target, PTR), src, nbytes, ir.Constant(I1, 0)])
+                b.store(target, slot)
+        k += 1 + t.rank
+        j += 1
 
 
 def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.Value,

@@ -54,6 +54,7 @@ FLOAT: dict[str, Fn] = {
     "cos": lambda b, x: m.intrinsic(b, "cos", [x]),
     "floor": lambda b, x: m.intrinsic(b, "floor", [x]),
     "ceil": lambda b, x: m.intrinsic(b, "ceil", [x]),
+    "rint": lambda b, x: m.intrinsic(b, "rint", [x]),  # half to even (default FP env)
     "erf": lambda b, x: m.libm(b, "erf", [x]),
 }
 
@@ -131,7 +132,7 @@ INT: dict[str, Fn] = {
     "abs": lambda b, x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)),
                                  b.sub(ir.Constant(x.type, 0), x), x),
     "relu": lambda b, x: _smax(b, x, ir.Constant(x.type, 0)),
-    "floor": lambda b, x: x, "ceil": lambda b, x: x,
+    "floor": lambda b, x: x, "ceil": lambda b, x: x, "rint": lambda b, x: x,
     "and": lambda b, x, y: b.and_(x, y), "or": lambda b, x, y: b.or_(x, y),
     "not": lambda b, x: b.xor(x, ir.Constant(x.type, -1)),
 }
@@ -144,15 +145,21 @@ BOOL: dict[str, Fn] = {
 }
 
 
-def elementwise(b: B, fn: str, args: list[ir.Value], dtype: DType | None, reassoc: bool) -> ir.Value:
-    """``arith.<fn>`` on values of ``dtype`` (None: index)."""
+def elementwise(b: B, fn: str, args: list[ir.Value], dtype: DType | None, reassoc: bool,
+                exact: bool = False) -> ir.Value:
+    """``arith.<fn>`` on values of ``dtype`` (None: index). ``exact`` (the op's unit
+    attribute ``exact``): a float op LLVM may not contract into an FMA (so a
+    dequantize ``acc * scale`` rounds exactly as NumPy's, whatever follows it)."""
     if dtype is None or dtype.is_int:
         return INT[fn](b, *args)
     if dtype is DType.BOOL:
         return BOOL[fn](b, *args)
     xs = [to_compute(b, a, dtype) for a in args]
     impl = FLOAT[fn]
-    out = impl(b, *xs, reassoc) if fn in ("add", "mul") else impl(b, *xs)
+    if exact and fn in ("add", "sub", "mul"):
+        out = getattr(b, "f" + fn)(*xs)
+    else:
+        out = impl(b, *xs, reassoc) if fn in ("add", "mul") else impl(b, *xs)
     return from_compute(b, out, dtype)
 
 
@@ -199,11 +206,25 @@ def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
     else:
         x = to_compute(b, v, src)  # type: ignore[arg-type]
         if dst is DType.F16:
-            return b.fptrunc(x, t)
+            return b.fptrunc(_f32_round_to_odd(b, x) if str(x.type) == "double" else x, t)
         target = reg_type(compute_dtype(dst))
         if x.type != target:
             x = b.fpext(x, target) if _width(x.type) < _width(target) else b.fptrunc(x, target)
     return from_compute(b, x, dst)
+
+
+def _f32_round_to_odd(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """f64 -> f32 rounded to odd: a following f32 -> f16 then rounds exactly as a direct
+    f64 -> f16 would (no double rounding), without the ``__truncdfhf2`` call that
+    ``fptrunc double to half`` needs and the JIT cannot resolve (a fuzz finding)."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    y = b.fptrunc(x, f32)
+    back = b.fpext(y, x.type)
+    inexact = b.fcmp_ordered("!=", back, x)  # false for NaN
+    above = b.fcmp_ordered(">", m.intrinsic(b, "fabs", [back]), m.intrinsic(b, "fabs", [x]))
+    bits = b.sub(b.bitcast(y, i32), b.zext(b.and_(inexact, above), i32))  # toward zero
+    bits = b.select(inexact, b.or_(bits, ir.Constant(i32, 1)), bits)     # sticky bit
+    return b.bitcast(bits, f32)
 
 
 def _width(t: ir.Type) -> int:

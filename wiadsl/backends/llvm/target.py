@@ -8,6 +8,10 @@ Invariants (PERFORMANCE.md, llvmlite 0.50):
   (a collected engine would leave the target machine dangling).
 - Modules are verified before optimizing; assembly and objects are emitted from
   clones (codegen mutates the module it is given).
+- Cached kernels come back as object code emitted by the engine's own target
+  machine (``emit_jit_object``: static relocations, JIT code model) and are
+  loaded with ``add_object``; every JIT entry symbol is unique per cache key, so
+  the engine's symbol table never resolves a name to another kernel's code.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class Engine:
         self.tm = target_machine(jit=True)
         self._lock = threading.Lock()
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        self._modules: list[llvm.ModuleRef] = []  # keep every added module alive
+        self._modules: list[object] = []  # keep every added module and object alive
 
     def add(self, mod: llvm.ModuleRef, symbol: str) -> int:
         with self._lock:
@@ -65,6 +69,23 @@ class Engine:
             self.engine.finalize_object()
             self._modules.append(mod)
             return self.engine.get_function_address(symbol)
+
+    def add_object(self, obj: bytes, symbol: str) -> int:
+        """Load relocatable object code (from ``emit_jit_object``); the address of ``symbol``."""
+        with self._lock:
+            ref = llvm.ObjectFileRef.from_data(obj)
+            self.engine.add_object_file(ref)
+            self.engine.finalize_object()
+            self._modules.append(ref)  # type: ignore[arg-type]
+            address = self.engine.get_function_address(symbol)
+        if not address:
+            raise RuntimeError(f"object code does not define '{symbol}'")
+        return address
+
+    def emit_jit_object(self, mod: llvm.ModuleRef) -> bytes:
+        """Object code of an optimized module for this engine (mutates ``mod``)."""
+        with self._lock:
+            return self.tm.emit_object(mod)
 
 
 @cache

@@ -35,7 +35,8 @@ def _bcast_index(base_shape: tuple[int, ...], target: tuple[int, ...]) -> np.nda
 
 
 class ViewKind(Protocol):
-    keys: tuple[str, ...]
+    @property
+    def keys(self) -> tuple[str, ...]: ...  # read-only: the kinds are frozen dataclasses
 
     def check(self, view: View, base: Dram) -> None: ...
     def read(self, view: View, base: np.ndarray, r: Remote, cache: dict[str, Any]) -> np.ndarray: ...

@@ -1,0 +1,102 @@
+"""Damaged entries warn and recompile; the memory layer; the on/off switch; the store."""
+
+from __future__ import annotations
+
+import pytest
+
+import wiadsl
+from wiadsl.runtime import cache, cache_store
+from wiadsl.runtime.cache_store import CorruptEntry
+
+from .helpers import AXPY, axpy_call
+
+
+def only_entry():
+    entries = list(cache_store.iter_entries())
+    assert len(entries) == 1
+    return entries[0]
+
+
+def damage(path, how):
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "flipped":  # one bit inside the object code
+        i = len(data) - 100
+        path.write_bytes(data[:i] + bytes([data[i] ^ 0x10]) + data[i + 1:])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:  # garbage of the right length
+        path.write_bytes(b"\xff" * len(data))
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped", "empty", "garbage"])
+def test_damaged_entry_warns_recompiles_and_is_replaced(how):
+    axpy_call()
+    path, entry = only_entry()
+    assert entry is not None and cache.STATS.compiles == 1
+    damage(path, how)
+    cache.clear_memory()
+    with pytest.warns(cache.WiaCacheWarning, match="damaged"):
+        axpy_call()  # correct results from recompiled code
+    assert cache.STATS.corrupt == 1 and cache.STATS.compiles == 2
+    _, replaced = only_entry()
+    assert replaced is not None and replaced.obj == entry.obj
+
+
+def test_decode_rejects_every_truncation():
+    raw = cache_store.encode({"a": 1}, b"object code")
+    assert cache_store.decode("k", raw).obj == b"object code"
+    for n in range(len(raw)):
+        with pytest.raises(CorruptEntry):
+            cache_store.decode("k", raw[:n])
+
+
+def test_entry_with_other_components_is_not_trusted():
+    axpy_call()
+    path, entry = only_entry()
+    meta = dict(entry.meta, components={**entry.meta["components"], "shapes": "[[1]]"})
+    cache_store.write(entry.key, meta, entry.obj)
+    cache.clear_memory()
+    with pytest.warns(cache.WiaCacheWarning, match="components"):
+        axpy_call()
+    assert cache.STATS.compiles == 2
+
+
+def test_in_process_hit_skips_disk_and_compile():
+    axpy_call()
+    fn = axpy_call(wiadsl.jit(AXPY, kernel="axpy", target="cpu"))  # a new KernelFunction
+    assert fn.stats["cache"] == "memory"
+    assert cache.STATS.compiles == 1 and cache.STATS.memory_hits == 1
+
+
+def test_disk_hit_in_process_after_forgetting_memory():
+    axpy_call()
+    cache.clear_memory()
+    fn = axpy_call()
+    assert fn.stats["cache"] == "disk" and cache.STATS.disk_hits == 1
+
+
+def test_cache_off_writes_nothing(monkeypatch, cache_dir):
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    axpy_call()
+    assert not cache_dir.exists() and cache.STATS.compiles == 1
+
+
+def test_unwritable_folder_warns_but_runs(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("WIADSL_CACHE_DIR", str(blocker))
+    with pytest.warns(cache.WiaCacheWarning, match="could not write"):
+        axpy_call()
+    assert cache.STATS.store_errors == 1
+
+
+def test_verbose_log_has_stage_times(monkeypatch, capsys):
+    monkeypatch.setenv("WIADSL_VERBOSE", "1")
+    axpy_call()
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if ln.startswith("JIT 컴파일: axpy"))
+    for stage in ("key", "passes", "lower", "llvm-opt", "codegen", "store"):
+        assert f"{stage} " in line
+    assert " ms) [" in line

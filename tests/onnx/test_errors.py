@@ -1,0 +1,109 @@
+"""What the importer refuses, and how it says so: a WiaError naming the op, its node
+and the opset (or the input, the attribute, the type) — never a silent skip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.onnx.helpers import require_onnx
+
+require_onnx()
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from wiadsl import WiaError  # noqa: E402
+from wiadsl.frontend.onnx_graph import OnnxImportError  # noqa: E402
+from wiadsl.frontend.onnx_import import import_onnx, load_onnx  # noqa: E402
+
+
+def _model(nodes: list, inputs: list, inits: tuple = (), opset: int = 17,
+           out: str = "y") -> Any:
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, 1, None)],
+                              list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+IMG = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+W = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "w")
+
+
+@pytest.mark.parametrize(("nodes", "inputs", "inits", "message"), [
+    ([helper.make_node("NonMaxSuppression", ["x"], ["y"], name="nms_7")], [X], (),
+     "ONNX op NonMaxSuppression (node 'nms_7', opset 17): this op is not supported"),
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=4)], [IMG], (W,),
+     "ONNX op Conv (node 'dw', opset 17): group=4 (grouped convolution) is not supported"),
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[1, 0, 1, 0])], [IMG],
+     (numpy_helper.from_array(np.ones((2, 4, 3, 3), np.float32), "w"),),
+     "ONNX op Conv (node 'c', opset 17): pads=[1, 0, 1, 0] are not the same on every side"),
+    ([helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], ceil_mode=1)],
+     [IMG], (), "ONNX op MaxPool (node 'p', opset 17): ceil_mode=1 is not supported"),
+    ([helper.make_node("Reshape", ["x", "x"], ["y"], name="r")], [X], (),
+     "ONNX op Reshape (node 'r', opset 17): the shape (input 1) must be a constant initializer"),
+    ([helper.make_node("Gelu", ["x"], ["y"], name="g", approximate="fast")], [X], (),
+     "ONNX op Gelu (node 'g', opset 20): approximate='fast' is not supported"),
+    ([helper.make_node("Relu", ["x"], ["y"], domain="com.microsoft", name="ms")], [X], (),
+     "ONNX op Relu (node 'ms', opset 17): domain 'com.microsoft' is not supported"),
+    ([helper.make_node("Cast", ["x"], ["y"], name="c8", to=TensorProto.UINT16)], [X], (),
+     "ONNX op Cast (node 'c8', opset 17): casting to uint16 is not supported"),
+    ([helper.make_node("Relu", ["z"], ["y"], name="early")], [X], (),
+     "input of node 'early' 'z' is used before it is defined"),
+])
+def test_refused_with_a_named_reason(nodes: list, inputs: list, inits: tuple,
+                                     message: str) -> None:
+    opset = 20 if nodes[0].op_type == "Gelu" else 17
+    model = _model(nodes, inputs, inits, opset)
+    with pytest.raises(OnnxImportError) as err:
+        import_onnx(model)
+    assert message in str(err.value)
+    assert isinstance(err.value, WiaError)
+
+
+def test_unnamed_node_is_described() -> None:
+    model = _model([helper.make_node("Loop", ["x"], ["y"])], [X])
+    with pytest.raises(OnnxImportError, match=r"ONNX op Loop \(an unnamed node, opset 17\)"):
+        import_onnx(model)
+
+
+def test_uint8_graph_input_is_refused() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [4])
+    model = _model([helper.make_node("Identity", ["x"], ["y"])], [x])
+    with pytest.raises(OnnxImportError, match="graph input 'x' has element type uint8"):
+        import_onnx(model)
+
+
+def test_uint8_outside_qdq_is_refused() -> None:
+    q = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q")
+    relu = helper.make_node("Relu", ["q"], ["y"], name="r")
+    inits = (numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "zp"))
+    with pytest.raises(OnnxImportError, match=r"ONNX op Relu \(node 'r', opset 13\): uint8"):
+        import_onnx(_model([q, relu], [X], inits, opset=13))
+
+
+def test_missing_file_is_a_wia_error(tmp_path: Any) -> None:
+    with pytest.raises(OnnxImportError, match="cannot read ONNX model"):
+        load_onnx(tmp_path / "nope.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00not a protobuf\xff" * 3)
+    with pytest.raises(OnnxImportError, match="is not an ONNX model"):
+        import_onnx(bad)
+
+
+def test_bad_call_names_the_input() -> None:
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [X])
+    mod = load_onnx(model)
+    with pytest.raises(WiaError, match="x"):
+        mod(np.zeros((2, 3), np.float32))
+
+
+def test_unknown_dim_name_is_refused() -> None:
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [X])
+    with pytest.raises(OnnxImportError, match=r"dims \['btch'\] are not dims of the model's "
+                                              r"inputs \(its dims: batch\)"):
+        import_onnx(model, {"btch": 1})

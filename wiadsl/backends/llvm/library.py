@@ -1,0 +1,110 @@
+"""Helper kernels compiled once per process and linked by symbol: the gemm and conv drivers.
+
+The packed gemm (gemm.py) and the implicit-GEMM convolution (conv.py) are the
+same LLVM code in every kernel that uses them (they depend only on dtype, the
+gemm config and the conv stride), and they are most of the code LLVM would
+optimize and compile per kernel. So a kernel module only *declares* them
+(``declare``) under a symbol naming those parameters; the first use in a process
+builds that helper's own module, optimizes it at -O3, compiles it and loads it
+into the engine (``ensure_loaded``), after which every kernel object that
+references the symbol links against it.
+
+Invariants:
+- A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``.
+- Every object that references a library symbol lists its ``spec`` in
+  ``Layout.libraries``; loading such an object (also from the disk cache in a
+  fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
+- Ahead-of-time outputs (``wiac -o x.o``) are self-contained: ``link_into``
+  copies the helpers' definitions into the module before code generation.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ...dtypes import DType
+from .gemm import GemmConfig, current_config
+from .types import I1, I64, PTR
+
+GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
+CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
+_LOADED: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+Spec = dict[str, Any]
+
+
+def symbol(spec: Spec) -> str:
+    cfg = GemmConfig(**spec["config"])
+    name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
+    if spec["kind"] == "conv":
+        sh, sw = spec["stride"]
+        name += f".s{sh}x{sw}"
+    return name
+
+
+def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
+            stride: tuple[int, int] | None = None) -> ir.Function:
+    """An external declaration of the helper in ``mod``; its spec is added to ``specs``."""
+    spec: Spec = {"kind": kind, "dtype": dtype.value, "config": current_config().as_dict()}
+    if stride is not None:
+        spec["stride"] = [int(stride[0]), int(stride[1])]
+    name = symbol(spec)
+    if spec not in specs:
+        specs.append(spec)
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, GEMM_TYPE if kind == "gemm" else CONV_TYPE, name)
+    return fn
+
+
+def library_ir(spec: Spec) -> str:
+    """LLVM IR text of one helper, exported under ``symbol(spec)``."""
+    from .conv import ConvBuilder
+    from .gemm import GemmBuilder, use_config
+    from .target import host
+    mod = ir.Module(name=symbol(spec))
+    mod.triple = host().triple
+    dtype = DType(spec["dtype"])
+    with use_config(GemmConfig(**spec["config"])):
+        if spec["kind"] == "gemm":
+            fn = GemmBuilder(mod, dtype).driver(symbol(spec))
+        else:
+            fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
+    fn.linkage = "external"
+    return str(mod)
+
+
+def _optimized(spec: Spec) -> llvm.ModuleRef:
+    from .target import optimize, parse_and_verify
+    mod = parse_and_verify(library_ir(spec))
+    optimize(mod, 3)
+    return mod
+
+
+def ensure_loaded(specs: list[Spec]) -> None:
+    """Compile and load every helper of ``specs`` not yet in this process's engine."""
+    from .target import engine
+    for spec in specs:
+        name = symbol(spec)
+        with _LOCK:
+            if name in _LOADED:
+                continue
+            eng = engine()
+            obj = eng.emit_jit_object(_optimized(spec))
+            address = eng.add_object(obj, name)
+            llvm.add_symbol(name, address)
+            _LOADED[name] = address
+
+
+def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
+    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output)."""
+    for spec in specs:
+        mod.link_in(_optimized(spec))
+
+
+__all__ = ["declare", "ensure_loaded", "library_ir", "link_into", "symbol"]

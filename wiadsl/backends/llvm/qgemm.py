@@ -1,0 +1,301 @@
+"""The ``loop.qgemm`` kernel: int8 x int8 -> int32, packed into i16 pairs for ``pmaddwd``.
+
+Structure (the f32 ``gemm.py`` loop order, on k *pairs*):
+    pack A rows into i32 words, one per k pair: lo16 = a[i, 2p], hi16 = a[i, 2p + 1]
+    for pc in pairs by KCP:            pack B[2pc:2pc+2KCP, :] into NR-wide panels of
+                                       interleaved pairs (b[2p, j], b[2p+1, j]) as i16
+      for jr in N by NR:
+        for ir in M by MR:             micro-kernel: MR x (NR / 8) <8 x i32> accumulators
+The micro-kernel splats one A word per row (two i16) and multiplies it with a
+panel row of 16 i16: ``sext`` both to i32, multiply, add even and odd lanes.
+LLVM's x86 backend matches exactly that shape to ``vpmaddwd`` (16 MACs per
+instruction on AVX2); the assembly check lives in tests/quant.
+
+Invariants:
+- Exact integer arithmetic: i8 * i8 products and their pair sums fit in i32 (and
+  ``pmaddwd`` cannot saturate: |2 * 128 * 128| < 2**31); accumulation wraps
+  modulo 2**32, as NumPy's int32 matmul does.
+- An odd k is padded with a zero column in A (and a zero row in B): exact.
+- Column tails use masked loads/stores; leftover rows run the 1-row kernel.
+- Above ``PARALLEL_MACS`` rows are split over ``THREADS`` pthreads, each
+  packing its own A rows and B panels (no synchronization but the join).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .gemm import THREADS, for_range
+from .types import I1, I8, I32, I64, PTR
+
+I16 = ir.IntType(16)
+MR, NV, W = 4, 2, 8          # 4 rows x 2 vectors of 8 i32 lanes: NR = 16 columns
+NR = NV * W
+KCP = 256                    # k pairs per packed B block (a panel is KCP x 16 x 2 x i16 = 16 KiB)
+PARALLEL_MACS = 64 ** 3
+V8 = ir.VectorType(I32, W)
+V16S = ir.VectorType(I16, 2 * W)
+V16W = ir.VectorType(I32, 2 * W)
+ARGS = [PTR, PTR, PTR] + [I64] * 6
+
+
+def _i(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = mod.globals.get(name)
+    return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name)
+
+
+def madd_pairs(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """<16 x i16> x <16 x i16> -> <8 x i32>: lane j = x[2j]*y[2j] + x[2j+1]*y[2j+1] (pmaddwd)."""
+    prod = b.mul(b.sext(x, V16W), b.sext(y, V16W))
+    even = b.shuffle_vector(prod, prod, ir.Constant(V8, list(range(0, 2 * W, 2))))
+    odd = b.shuffle_vector(prod, prod, ir.Constant(V8, list(range(1, 2 * W, 2))))
+    return b.add(even, odd)
+
+
+class QGemmBuilder:
+    """Emits ``wia.qgemm(A, B, C, m, n, k, lda, ldb, ldc)`` into one LLVM module."""
+
+    def __init__(self, mod: ir.Module):
+        self.mod = mod
+
+    # ------------------------------------------------------------ micro-kernel
+
+    def ukernel(self, mr: int) -> ir.Function:
+        """``uk(apack, kp, panel, c, ldc, kcp, valid, load_c)``: C[mr x 16] (+)= A.B."""
+        name = f"wia.qgemm.ukernel.{mr}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR, I64, I64, I64, I1]), name)
+        fn.linkage = "internal"
+        ap, kp, panel, c, ldc, kcp, valid, load_c = fn.args
+        for p in (ap, panel, c):
+            p.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        mask_t = ir.VectorType(I1, W)
+        vi = ir.VectorType(I64, W)
+        sv = self.splat(b, valid, vi)
+        masks = [b.icmp_signed(">", sv, ir.Constant(vi, [v * W + j for j in range(W)])) for v in range(NV)]
+        mload = _declare(self.mod, "llvm.masked.load.v8i32.p0", V8, [PTR, I32, mask_t, V8])
+        mstore = _declare(self.mod, "llvm.masked.store.v8i32.p0", ir.VoidType(), [V8, PTR, I32, mask_t])
+        zero = ir.Constant(V8, [0] * W)
+
+        def c_ptr(r: int, v: int) -> ir.Value:
+            return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * W))], source_etype=I32)
+        init = []
+        for r in range(mr):
+            for v in range(NV):
+                loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
+                init.append(b.select(load_c, loaded, zero))
+        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.phi(I64)
+        accs = [b.phi(V8) for _ in init]
+        p.add_incoming(_i(0), pre)
+        for acc, v0 in zip(accs, init, strict=True):
+            acc.add_incoming(v0, pre)
+        b.cbranch(b.icmp_signed("<", p, kcp), loop, done)
+        b.position_at_end(loop)
+        row = b.gep(panel, [b.mul(p, _i(2 * NR))], source_etype=I16)
+        bvecs = [b.load(b.gep(row, [_i(2 * W * v)], source_etype=I16), typ=V16S, align=32) for v in range(NV)]
+        nexts = []
+        for r in range(mr):
+            word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kp), p)], source_etype=I32), typ=I32)
+            xs = b.bitcast(self.splat(b, word, V8), V16S)
+            for v in range(NV):
+                nexts.append(b.add(accs[r * NV + v], madd_pairs(b, xs, bvecs[v])))
+        p.add_incoming(b.add(p, _i(1)), loop)
+        for acc, nx in zip(accs, nexts, strict=True):
+            acc.add_incoming(nx, loop)
+        b.branch(head)
+        b.position_at_end(done)
+        for r in range(mr):
+            for v in range(NV):
+                b.call(mstore, [accs[r * NV + v], c_ptr(r, v), ir.Constant(I32, 4), masks[v]])
+        b.ret_void()
+        return fn
+
+    @staticmethod
+    def splat(b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
+        undef = ir.Constant(vt, ir.Undefined)
+        one = b.insert_element(undef, x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count))
+
+    # ------------------------------------------------------------ packing
+
+    def pack_a(self, b: ir.IRBuilder, a: ir.Value, m: ir.Value, k: ir.Value, lda: ir.Value,
+               kp: ir.Value, out: ir.Value) -> None:
+        """out[i * kp + p] = (i16 a[i, 2p]) | (i16 a[i, 2p+1]) << 16 (0 past column k)."""
+        def row(i: ir.Value) -> None:
+            src = b.gep(a, [b.mul(i, lda)], source_etype=I8)
+
+            def pair(p: ir.Value) -> None:
+                k0 = b.mul(p, _i(2))
+                k1 = b.add(k0, _i(1))
+                lo = b.sext(b.load(b.gep(src, [k0], source_etype=I8), typ=I8), I32)
+                inside = b.icmp_signed("<", k1, k)
+                hi = b.sext(b.load(b.gep(src, [b.select(inside, k1, k0)], source_etype=I8), typ=I8), I32)
+                hi = b.select(inside, hi, ir.Constant(I32, 0))
+                word = b.or_(b.and_(lo, ir.Constant(I32, 0xFFFF)), b.shl(hi, ir.Constant(I32, 16)))
+                b.store(word, b.gep(out, [b.add(b.mul(i, kp), p)], source_etype=I32))
+            for_range(b, _i(0), kp, 1, pair, "pa")
+        for_range(b, _i(0), m, 1, row, "ra")
+
+    def pack_b(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+               npad: ir.Value, pc: ir.Value, kcp: ir.Value, out: ir.Value) -> None:
+        """out[(jr/NR * kcp + p) * 2NR + 2j + h] = b[2(pc+p) + h, jr + j] (0 past column n).
+
+        Past an odd k the h = 1 half repeats row k - 1: finite data that meets A's zero
+        padding, so the product stays exact."""
+        def pair(p: ir.Value) -> None:
+            k0 = b.mul(b.add(pc, p), _i(2))
+            k1 = b.add(k0, _i(1))
+            in1 = b.icmp_signed("<", k1, k)
+            r0 = b.gep(bm, [b.mul(k0, ldb)], source_etype=I8)
+            r1 = b.gep(bm, [b.mul(b.select(in1, k1, k0), ldb)], source_etype=I8)
+            z = ir.Constant(I16, 0)
+
+            def panel(jr: ir.Value) -> None:
+                dst = b.gep(out, [b.mul(b.add(b.mul(b.sdiv(jr, _i(NR)), kcp), p), _i(2 * NR))],
+                            source_etype=I16)
+                full = b.icmp_signed("<=", b.add(jr, _i(NR)), n)
+                with b.if_else(full) as (then, other):
+                    with then:   # a whole panel row: two 16-byte loads, one interleave
+                        v0 = b.sext(b.load(b.gep(r0, [jr], source_etype=I8), typ=ir.VectorType(I8, NR)), V16S)
+                        v1 = b.sext(b.load(b.gep(r1, [jr], source_etype=I8), typ=ir.VectorType(I8, NR)), V16S)
+                        inter = [x for j in range(NR) for x in (j, NR + j)]
+                        both = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(I32, 2 * NR), inter))
+                        b.store(both, dst, align=2)
+                    with other:  # the column tail: element by element, zero past n
+                        def col(j: ir.Value) -> None:
+                            jj = b.add(jr, j)
+                            inside = b.icmp_signed("<", jj, n)
+                            jc = b.select(inside, jj, _i(0))
+                            e0 = b.sext(b.load(b.gep(r0, [jc], source_etype=I8), typ=I8), I16)
+                            e1 = b.sext(b.load(b.gep(r1, [jc], source_etype=I8), typ=I8), I16)
+                            e0 = b.select(inside, e0, z)
+                            e1 = b.select(inside, e1, z)
+                            b.store(e0, b.gep(dst, [b.mul(j, _i(2))], source_etype=I16))
+                            b.store(e1, b.gep(dst, [b.add(b.mul(j, _i(2)), _i(1))], source_etype=I16))
+                        for_range(b, _i(0), _i(NR), 1, col, "pj")
+            for_range(b, _i(0), npad, NR, panel, "pn")
+        for_range(b, _i(0), kcp, 1, pair, "pp")
+
+    # ------------------------------------------------------------ blocked rows
+
+    def rows(self) -> ir.Function:
+        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows."""
+        name = "wia.qgemm.rows"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
+        fn.linkage = "internal"
+        a, bm, c, m, n, k, lda, ldb, ldc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
+        free = _declare(self.mod, "free", ir.VoidType(), [PTR])
+        kp = b.sdiv(b.add(k, _i(1)), _i(2))
+        npad = b.mul(b.sdiv(b.add(n, _i(NR - 1)), _i(NR)), _i(NR))
+        apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kp), _i(4)), _i(64))])
+        bpack = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(KCP * 4)), _i(64))])
+        self.pack_a(b, a, m, k, lda, kp, apack)
+        big, small = self.ukernel(MR), self.ukernel(1)
+        full_end = b.sub(m, b.srem(m, _i(MR)))
+
+        def per_pc(pc: ir.Value) -> None:
+            kcp = _min(b, b.sub(kp, pc), _i(KCP))
+            self.pack_b(b, bm, ldb, k, n, npad, pc, kcp, bpack)
+            load_c = b.icmp_signed(">", pc, _i(0))
+
+            def per_jr(jr: ir.Value) -> None:
+                panel = b.gep(bpack, [b.mul(jr, b.mul(kcp, _i(2)))], source_etype=I16)
+                valid = b.sub(n, jr)
+
+                def call(kernel: ir.Function, i: ir.Value) -> None:
+                    arow = b.gep(apack, [b.add(b.mul(i, kp), pc)], source_etype=I32)
+                    crow = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=I32)
+                    b.call(kernel, [arow, kp, panel, crow, ldc, kcp, valid, load_c])
+                for_range(b, _i(0), full_end, MR, lambda i: call(big, i), "ir")
+                for_range(b, full_end, m, 1, lambda i: call(small, i), "tail")
+            for_range(b, _i(0), n, NR, per_jr, "jr")
+        for_range(b, _i(0), kp, KCP, per_pc, "pc")
+        with b.if_then(b.icmp_signed("==", k, _i(0))):   # empty sum: zeros
+            def zrow(i: ir.Value) -> None:
+                for_range(b, _i(0), n, 1, lambda j: b.store(
+                    ir.Constant(I32, 0), b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=I32)), "zc")
+            for_range(b, _i(0), m, 1, zrow, "zr")
+        b.call(free, [apack])
+        b.call(free, [bpack])
+        b.ret_void()
+        return fn
+
+    # ------------------------------------------------------------ threads
+
+    def driver(self) -> ir.Function:
+        name = "wia.qgemm"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        rows = self.rows()
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
+        fn.linkage = "internal"
+        a, bm, c, m, n, k, lda, ldb, ldc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        macs = b.mul(b.mul(m, n), k)
+        parallel = b.and_(b.icmp_signed(">=", macs, _i(PARALLEL_MACS)),
+                          b.icmp_signed(">=", m, _i(2 * MR * THREADS)))
+        serial_bb, par_bb = fn.append_basic_block("serial"), fn.append_basic_block("parallel")
+        b.cbranch(b.and_(parallel, ir.Constant(I1, int(THREADS > 1))), par_bb, serial_bb)
+        b.position_at_end(serial_bb)
+        b.call(rows, [a, bm, c, m, n, k, lda, ldb, ldc])
+        b.ret_void()
+        b.position_at_end(par_bb)
+        worker = self.worker(rows)
+        create = _declare(self.mod, "pthread_create", I32, [PTR, PTR, PTR, PTR])
+        join = _declare(self.mod, "pthread_join", I32, [I64, PTR])
+        # rows per thread: ceil(m / THREADS) rounded up to MR, so THREADS * per >= m
+        share = b.sdiv(b.add(m, _i(THREADS - 1)), _i(THREADS))
+        per = b.mul(b.sdiv(b.add(share, _i(MR - 1)), _i(MR)), _i(MR))
+        tids = b.alloca(I64, size=THREADS)
+        slots = b.alloca(I64, size=9 * THREADS)
+        for t in range(1, THREADS):
+            lo = _min(b, b.mul(per, _i(t)), m)
+            hi = _min(b, b.add(lo, per), m)
+            slot = b.gep(slots, [_i(9 * t)], source_etype=I64)
+            vals = [b.ptrtoint(b.gep(a, [b.mul(lo, lda)], source_etype=I8), I64), b.ptrtoint(bm, I64),
+                    b.ptrtoint(b.gep(c, [b.mul(lo, ldc)], source_etype=I32), I64),
+                    b.sub(hi, lo), n, k, lda, ldb, ldc]
+            for j, v in enumerate(vals):
+                b.store(v, b.gep(slot, [_i(j)], source_etype=I64))
+            b.call(create, [b.gep(tids, [_i(t)], source_etype=I64), ir.Constant(PTR, None), worker, slot])
+        b.call(rows, [a, bm, c, _min(b, per, m), n, k, lda, ldb, ldc])
+        for t in range(1, THREADS):
+            b.call(join, [b.load(b.gep(tids, [_i(t)], source_etype=I64), typ=I64), ir.Constant(PTR, None)])
+        b.ret_void()
+        return fn
+
+    def worker(self, rows: ir.Function) -> ir.Function:
+        name = "wia.qgemm.worker"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), name)
+        fn.linkage = "internal"
+        (arg,) = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        vals = [b.load(b.gep(arg, [_i(j)], source_etype=I64), typ=I64) for j in range(9)]
+        b.call(rows, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:]])
+        b.ret(ir.Constant(PTR, None))
+        return fn
+
+
+def qgemm_function(mod: ir.Module) -> ir.Function:
+    """The ``wia.qgemm`` driver in ``mod`` (emitted once per module)."""
+    return QGemmBuilder(mod).driver()

@@ -1,0 +1,156 @@
+"""One program through the oracle, every target, and the pipeline pass by pass.
+
+The oracle is the interpreter on the IR as lowered (``target="interp"`` of the
+jit, which runs no pass). Each target runs the same call through the jit API.
+
+Verdicts per target (``Verdict.kind``):
+- ``ok``: same outputs within tolerance (compare.py), or both raised a WiaError
+  at run time (a runtime check, e.g. a reduction of an empty tensor);
+- ``mismatch``: different outputs, or only one side raised;
+- ``crash``: an exception that is not a ``WiaError``, or a ``WiaIRError`` (an
+  internal error: the compiler built IR it then rejected);
+- ``unsupported``: the target refused the program at compile time with a
+  ``WiaError`` other than ``WiaRuntimeError`` (e.g. the PTX backend has no f64
+  ``cos``); counted per target with the reasons, never silently.
+The pseudo-target ``passes`` runs the -O3 pipeline one pass at a time and the
+interpreter after each pass that changed the IR: its failure names that pass.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import WiaError, WiaIRError, WiaRuntimeError, WiaUsageError
+from .compare import compare_outputs
+from .genprog import FuzzCase
+
+#: label -> (jit target, backend options)
+TARGETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "cpu-O0": ("cpu", {"opt_level": 0}),
+    "cpu-O3": ("cpu", {"opt_level": 3}),
+    "systolic": ("systolic", {}),
+    "ptxsim": ("ptxsim", {}),
+    "cuda": ("cuda", {}),
+}
+ALL_TARGETS = ("passes", *TARGETS)
+
+
+@dataclass
+class Outcome:
+    """What one run produced: outputs, or the error it raised."""
+
+    values: list[np.ndarray] | None = None
+    error: str = ""
+    crashed: bool = False
+    unsupported: bool = False
+
+
+@dataclass
+class Verdict:
+    target: str
+    kind: str
+    detail: str = ""
+
+
+@dataclass
+class CaseResult:
+    """Everything the driver keeps about one program."""
+
+    seed: int
+    source: str
+    dims: dict[str, int]
+    valid: bool = True
+    oracle_error: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.kind in ("mismatch", "crash")]
+
+
+def register_targets() -> None:
+    """Make sure the registry knows ``ptxsim`` (the lead is adding it)."""
+    from ..runtime.backend import TARGETS as REGISTRY
+
+    REGISTRY.setdefault("ptxsim", "wiadsl.backends.ptx.simbackend:BACKEND")
+
+
+def run_jit(case: FuzzCase, target: str, options: dict[str, Any]) -> Outcome:
+    """The case's call through ``wiadsl.jit`` on ``target``."""
+    from ..runtime.jit import jit
+
+    register_targets()
+    try:
+        fn = jit(case.source, kernel=case.kernel, target=target, **options)
+        result = fn(**{k: v.copy() for k, v in case.inputs.items()})
+    except WiaUsageError as err:
+        return Outcome(error=err.message, unsupported=True)
+    except WiaIRError as err:
+        return Outcome(error=f"internal error: {err.message}", crashed=True)
+    except WiaRuntimeError as err:
+        return Outcome(error=f"{type(err).__name__}: {err.message}")
+    except WiaError as err:  # refused at compile time: a limit of the target
+        return Outcome(error=f"{type(err).__name__}: {err.message}", unsupported=True)
+    except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+        return Outcome(error=_crash_text(exc), crashed=True)
+    values = list(result) if isinstance(result, tuple) else [result]
+    return Outcome(values=[np.asarray(v) for v in values])
+
+
+def _crash_text(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = "; ".join(f"{f.filename.rsplit('/wiadsl/', 1)[-1]}:{f.lineno}" for f in frames)
+    return f"{type(exc).__name__}: {exc} [{where}]"
+
+
+def judge(target: str, ref: Outcome, got: Outcome, declared: list[str | None]) -> Verdict:
+    if got.crashed:
+        return Verdict(target, "crash", got.error)
+    if got.unsupported:
+        return Verdict(target, "unsupported", got.error)
+    if ref.values is None and got.values is None:
+        return Verdict(target, "ok", "both raised")
+    if ref.values is None:
+        return Verdict(target, "mismatch", f"the oracle raised ({ref.error}), the target did not")
+    if got.values is None:
+        return Verdict(target, "mismatch", f"only the target raised: {got.error}")
+    diff = compare_outputs(ref.values, got.values, declared)  # type: ignore[arg-type]
+    return Verdict(target, "ok" if diff.ok else "mismatch", diff.reason)
+
+
+def declared_dtypes(case: FuzzCase) -> list[str | None]:
+    k = next(d for d in case.program.kernels if d.name == case.kernel)
+    return [getattr(p.type, "dtype", None) for p in k.params if p.direction == "output"]
+
+
+def check_case(case: FuzzCase, targets: tuple[str, ...]) -> CaseResult:
+    """Run ``case`` through the oracle and each of ``targets``."""
+    from ..frontend.compile import compile_source
+
+    result = CaseResult(case.seed, case.source, dict(case.dims))
+    try:
+        compile_source(case.source, "<fuzz>")
+    except WiaError as err:
+        result.valid = False
+        result.oracle_error = err.message.splitlines()[0]
+        return result
+    ref = run_jit(case, "interp", {})
+    if ref.crashed:
+        result.oracle_error = ref.error
+        result.verdicts.append(Verdict("interp", "crash", ref.error))
+        return result
+    result.oracle_error = ref.error
+    declared = declared_dtypes(case)
+    for t in targets:
+        if t == "passes":
+            from .passcheck import check_passes
+
+            result.verdicts.append(check_passes(case, ref))
+            continue
+        backend, options = TARGETS[t]
+        result.verdicts.append(judge(t, ref, run_jit(case, backend, options), declared))
+    return result

@@ -1,0 +1,81 @@
+"""Passes on the loop level, their registry and the pipeline the CPU backend runs.
+
+The loop level has its own pass list (``LOOP_PASSES``): its passes assume
+loop-level IR (``loop.*`` memory ops, LoopBuilder loops) and must never run on
+tensor-level IR, so they are not in the tensor registry ``wiadsl.passes.PASSES``.
+They are ``Pass`` dataclasses all the same: options parse from pipeline text
+(``parallelize{min_cost=1000}``) and ``PassManager`` runs, verifies, times and
+prints them.
+
+Invariants:
+- Every pass keeps the module's meaning under the interpreter (tests run the
+  loop IR before and after each pass against NumPy).
+- ``default_loop_pipeline(threads)`` is what ``backends/llvm/compile.py`` runs on
+  every kernel before emitting LLVM IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..diagnostics import WiaUsageError
+from ..ir.module import ModuleOp
+from ..passes.base import Pass, PassContext, PassManager, _split_top
+from .parallelize import parallelize_func
+
+#: Scalar ops below which a loop is not worth a thread hand-off (~20-50 us per
+#: pthread here, about 100k simple operations); the backend's run-time check uses it too.
+MIN_PARALLEL_WORK = 1 << 18
+
+LOOP_PASSES: dict[str, type[Pass]] = {}
+
+
+def loop_pass(cls: type[Pass]) -> type[Pass]:
+    LOOP_PASSES[cls.name] = cls
+    return cls
+
+
+@loop_pass
+@dataclass(frozen=True)
+class Parallelize(Pass):
+    """Outline outermost ``parallel`` loops into ``func.call {parallel = cost}``
+    (parallelize.py); ``min_cost``: static work below which a loop stays inline."""
+
+    name: ClassVar[str] = "parallelize"
+    min_cost: int = MIN_PARALLEL_WORK
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            ctx.count("loops outlined", parallelize_func(module, func, self.min_cost))
+
+
+def parse_loop_pipeline(text: str) -> list[Pass]:
+    """``'parallelize{min_cost=1000}'`` -> loop-level pass instances."""
+    passes: list[Pass] = []
+    for item in (s.strip() for s in _split_top(text)):
+        if not item:
+            continue
+        name, _, rest = item.partition("{")
+        cls = LOOP_PASSES.get(name.strip())
+        if cls is None:
+            raise WiaUsageError(f"unknown loop pass '{name.strip()}' (known: {', '.join(sorted(LOOP_PASSES))})")
+        options = {}
+        for opt in filter(None, (o.strip() for o in rest.rstrip("}").split(","))):
+            key, _, value = opt.partition("=")
+            options[key.strip()] = value.strip()
+        passes.append(cls.from_options(options))
+    return passes
+
+
+def default_loop_pipeline(threads: int) -> str:
+    return "parallelize" if threads > 1 else ""
+
+
+def run_loop_passes(module: ModuleOp, pipeline: str, verify_each: bool = False) -> ModuleOp:
+    """Run ``pipeline`` on the loop-level ``module`` in place; the module."""
+    return PassManager(parse_loop_pipeline(pipeline), verify_each=verify_each).run(module)
+
+
+__all__ = ["LOOP_PASSES", "MIN_PARALLEL_WORK", "default_loop_pipeline", "parse_loop_pipeline",
+           "run_loop_passes"]

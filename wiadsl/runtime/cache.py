@@ -1,0 +1,165 @@
+"""The compile cache (seed §5.9): in memory, then on disk, then compile.
+
+``get_or_compile(parts, compile_fn, load_fn)`` is the one entry point a backend
+uses. ``parts`` (``cache_key.KeyParts``) is everything the compiled code
+depends on; its SHA-256 is the key. Lookup order:
+
+1. the process-wide memory table (key -> the loaded kernel): no I/O at all;
+2. the disk entry (``cache_store``): verified, then its object code is handed to
+   ``load_fn`` (no LLVM optimization or code generation: a warm process skips
+   LLVM entirely);
+3. ``compile_fn(stages)`` -> ``(object code, metadata)``: loaded, stored on disk,
+   remembered in memory.
+
+Invariants:
+- A damaged entry (truncated, bit flips, unreadable) is never loaded: it warns
+  (``WiaCacheWarning``), counts in ``STATS.corrupt``, is recompiled and replaced.
+  So is an entry whose recorded key components differ from the lookup's (a
+  hash collision or a hand-edited file) or whose code fails to load.
+- Disk errors while storing warn and leave the compiled kernel usable.
+- ``STATS.compiles`` counts cache misses in this process: a process that hits
+  for every kernel ends with ``compiles == 0`` (tests read this and the log).
+- ``WIADSL_CACHE=0`` turns the disk half off (memory still works).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from . import cache_store
+from .cache_key import KeyParts
+from .cache_log import Stages, log_compile, log_hit
+from .cache_store import CorruptEntry
+
+T = TypeVar("T")
+
+
+class WiaCacheWarning(UserWarning):
+    """A cache entry was damaged or could not be written; the kernel was recompiled."""
+
+
+@dataclass
+class CacheStats:
+    """Counters of this process's cache traffic."""
+
+    compiles: int = 0
+    memory_hits: int = 0
+    disk_hits: int = 0
+    corrupt: int = 0
+    stores: int = 0
+    store_errors: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def reset(self) -> None:
+        for name in self.as_dict():
+            setattr(self, name, 0)
+
+
+STATS = CacheStats()
+_MEMORY: dict[str, Any] = {}
+_LOCK = threading.RLock()
+
+
+def disk_enabled() -> bool:
+    return os.environ.get("WIADSL_CACHE", "1") != "0"
+
+
+def clear_memory() -> None:
+    """Forget every kernel loaded in this process (the disk entries stay)."""
+    with _LOCK:
+        _MEMORY.clear()
+
+
+def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
+                   load_fn: Callable[[bytes, dict[str, Any]], T],
+                   stages: Stages | None = None) -> tuple[T, dict[str, Any]]:
+    """The loaded kernel for ``parts`` and a record of how it was obtained
+    (``{"key", "source": "memory" | "disk" | "compiled", "ms", "stages"}``)."""
+    stages = stages or Stages()
+    with stages.stage("key"):
+        key = parts.digest()
+    with _LOCK:
+        loaded = _MEMORY.get(key)
+        if loaded is not None:
+            STATS.memory_hits += 1
+            log_hit(parts.kernel, key, "memory", stages)
+            return loaded, _record(key, "memory", stages)
+        if disk_enabled():
+            loaded = _from_disk(parts, key, load_fn, stages)
+            if loaded is not None:
+                STATS.disk_hits += 1
+                _MEMORY[key] = loaded
+                log_hit(parts.kernel, key, "disk", stages)
+                return loaded, _record(key, "disk", stages)
+        obj, meta = compile_fn(stages)
+        meta = {**meta, "kernel": parts.kernel, "components": parts.components(),
+                "created": time.time(), "compile_ms": dict(stages.ms)}
+        with stages.stage("load"):
+            loaded = load_fn(obj, meta)
+        if disk_enabled():
+            _store(key, meta, obj, stages)
+        STATS.compiles += 1
+        _MEMORY[key] = loaded
+        log_compile(parts.kernel, key, stages)
+        return loaded, _record(key, "compiled", stages)
+
+
+def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, Any]], T],
+               stages: Stages) -> T | None:
+    try:
+        with stages.stage("read"):
+            entry = cache_store.read(key)
+    except (CorruptEntry, OSError) as exc:
+        _damaged(parts.kernel, key, str(exc))
+        return None
+    if entry is None:
+        return None
+    if entry.meta.get("components") != parts.components():
+        _damaged(parts.kernel, key, "its key components do not match the lookup")
+        return None
+    try:
+        with stages.stage("load"):
+            return load_fn(entry.obj, entry.meta)
+    except Exception as exc:  # noqa: BLE001 - any failure to load means: recompile
+        _damaged(parts.kernel, key, f"its code did not load ({exc})")
+        return None
+
+
+def _damaged(kernel: str, key: str, why: str) -> None:
+    STATS.corrupt += 1
+    warnings.warn(f"compile cache entry {key[:12]} of kernel '{kernel}' is damaged: {why}; "
+                  f"recompiling and replacing it ({cache_store.entry_path(key)})",
+                  WiaCacheWarning, stacklevel=4)
+    cache_store.remove(key)
+
+
+def _store(key: str, meta: dict[str, Any], obj: bytes, stages: Stages) -> None:
+    try:
+        with stages.stage("store"):
+            cache_store.write(key, meta, obj)
+        STATS.stores += 1
+    except OSError as exc:
+        STATS.store_errors += 1
+        warnings.warn(f"could not write the compile cache entry {key[:12]} "
+                      f"({cache_store.entry_path(key)}): {exc}", WiaCacheWarning, stacklevel=4)
+
+
+def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
+    return {"key": key, "source": source, "ms": stages.total, "stages": dict(stages.ms)}
+
+
+__all__ = ["STATS", "CacheStats", "WiaCacheWarning", "clear_memory", "disk_enabled",
+           "get_or_compile"]
+
+
+from .cache_cli import cache_clear, cache_info, cache_why  # noqa: E402  (re-exported for the CLI)
+
+__all__ += ["cache_clear", "cache_info", "cache_why"]

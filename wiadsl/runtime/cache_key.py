@@ -1,0 +1,123 @@
+"""The compile cache key: what a compiled kernel depends on, part by part.
+
+``KeyParts`` names each component of the key separately, so ``wiac cache why``
+can say which one changed between two entries of a kernel:
+- ``ir``: SHA-256 of the canonical text (``print_func``) of the kernel function;
+- ``callee @f``: the same for every other function of the module (stdlib and
+  user ``func``s the kernel calls, after lowering);
+- ``shapes``, ``dtypes``: the input specialization;
+- ``target``, ``cpu``: the triple, and the host CPU name plus its features;
+- ``flags``, ``pipeline``: backend options (``opt_level``) and the pass pipeline;
+- ``gemm``: the matmul micro-kernel config (autotuned or default);
+- ``version``: the compiler itself (``wiadsl.__version__``, a digest of the
+  compiler's sources, and the llvmlite / LLVM versions).
+
+Invariants: the digest is SHA-256 of the components serialized with sorted keys,
+so equal parts give equal keys in every process; any change of a component gives
+a different key (no component is ever left out of ``components()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from ..ir.module import ModuleOp
+from ..ir.printer import print_func
+
+#: Package folders whose sources do not change CPU code (not hashed; the cache
+#: stores CPU kernels only).
+_NOT_CODEGEN = ("tools", "profile", "tune", "testing", "backends/ptx", "backends/systolic")
+
+
+def sha256(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+@cache
+def compiler_version() -> str:
+    """``wiadsl`` version + digest of its code-generating sources + llvmlite/LLVM versions."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from .. import __version__
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if "__pycache__" in rel.parts or any(rel.as_posix().startswith(p + "/")
+                                             for p in _NOT_CODEGEN):
+            continue
+        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    grammar = root.parent / "grammar"
+    for path in sorted(grammar.glob("*.lark")) if grammar.is_dir() else ():
+        h.update(path.read_bytes())
+    llvm_version = ".".join(map(str, llvm.llvm_version_info))
+    return f"wiadsl {__version__} src {h.hexdigest()[:16]} llvmlite {llvmlite.__version__} LLVM {llvm_version}"
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """Every input of one compiled specialization (see the module docstring)."""
+
+    kernel: str
+    functions: tuple[tuple[str, str], ...]  #: (function name, digest of its text), kernel first
+    shapes: str
+    dtypes: str
+    target: str
+    cpu: str
+    flags: str
+    pipeline: str
+    gemm: str
+    version: str = field(default_factory=lambda: compiler_version())  # late-bound: patchable
+
+    def components(self) -> dict[str, str]:
+        parts = {"kernel": self.kernel}
+        for name, digest in self.functions:
+            parts["ir" if name == self.kernel else f"callee @{name}"] = digest
+        parts.update(shapes=self.shapes, dtypes=self.dtypes, target=self.target, cpu=self.cpu,
+                     flags=self.flags, pipeline=self.pipeline, gemm=self.gemm,
+                     version=self.version)
+        return parts
+
+    def digest(self) -> str:
+        return sha256(json.dumps(self.components(), sort_keys=True))
+
+
+def function_digests(module: ModuleOp, kernel: str) -> tuple[tuple[str, str], ...]:
+    """(name, SHA-256 of canonical text) of every function, the kernel first."""
+    funcs = sorted(module.funcs, key=lambda f: (f.name != kernel, f.name))
+    return tuple((f.name, sha256(print_func(f))) for f in funcs)
+
+
+def cpu_key_parts(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
+                  dtypes: Sequence[np.dtype], level: int, pipeline: str, gemm: str) -> KeyParts:
+    """The key of ``kernel`` of the (unoptimized) ``module`` on the CPU backend."""
+    from ..backends.llvm.target import host
+
+    h = host()
+    return KeyParts(
+        kernel=kernel,
+        functions=function_digests(module, kernel),
+        shapes=json.dumps([list(s) for s in shapes]),
+        dtypes=",".join(str(np.dtype(d)) for d in dtypes),
+        target=f"cpu {h.triple}",
+        cpu=f"{h.cpu} {h.features}",
+        flags=f"opt_level={level}",
+        pipeline=pipeline,
+        gemm=gemm,
+    )
+
+
+def diff_components(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Names of the components that differ (added, removed or changed), in key order."""
+    names = list(new) + [k for k in old if k not in new]
+    return [k for k in names if old.get(k) != new.get(k)]
