@@ -31,8 +31,18 @@ def jit(source: str, kernel: str | None = None, target: str = "cpu",
     return _jit(source, kernel=kernel, target=target, filename=filename, **options)
 
 
+def load_onnx(model, target: str | None = None, dims=None, **options):
+    """Import an ONNX model (a path, bytes or ModelProto) as a Module of one kernel.
+
+    Needs the ``onnx`` extra; see ``wiadsl.frontend.onnx_import.load_onnx``.
+    """
+    from .frontend.onnx_import import load_onnx as _load
+
+    return _load(model, target=target, dims=dims, **options)
+
+
 __all__ = [
     "WiaCallError", "WiaError", "WiaIRError", "WiaImportError", "WiaNameError",
     "WiaRuntimeError", "WiaShapeError", "WiaSyntaxError", "WiaTypeError", "WiaUsageError",
-    "__version__", "jit",
+    "__version__", "jit", "load_onnx",
 ]

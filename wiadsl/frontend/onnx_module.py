@@ -19,7 +19,7 @@ import numpy as np
 
 from ..runtime.backend import get_backend
 from ..runtime.binding import bind_call
-from ..runtime.jit import DEFAULT_TARGET, KernelFunction, Module
+from ..runtime.jit import DEFAULT_TARGET, KernelFunction, KernelResult, Module
 from ..runtime.signature import KernelSignature, signature_of
 from .compile import compile_source
 from .onnx_import import ImportedModel
@@ -34,7 +34,7 @@ class OnnxKernel(KernelFunction):
     aliases: dict[str, str] = field(default_factory=dict)
     _by_shape: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         sig = self.public
         assert sig is not None
         if kwargs:
@@ -72,7 +72,7 @@ class OnnxModule(Module):
     def output_names(self) -> list[str]:
         return [onnx for onnx, _ in self.imported.outputs]
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         return self.kernel(*args, **kwargs)
 
     def __repr__(self) -> str:

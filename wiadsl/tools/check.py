@@ -123,7 +123,7 @@ def check_backend(target: str, text: str, filename: str, sig: KernelSignature,
         return [Row(target, status="error: " + err.message.splitlines()[0])]
     except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported in the table
         return [Row(target, status=f"CRASH: {type(exc).__name__}: {exc}")]
-    values = result if len(sig.outputs) > 1 else (result,)
+    values = result if isinstance(result, tuple) else (result,)  # a tuple iff several outputs
     rows = []
     for p, want, got in zip(sig.outputs, ref, values):
         abs_err, rel_err, ok = compare(want, np.asarray(got))

@@ -18,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .. import __version__
 from ..diagnostics import WiaUsageError
 from ..runtime.backend import TARGETS
@@ -168,17 +170,38 @@ def _check_combinations(args: argparse.Namespace) -> None:
 
 def compile_command(args: argparse.Namespace) -> int:
     _check_combinations(args)
-    text, filename = read_source(args.file)
-    job = job_from_args(args, text, filename)
+    if args.file.endswith(".onnx"):
+        job = _onnx_job(args)
+    else:
+        text, filename = read_source(args.file)
+        job = job_from_args(args, text, filename)
     if args.run:
         return _run(args, job)
     emitter = EMITTERS[choose_emitter(args)]
     if emitter.binary and args.output in (None, "-") and sys.stdout.isatty():
         raise WiaUsageError(f"--emit {emitter.name} writes binary data; give -o FILE")
     artifact = emitter.run(job)
+    if job.weights and args.output not in (None, "-") and emitter.name != "wia":
+        # The weights are kernel inputs (see wiadsl/frontend/onnx_import.py): keep
+        # them beside the output so the artifact can be run.
+        artifact.side[".weights.npz"] = job.weights  # type: ignore[assignment]
     _write(artifact, args.output)
     _print_remarks(job)
     return EXIT_OK
+
+
+def _onnx_job(args: argparse.Namespace) -> CompileJob:
+    """An ONNX model as a compile job: its DSL translation, with ``-D`` dims fixed at
+    import (so ``--emit opt-ir -D batch=1`` shows static shapes) and its weights."""
+    from ..frontend.onnx_import import import_onnx
+
+    if args.file == "-":
+        raise CommandLineError("an ONNX model must be a file, not stdin")
+    imported = import_onnx(args.file, dims=parse_defines(args.defines) or None)
+    args.defines = []
+    job = job_from_args(args, imported.source, args.file)
+    job.weights = dict(imported.weights)
+    return job
 
 
 def _run(args: argparse.Namespace, job: CompileJob) -> int:
@@ -187,7 +210,7 @@ def _run(args: argparse.Namespace, job: CompileJob) -> int:
     target = None if args.target in (None, "ptx") else args.target
     if args.target == "ptx":
         raise CommandLineError("--run --target ptx: PTX runs on a GPU; use --target cuda")
-    outputs, stats = run_kernel(job, target, parse_inputs(args.input))
+    outputs, stats = run_kernel(job, target, {**job.weights, **parse_inputs(args.input)})
     if args.output and args.output != "-":
         save_outputs(outputs, args.output)
         if stats:
@@ -212,8 +235,11 @@ def _write(artifact: Artifact, output: str | None) -> None:
             Path(output).write_bytes(artifact.main)
         else:
             Path(output).write_text(artifact.main, encoding="utf-8")
-        for suffix, text in artifact.side.items():
-            Path(output + suffix).write_text(text, encoding="utf-8")
+        for suffix, side in artifact.side.items():
+            if isinstance(side, dict):  # arrays: an .npz
+                np.savez(output + suffix, **side)
+            else:
+                Path(output + suffix).write_text(side, encoding="utf-8")
     except OSError as exc:
         raise WiaUsageError(f"cannot write '{output}': {exc.strerror}") from None
 

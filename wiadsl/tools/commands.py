@@ -11,6 +11,7 @@ prints by itself, so the REPL shows both the same way.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,7 +165,7 @@ def cmd_time(state: ReplState, arg: str) -> str:
     for target in targets:
         fn = s.module(prog.text, prog.lines, target).kernels[EVAL_KERNEL]
         label = f"{target} (eager)" if target == "interp" else f"{target} (compiled)"
-        rows.append(measure(label, lambda fn=fn: fn(**prog.inputs)))
+        rows.append(measure(label, functools.partial(fn, **prog.inputs)))
     note = "" if len(rows) == 2 else (
         "\n(the session runs on the interpreter; ':target cpu' times compiled code against it)")
     return latency_table(rows) + note
@@ -248,7 +249,8 @@ def cmd_save(state: ReplState, arg: str) -> str:
     values = state.session.values
     if len(parts) == 1 and parts[0].endswith(".npz"):
         arrays = {n: np.asarray(v) for n, v in values.items() if not isinstance(v, tuple)}
-        np.savez(parts[0], **arrays)
+        # NumPy's stub types **kwds so a key could be allow_pickle: mypy rejects any dict
+        np.savez(parts[0], **arrays)  # type: ignore[arg-type]
         return f"saved {', '.join(arrays) or 'nothing'} to {parts[0]}"
     if len(parts) != 2:
         raise WiaUsageError("usage: :save NAME FILE.npy  (or :save FILE.npz for every value)")

@@ -40,6 +40,8 @@ class CompileJob:
     array: tuple[int, int] = (128, 128)
     dataflow: str = "ws"
     remarks: list[Any] | None = None
+    #: inputs the source does not hold itself (an imported ONNX model's weights)
+    weights: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +66,15 @@ def _ast(job: CompileJob) -> Artifact:
     from ..frontend.compile import compile_source
 
     return Artifact(dump_program(compile_source(job.text, job.filename).checked.loaded.main))
+
+
+def _wia(job: CompileJob) -> Artifact:
+    """Canonical WIA DSL source (the unparser): a formatter for .wia files, and the
+    readable, editable translation of an imported ONNX model."""
+    from ..frontend.parser import parse_source
+    from ..frontend.unparse import unparse
+
+    return Artifact(unparse(parse_source(job.text, job.filename)))
 
 
 def lowered_ir(job: CompileJob) -> ModuleOp:
@@ -168,7 +179,9 @@ def _asm(job: CompileJob) -> Artifact:
 
 
 def _obj(job: CompileJob) -> Artifact:
-    return Artifact(bytes(_cpu("obj", job)))
+    obj = _cpu("obj", job)
+    assert not isinstance(obj, str), "the object emitter returns bytes"
+    return Artifact(bytes(obj))
 
 
 def _ptx(job: CompileJob) -> Artifact:
@@ -196,6 +209,7 @@ class Emitter:
 EMITTERS: dict[str, Emitter] = {e.name: e for e in [
     Emitter("tokens", _tokens, "the token stream (line:col, kind, text)"),
     Emitter("ast", _ast, "the checked AST, one node per line"),
+    Emitter("wia", _wia, "canonical WIA DSL source (an imported .onnx model as DSL)"),
     Emitter("ir", _ir, "the SSA IR as lowered, before any pass (the default)"),
     Emitter("opt-ir", _opt_ir, "the IR after the -O / -p pipeline"),
     Emitter("llvm", _llvm, "LLVM IR of one kernel (CPU backend; needs static dims)"),

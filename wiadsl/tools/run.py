@@ -39,7 +39,7 @@ def run_kernel(job: CompileJob, target: str | None, inputs: dict[str, object]
     fn = jit(job.text, kernel=sig.name, target=chosen, filename=job.filename,
              **target_options(chosen, job))
     result = fn(**inputs)
-    values = result if len(sig.outputs) > 1 else (result,)
+    values = result if isinstance(result, tuple) else (result,)  # a tuple iff several outputs
     outputs = {p.name: np.asarray(v) for p, v in zip(sig.outputs, values)}
     return outputs, dict(fn.stats)
 
@@ -49,7 +49,8 @@ def save_outputs(outputs: dict[str, np.ndarray], path: str) -> None:
     suffix = Path(path).suffix
     try:
         if suffix == ".npz":
-            np.savez(path, **outputs)
+            # NumPy's stub types **kwds so a key could be allow_pickle: mypy rejects any dict
+            np.savez(path, **outputs)  # type: ignore[arg-type]
         elif suffix == ".npy":
             if len(outputs) != 1:
                 raise WiaUsageError(f"the kernel has {len(outputs)} outputs "
