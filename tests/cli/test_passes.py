@@ -33,7 +33,8 @@ def test_print_ir_after_one_pass_and_after_change(wiac, example):
 def test_remarks(wiac, example):
     proc = wiac(example("mlp.wia"), "--remarks")
     assert proc.returncode == 0, proc.err
-    assert "remark [fuse]" in proc.err
+    # file:line:col: remark: ... with the source line and a caret, like a diagnostic
+    assert "mlp.wia:" in proc.err and ": remark: " in proc.err and "^" in proc.err
 
 
 def test_unknown_pass_is_a_user_error(wiac, example):

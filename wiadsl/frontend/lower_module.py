@@ -85,7 +85,11 @@ class ProgramLowerer:
         outputs = [(n, t) for n, d, t in params if d == "output"]
         func = FuncOp(name, [ir_type(t) for _, t in inputs], [],
                       [n for n, _ in inputs],
-                      {"kernel": True, "outputs": [n for n, _ in outputs]})
+                      {"kernel": True, "outputs": [n for n, _ in outputs],
+                       # the dim name of each input axis ("" when static): lets fusion
+                       # prove that two dynamic extents are the same dim
+                       "arg_dims": [[d if isinstance(d, str) else "" for d in t.shape]
+                                    for _, t in inputs]})
         self.module.add(func)
         dims: dict[str, tuple[Value, int]] = {}
         for arg, (_, t) in zip(func.args, inputs, strict=True):

@@ -116,7 +116,7 @@ class Interpreter:
             if err.span is None and op.loc is not None:  # point at the source line
                 raise type(err)(err.message, op.loc) from None
             raise
-        except (ValueError, IndexError, TypeError, ArithmeticError) as e:
+        except (ValueError, IndexError, TypeError, ArithmeticError, MemoryError) as e:
             raise WiaRuntimeError(f"'{op.name}' failed: {e}", op.loc) from None
 
 

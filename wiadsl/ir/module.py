@@ -24,7 +24,7 @@ class FuncOp:
 
     def __init__(self, name: str, arg_types: Sequence[IRType], result_types: Sequence[IRType],
                  arg_names: Sequence[str | None] | None = None,
-                 attributes: dict[str, Any] | None = None, entry_name: str = "entry"):
+                 attributes: dict[str, Any] | None = None, entry_name: str | None = "entry"):
         self.name = name
         self.result_types: tuple[IRType, ...] = tuple(result_types)
         self.attributes: dict[str, Any] = dict(attributes or {})

@@ -34,7 +34,7 @@ from .ops_base import (
     register,
     value_dtype,
 )
-from .types import IndexType, ScalarType, TensorType, shape_of, shapes_compatible
+from .types import IndexType, ScalarType, TensorType, shape_of, shapes_compatible, static_shape
 
 
 def result_shape(result: TensorType, extents: list[Any]) -> tuple[int, ...]:

@@ -81,8 +81,9 @@ class ReduceOp(Operation):
         if self.kind == "mean":
             with np.errstate(all="ignore"):
                 return [finish(np.mean(x, axis=axes, keepdims=keep), t)]
-        fn: Callable[..., Any] = {"sum": np.sum, "prod": np.prod, "max": np.max,
-                                  "min": np.min}[self.kind]
+        reducers: dict[str, Callable[..., Any]] = {
+            "sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+        fn = reducers[self.kind]
         extra = {"dtype": x.dtype} if self.kind in ("sum", "prod") else {}
         with np.errstate(all="ignore"):
             return [finish(fn(x, axis=axes, keepdims=keep, **extra), t)]

@@ -43,7 +43,7 @@ class Namer:
                 counter += 1
 
     def _number_blocks(self, blocks: Sequence[Block]) -> None:
-        hinted = {}
+        hinted: dict[int, str] = {}
         for b in blocks:
             hint = b.name_hint
             if hint and _IDENT.match(hint) and hint not in hinted.values():

@@ -245,9 +245,10 @@ def _write(artifact: Artifact, output: str | None) -> None:
 
 
 def _print_remarks(job: CompileJob) -> None:
-    for remark in job.remarks or ():
-        render = getattr(remark, "render", None)
-        print(render() if callable(render) else str(remark), file=sys.stderr)
+    if job.remarks:
+        from ..passes import format_remarks
+
+        print(format_remarks(job.remarks), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

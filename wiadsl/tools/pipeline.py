@@ -38,8 +38,18 @@ class OptOptions:
 
 
 def copy_module(module: ModuleOp) -> ModuleOp:
-    """An independent copy, through the IR's text form (which round-trips)."""
-    return parse_module(print_module(module))
+    """An independent copy, through the IR's text form (which round-trips).
+
+    The text form has no source locations; they are copied op by op (the round
+    trip keeps every op in place), so remarks still point at the source."""
+    from ..ir.core import walk_nested
+
+    copy = parse_module(print_module(module))
+    for old_func, new_func in zip(module.funcs, copy.funcs, strict=True):
+        for old, new in zip(walk_nested(old_func.blocks), walk_nested(new_func.blocks),
+                            strict=True):
+            new.loc = old.loc
+    return copy
 
 
 def optimize_ir(module: ModuleOp, opts: OptOptions,
