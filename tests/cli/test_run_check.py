@@ -137,3 +137,15 @@ def test_format_report_table():
     text = format_report(report)
     assert text.splitlines()[0] == "kernel k  (N=7)"
     assert "max abs err" in text and "not available: x" in text
+
+
+def test_fuzz_subcommand_runs_programs_and_reports(wiac, tmp_path):
+    proc = wiac("fuzz", "--seed", "5", "--count", "3", "--targets", "cpu-O3",
+                "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.err + proc.out
+    assert "mismatches: 0, crashes: 0" in proc.out + proc.err
+
+
+def test_fuzz_bad_option_is_usage_error(wiac):
+    proc = wiac("fuzz", "--count", "lots")
+    assert proc.returncode == 2

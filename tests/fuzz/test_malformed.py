@@ -11,8 +11,8 @@ from wiadsl.fuzz.malformed import bad_sources, check_source, run_malformed
 
 
 def test_malformed_run_has_no_findings() -> None:
-    report = run_malformed(3, 35)
-    assert report.sources == 35 and report.calls == 70
+    report = run_malformed(3, 14)
+    assert report.sources == 14 and report.calls == 28
     assert report.ok, report.summary()
 
 

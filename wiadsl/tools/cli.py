@@ -5,6 +5,7 @@ Three commands share the program name:
     wiac [OPTIONS] FILE            compile FILE and print or write one stage (--emit, -o)
     wiac [OPTIONS] FILE --run      run a kernel of FILE on .npy inputs
     wiac check [OPTIONS] FILE      run every kernel on every backend and compare
+    wiac fuzz --seed S --count N   differential fuzzing of random well-typed programs
     wiac --repl  (or no argument)  the interactive session
 
 Exit statuses are documented in ``errors.py`` (0 ok, 1 user error, 2 bad command
@@ -42,6 +43,7 @@ examples:
   wiac examples/matmul.wia --run --input A=a.npy --input B=b.npy -o c.npz
   cat k.wia | wiac - --emit ast                '-' reads stdin (and -o - writes stdout)
   wiac check examples/mlp.wia -D B=5 --bisect  every backend against the interpreter
+  wiac fuzz --seed 1 --count 200               random programs: every backend vs the interpreter
   wiac --repl                                  the interactive session (also: python -m wiadsl)
 
 -o OUT picks the output from its extension: .ir (optimized IR), .ll (LLVM IR),
@@ -63,7 +65,8 @@ class UsageArgumentParser(argparse.ArgumentParser):
 def build_arg_parser() -> argparse.ArgumentParser:
     p = UsageArgumentParser(
         prog="wiac", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
-        usage="wiac [options] FILE\n       wiac check [options] FILE\n       wiac --repl",
+        usage="wiac [options] FILE\n       wiac check [options] FILE\n"
+              "       wiac fuzz [options]\n       wiac --repl",
         description="Compile WIA DSL kernels: print any stage of the pipeline, write "
         "PTX, systolic assembly, LLVM IR or objects, run a kernel on .npy files, or "
         "start the interactive session.")
@@ -262,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         from .check import main as check_main
 
         return check_main(argv[1:])
+    if argv[0] == "fuzz":
+        from ..fuzz.cli import main as fuzz_main
+
+        return fuzz_main(argv[1:], prog="wiac fuzz")
     args = build_arg_parser().parse_args(argv)
     if args.repl:
         from .repl import main as repl_main
