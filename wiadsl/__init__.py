@@ -41,8 +41,32 @@ def load_onnx(model, target: str | None = None, dims=None, **options):
     return _load(model, target=target, dims=dims, **options)
 
 
+def autotune(kernel, *args, **options):
+    """Tune the matmul/conv configuration of ``kernel`` on these arguments; the best
+    config is kept in the compile cache. See ``wiadsl.tune.tuner.autotune``."""
+    from .tune.tuner import autotune as _autotune
+
+    return _autotune(kernel, *args, **options)
+
+
+def profile(kernel, *args, **options):
+    """Per fused kernel time, FLOPs, bytes and roofline verdict, and eager vs compiled
+    latency. See ``wiadsl.profile.profiler.profile``."""
+    from .profile.profiler import profile as _profile
+
+    return _profile(kernel, *args, **options)
+
+
+def quantize(kernel, calibration, **options):
+    """Post-training int8 quantization of ``kernel`` calibrated on ``calibration``.
+    See ``wiadsl.quant.api.quantize``."""
+    from .quant.api import quantize as _quantize
+
+    return _quantize(kernel, calibration, **options)
+
+
 __all__ = [
     "WiaCallError", "WiaError", "WiaIRError", "WiaImportError", "WiaNameError",
     "WiaRuntimeError", "WiaShapeError", "WiaSyntaxError", "WiaTypeError", "WiaUsageError",
-    "__version__", "jit", "load_onnx",
+    "__version__", "autotune", "jit", "load_onnx", "profile", "quantize",
 ]

@@ -100,3 +100,17 @@ def test_verbose_log_has_stage_times(monkeypatch, capsys):
     for stage in ("key", "passes", "lower", "llvm-opt", "codegen", "store"):
         assert f"{stage} " in line
     assert " ms) [" in line
+
+
+def test_cached_object_builds_once_then_hits():
+    built = []
+
+    def build():
+        built.append(1)
+        return b"\x7fELF helper code"
+    assert cache.cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
+    cache.clear_memory()
+    assert cache.cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
+    assert len(built) == 1 and cache.STATS.disk_hits == 1
+    cache.cached_object("wia.lib.test", "spec-2", build)
+    assert len(built) == 2

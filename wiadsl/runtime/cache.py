@@ -112,6 +112,25 @@ def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, 
         return loaded, _record(key, "compiled", stages)
 
 
+def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes:
+    """Object code of a helper (say, a gemm driver shared by many kernels) whose code
+    depends only on ``identity`` text, the CPU and the compiler version: from memory,
+    from disk, or ``build()`` (then stored). Same guarantees as ``get_or_compile``."""
+    from ..backends.llvm.target import host
+    from .cache_key import sha256
+
+    h = host()
+    parts = KeyParts(kernel=name, functions=((name, sha256(identity)),), shapes="", dtypes="",
+                     target=f"cpu {h.triple}", cpu=f"{h.cpu} {h.features}", flags="helper",
+                     pipeline="O3", gemm="")
+
+    def compile_fn(stages: Stages) -> tuple[bytes, dict[str, Any]]:
+        with stages.stage("build"):
+            return build(), {"helper": identity}
+    obj, _ = get_or_compile(parts, compile_fn, lambda raw, meta: raw)
+    return obj
+
+
 def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, Any]], T],
                stages: Stages) -> T | None:
     try:
@@ -156,8 +175,8 @@ def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
     return {"key": key, "source": source, "ms": stages.total, "stages": dict(stages.ms)}
 
 
-__all__ = ["STATS", "CacheStats", "WiaCacheWarning", "clear_memory", "disk_enabled",
-           "get_or_compile"]
+__all__ = ["STATS", "CacheStats", "WiaCacheWarning", "cached_object", "clear_memory",
+           "disk_enabled", "get_or_compile"]
 
 
 from .cache_cli import cache_clear, cache_info, cache_why  # noqa: E402  (re-exported for the CLI)

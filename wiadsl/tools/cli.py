@@ -6,6 +6,7 @@ Three commands share the program name:
     wiac [OPTIONS] FILE --run      run a kernel of FILE on .npy inputs
     wiac check [OPTIONS] FILE      run every kernel on every backend and compare
     wiac fuzz --seed S --count N   differential fuzzing of random well-typed programs
+    wiac cache info|clear|why K    the compile cache: contents, clearing, why K recompiled
     wiac --repl  (or no argument)  the interactive session
 
 Exit statuses are documented in ``errors.py`` (0 ok, 1 user error, 2 bad command
@@ -44,6 +45,9 @@ examples:
   cat k.wia | wiac - --emit ast                '-' reads stdin (and -o - writes stdout)
   wiac check examples/mlp.wia -D B=5 --bisect  every backend against the interpreter
   wiac fuzz --seed 1 --count 200               random programs: every backend vs the interpreter
+  wiac examples/cnn.wia --run --profile --plot roofline.png   where the time goes
+  wiac examples/matmul.wia -D M=512 -D K=512 -D N=512 --autotune
+  wiac cache why matmul                        which part of the key changed
   wiac --repl                                  the interactive session (also: python -m wiadsl)
 
 -o OUT picks the output from its extension: .ir (optimized IR), .ll (LLVM IR),
@@ -66,7 +70,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = UsageArgumentParser(
         prog="wiac", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
         usage="wiac [options] FILE\n       wiac check [options] FILE\n"
-              "       wiac fuzz [options]\n       wiac --repl",
+              "       wiac fuzz [options]\n       wiac cache info|clear|why KERNEL\n"
+              "       wiac --repl",
         description="Compile WIA DSL kernels: print any stage of the pipeline, write "
         "PTX, systolic assembly, LLVM IR or objects, run a kernel on .npy files, or "
         "start the interactive session.")
@@ -108,6 +113,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     run = p.add_argument_group("running")
     run.add_argument("--run", action="store_true",
                      help="run the kernel; results go to -o (.npz/.npy) or stdout")
+    run.add_argument("--profile", action="store_true",
+                     help="with --run: per fused kernel time, FLOPs, bytes, roofline verdict, "
+                     "and eager vs compiled latency")
+    run.add_argument("--plot", metavar="PNG", help="with --profile: draw the roofline (and the "
+                     "latency histograms beside it); needs matplotlib")
+    run.add_argument("--autotune", action="store_true",
+                     help="tune the matmul/conv configuration of a kernel on random (or "
+                     "--input) arguments and keep the best in the cache")
     run.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
                      help="an input: NAME=file.npy, NAME=file.npz:key or NAME=0.5")
     p.add_argument("--repl", action="store_true", help="start the interactive session")
@@ -169,6 +182,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise CommandLineError("--input needs --run")
     if args.run and args.emit:
         raise CommandLineError("--run and --emit exclude each other")
+    if args.profile and not args.run:
+        raise CommandLineError("--profile needs --run")
+    if args.plot and not args.profile:
+        raise CommandLineError("--plot needs --profile")
 
 
 def compile_command(args: argparse.Namespace) -> int:
@@ -178,6 +195,14 @@ def compile_command(args: argparse.Namespace) -> int:
     else:
         text, filename = read_source(args.file)
         job = job_from_args(args, text, filename)
+    if args.autotune:
+        from ..tune.cli import run_autotune
+
+        print(run_autotune(job.text, job.filename, job.kernel,
+                           {**job.weights, **parse_inputs(args.input)}, job.dims))
+        return EXIT_OK
+    if args.run and args.profile:
+        return _profile(args, job)
     if args.run:
         return _run(args, job)
     emitter = EMITTERS[choose_emitter(args)]
@@ -205,6 +230,16 @@ def _onnx_job(args: argparse.Namespace) -> CompileJob:
     job = job_from_args(args, imported.source, args.file)
     job.weights = dict(imported.weights)
     return job
+
+
+def _profile(args: argparse.Namespace, job: CompileJob) -> int:
+    from ..profile.cli import plot_roofline, profile_report
+
+    print(profile_report(job.text, job.filename, job.kernel,
+                         {**job.weights, **parse_inputs(args.input)}, job.dims))
+    if args.plot:
+        print(plot_roofline(args.plot))
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace, job: CompileJob) -> int:
@@ -254,6 +289,21 @@ def _print_remarks(job: CompileJob) -> None:
         print(format_remarks(job.remarks), file=sys.stderr)
 
 
+def _cache_command(argv: list[str]) -> int:
+    """``wiac cache info | clear | why KERNEL``."""
+    from ..runtime.cache import cache_clear, cache_info, cache_why
+
+    if argv[:1] == ["info"] and len(argv) == 1:
+        print(cache_info())
+    elif argv[:1] == ["clear"] and len(argv) == 1:
+        print(cache_clear())
+    elif argv[:1] == ["why"] and len(argv) == 2:
+        print(cache_why(argv[1]))
+    else:
+        raise CommandLineError("usage: wiac cache info | wiac cache clear | wiac cache why KERNEL")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``wiac`` entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -265,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         from .check import main as check_main
 
         return check_main(argv[1:])
+    if argv[0] == "cache":
+        return guarded(lambda: _cache_command(argv[1:]))
     if argv[0] == "fuzz":
         from ..fuzz.cli import main as fuzz_main
 
