@@ -8,7 +8,6 @@ the pipeline pass by pass and the CPU backend all give [M, 3].
 """
 
 import numpy as np
-import pytest
 
 import wiadsl
 
@@ -32,9 +31,6 @@ def test_interpreter_and_cpu_agree() -> None:
     np.testing.assert_array_equal(wiadsl.jit(REPRODUCER, kernel="fz")(x, y), want)
 
 
-@pytest.mark.xfail(strict=True, reason="systolic backend: an unused broadcasting use of a "
-                   "value changes the shape of its other uses (fuzz seed 1000029); not a "
-                   "small local fix, reported to the lead")
 def test_systolic_matches_the_interpreter() -> None:
     x, y = _inputs()
     got = wiadsl.jit(REPRODUCER, kernel="fz", target="systolic")(x, y)
