@@ -47,7 +47,7 @@ class DType(Enum):
     @property
     def numpy(self) -> np.dtype:
         """The NumPy dtype used to store values of this type (bf16 is held as f32)."""
-        return self._numpy  # type: ignore[attr-defined,no-any-return]
+        return self._numpy  # type: ignore[attr-defined]
 
     @property
     def ir_name(self) -> str:
@@ -81,7 +81,7 @@ _FROM_NUMPY: dict[np.dtype, DType] = {
 
 def from_numpy(dtype: np.dtype) -> DType | None:
     """The language dtype of a NumPy dtype, or None when the language has none."""
-    found = _FROM_NUMPY.get(dtype)  # type: ignore[call-overload]
+    found = _FROM_NUMPY.get(dtype)
     if found is None and not isinstance(dtype, np.dtype):
         found = _FROM_NUMPY.get(np.dtype(dtype))
     return found

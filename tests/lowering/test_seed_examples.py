@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def test_conditional_compute_branches_and_joins_with_a_block_argument():
     src = (EXAMPLES / "conditional.wia").read_text()
     check(src, f"""
-    CHECK-LABEL: func @conditional_compute(%x: tensor<?x?xf32>, %threshold: f32) -> tensor<?x?xf32> attributes {{kernel, outputs = ["y"]}}
+    CHECK-LABEL: func @conditional_compute(%x: tensor<?x?xf32>, %threshold: f32) -> tensor<?x?xf32> attributes {{kernel, outputs = ["y"], arg_dims = [["M", "N"], []]}}
     CHECK-NEXT:  ^entry:
     CHECK-NEXT:    {NUM} = tensor.abs %x : tensor<?x?xf32>
     CHECK-NEXT:    %norm = tensor.reduce_sum {NUM} {{axes = [0, 1]}} : tensor<?x?xf32> -> f32
@@ -34,7 +34,7 @@ def test_forward_pass_is_a_chain_of_ops_and_calls():
     src = (EXAMPLES / "cnn.wia").read_text()
     check(src, """
     CHECK-LABEL: func @forward_pass(%x: tensor<1x3x16x16xf32>, %w1: tensor<8x3x3x3xf32>
-    CHECK-SAME:  -> tensor<1x10xf32> attributes {kernel, outputs = ["y"]}
+    CHECK-SAME:  -> tensor<1x10xf32> attributes {kernel, outputs = ["y"], arg_dims = [
     CHECK:   %h0 = tensor.conv2d %x, %w1 {stride = [1, 1], padding = [1, 1]} : (tensor<1x3x16x16xf32>, tensor<8x3x3x3xf32>) -> tensor<1x8x16x16xf32>
     CHECK-NEXT: %h1 = func.call @nn.batch_norm(%h0, %bn1_mean, %bn1_var, %bn1_gamma, %bn1_beta) : (tensor<1x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<1x8x16x16xf32>
     CHECK-NEXT: %h2 = tensor.relu %h1 : tensor<1x8x16x16xf32>

@@ -20,7 +20,7 @@ from ..diagnostics import Span
 
 def _span() -> Span:
     """A keyword-only span field left out of equality and repr."""
-    return field(compare=False, repr=False, kw_only=True)  # type: ignore[return-value]
+    return field(compare=False, repr=False, kw_only=True)
 
 
 # ---------------------------------------------------------------- expressions

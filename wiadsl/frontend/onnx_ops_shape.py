@@ -180,7 +180,7 @@ def _slice(n: Node) -> list[Val]:
     else:
         starts, ends = n.const(1, "starts"), n.const(2, "ends")
         axes, steps = n.const(3, "axes"), n.const(4, "steps")
-    starts, ends = [int(s) for s in starts], [int(e) for e in ends]  # type: ignore[union-attr]
+    starts, ends = [int(s) for s in starts], [int(e) for e in ends]
     axes_l = [n.axis(int(a), x.rank) for a in axes] if axes is not None else \
         list(range(len(starts)))
     steps_l = [int(s) for s in steps] if steps is not None else [1] * len(starts)

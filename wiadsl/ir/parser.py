@@ -227,7 +227,7 @@ class Parser(TokenCursor):
         attrs = {"value": value, **(self.attr_dict() if self.at("PUNCT", "{") else {})}
         self.punct(":")
         t = self.parse_type()
-        dtype = None if isinstance(t, IndexType) else t.dtype  # type: ignore[union-attr]
+        dtype = None if isinstance(t, IndexType) else t.dtype
         if dtype is not None and dtype.is_float and isinstance(value, int) and \
                 not isinstance(value, bool):
             attrs["value"] = float(value)

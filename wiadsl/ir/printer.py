@@ -181,7 +181,7 @@ class FuncPrinter:
     def constant(self, op: Operation) -> str:
         t = op.result.type
         value = format_scalar(op.attributes.get("value"), None if isinstance(t, IndexType)
-                              else t.dtype)  # type: ignore[union-attr]
+                              else t.dtype)
         return f"{op.name} {value}{self.trailing_attrs(op, ['value'])} : {t}"
 
     def compare(self, op: Operation) -> str:

@@ -9,7 +9,7 @@ backend, and checks and returns the outputs in declaration order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 
@@ -22,6 +22,11 @@ from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
 
 DEFAULT_TARGET = "cpu"
+
+#: One output of a kernel call: an array, or a NumPy scalar for a rank-0 output.
+KernelOutput: TypeAlias = np.ndarray | np.generic
+#: What a kernel call returns: its one output, or a tuple of them in declaration order.
+KernelResult: TypeAlias = KernelOutput | tuple[KernelOutput, ...]
 
 
 @dataclass
@@ -39,7 +44,7 @@ class KernelFunction:
     def name(self) -> str:
         return self.signature.name
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         sig = self.signature
         bound = bind_call(sig, args, kwargs)
         inputs = list(bound.inputs.values())  # declaration order
@@ -74,7 +79,7 @@ class KernelFunction:
         """The verified IR of this kernel (``tensor`` params typed by ``generic``)."""
         return self.source.lower_kernel(self.name, generic or {})
 
-    def _deliver(self, param: ParamSpec, result: object, bound: BoundCall) -> object:
+    def _deliver(self, param: ParamSpec, result: object, bound: BoundCall) -> KernelOutput:
         array = result if isinstance(result, np.ndarray) else np.asarray(result)
         if param.dtype is not None and array.dtype != param.dtype.numpy:
             array = array.astype(param.dtype.numpy)
@@ -122,6 +127,16 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<wiadsl.Module kernels={list(self._kernels)}>"
+
+
+@overload
+def jit(source: str, kernel: None = None, target: str = DEFAULT_TARGET,
+        filename: str = "<string>", **options: Any) -> Module: ...
+
+
+@overload
+def jit(source: str, kernel: str, target: str = DEFAULT_TARGET,
+        filename: str = "<string>", **options: Any) -> KernelFunction: ...
 
 
 def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,

@@ -42,7 +42,7 @@ def dtype_of(name: str) -> DType:
 def to_device(array: np.ndarray, dtype: DType) -> np.ndarray:
     """Host values -> device storage (bf16: the upper 16 bits, rounded to nearest even)."""
     if dtype is DType.BF16:
-        bits = np.ascontiguousarray(array, np.float32).view(np.uint32).astype(np.uint64)
+        bits: np.ndarray = np.ascontiguousarray(array, np.float32).view(np.uint32).astype(np.uint64)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
         return bits.astype(np.uint16)
     return np.ascontiguousarray(array, DEVICE_NUMPY[dtype])
@@ -76,7 +76,8 @@ class PlanRun:
     def run(self, inputs: Sequence[np.ndarray | object]) -> list[Any]:
         self.bind_inputs(inputs)
         blocks = {b["name"]: b for b in self.plan["blocks"]}
-        block, incoming = blocks[self.plan["entry"]], []
+        block = blocks[self.plan["entry"]]
+        incoming: list[Any] = []
         for _ in range(MAX_BLOCK_VISITS):
             for p, v in zip(block["params"], incoming, strict=True):
                 if "buffer" in p:
@@ -102,6 +103,7 @@ class PlanRun:
                 self.scalars[spec["name"]] = np.asarray(value).astype(
                     dtype.numpy if dtype else np.int64)[()]
                 continue
+            assert dtype is not None  # only scalars are index
             array = np.asarray(value)
             if array.ndim != len(spec["shape"]):
                 raise WiaCallError(f"input {spec['name']}: rank {array.ndim}, expected "
@@ -111,7 +113,7 @@ class PlanRun:
                     raise WiaCallError(f"input {spec['name']}: axis {axis} has extent "
                                        f"{array.shape[axis]}, expected {d}")
             self.buffers[spec["name"]] = Buffer(self.device.upload(to_device(array, dtype)),
-                                                dtype, array.shape)  # type: ignore[arg-type]
+                                                dtype, array.shape)
         shapes = {s["name"]: self.buffers[s["name"]].shape for s in specs if s["kind"] == "tensor"}
         for sym, src in self.plan["dims"].items():
             value = shapes[src["input"]][src["axis"]]  # type: ignore[index]

@@ -83,7 +83,8 @@ def _product(group: Group, a: np.ndarray, b: np.ndarray, names: _Names
     out_n = names(group.output, group.output.name_hint)
     dtype = dtype_of(group.lhs)  # type: ignore[arg-type]
     if group.product == "matmul":
-        out_shape = tuple(int(d) for d in matmul_shape(a.shape, b.shape))  # type: ignore[misc]
+        # a and b are arrays, so every extent is known (the filter only narrows the type)
+        out_shape = tuple(int(d) for d in matmul_shape(a.shape, b.shape) if d is not None)
         a2 = a.shape if a.ndim > 1 else (1, *a.shape)
         b2 = b.shape if b.ndim > 1 else (*b.shape, 1)
         batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))

@@ -97,7 +97,7 @@ class _Machine:
         words = self.tile(dst)
         if a.dtype.kind in "iu":
             # int8 products summed in float64 are exact below 2**53 (K < 2**39): BLAS speed
-            p = (a.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
+            p: np.ndarray = (a.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
             if accumulate:
                 p = p + words.view(np.int32)
             words[...] = p.astype(np.int32).view(np.uint32)

@@ -59,8 +59,8 @@ def emit_epilogue(cg: ExprCodegen, epi: LoopSpec, emap: EpilogueMap, acc_dtype: 
             skip = kb.new_label("edge")
             kb.bra(skip, p, negate=True)
             cg.memo = dict(base)
-            for a in acc_nodes:
-                cg.memo[id(a)] = cg.ops.cast(acc_at(i, j), acc_dtype, a.dtype)
+            for acc in acc_nodes:
+                cg.memo[id(acc)] = cg.ops.cast(acc_at(i, j), acc_dtype, acc.dtype)
             for q, (node, t) in enumerate(epi.outputs):
                 cg.store(cg.address(-q - 1), cg.value(node), t.dtype)
             kb.label(skip)

@@ -109,9 +109,9 @@ def final_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]])
     kb = KernelBuilder(name, max_threads=BLOCK)
     params = KernelParams(kb)
     cg = ExprCodegen(kb, params, spec.inputs, spec.scalars, spec.domain)
-    cg.outputs_args = [t for _, t in spec.outputs]
-    for _, t in spec.outputs:
-        params.buffer(t.buffer)
+    cg.outputs_args = [arg for _, arg in spec.outputs]
+    for _, arg in spec.outputs:
+        params.buffer(arg.buffer)
     axes = tuple(range(len(spec.domain)))
     cg.set_group(0, IndexGroup(axes, spec.domain, "0"))
     g = params.sym(grid_size(spec))
@@ -139,8 +139,8 @@ def final_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]])
     values = [cg.value(node) for node, _ in spec.outputs]
     kb.emit(f"setp.ne.u32 {first}, {tid}, 0")
     kb.bra(skip, first)
-    for k, ((_, t), v) in enumerate(zip(spec.outputs, values, strict=True)):
-        cg.store(cg.address(-k - 1), v, t.dtype)
+    for k, ((_, arg), v) in enumerate(zip(spec.outputs, values, strict=True)):
+        cg.store(cg.address(-k - 1), v, arg.dtype)
     kb.label(skip)
     return EmittedKernel(kb, params.args, (1, 1, 1), (BLOCK, 1, 1), "reduce(final)")
 

@@ -38,7 +38,7 @@ from ..expr import (
 from .values import HostScalar, Lazy, View
 
 if TYPE_CHECKING:
-    from .planner import Planner
+    from .products import PlannerBase
 
 REDUCE_KIND = {"tensor.reduce_sum": "sum", "tensor.reduce_prod": "prod", "tensor.reduce_max": "max",
                "tensor.reduce_min": "min", "tensor.reduce_mean": "mean", "tensor.argmax": "argmax",
@@ -50,7 +50,7 @@ def value_dtype(v: Value) -> DType | None:
     t = v.type
     if isinstance(t, IndexType):
         return None
-    return t.dtype  # type: ignore[union-attr]
+    return t.dtype
 
 
 def is_elementwise(op: Operation) -> bool:
@@ -68,7 +68,7 @@ def is_elementwise(op: Operation) -> bool:
 class SpecBuilder:
     """Builds the nodes of one LoopSpec (or product epilogue) for the planner."""
 
-    def __init__(self, planner: Planner, spec: LoopSpec, allow_acc: bool = False):
+    def __init__(self, planner: PlannerBase, spec: LoopSpec, allow_acc: bool = False):
         self.planner, self.spec = planner, spec
         self.memo: dict[tuple[int, tuple[int, ...]], Node] = {}
         self.allow_acc = allow_acc

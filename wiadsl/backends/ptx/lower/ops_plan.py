@@ -9,15 +9,15 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ....diagnostics import WiaError
 from ....dtypes import DType
-from ....ir.core import Operation
+from ....ir.core import Operation, Value
 from ....ir.types import TensorType
-from ..expr import Apply, Const, Iota, LoopSpec, ReduceStage, Stage, TensorArg
+from ..expr import Apply, Const, Iota, LoopSpec, Node, ReduceStage, Stage, TensorArg
 from ..kernels.elementwise import elementwise_kernel
 from ..kernels.grid_reduce import (
     GRID_MAX,
@@ -32,15 +32,12 @@ from .fuse import REDUCE_KIND, SpecBuilder, expand_body, is_elementwise, value_d
 from .products import ProductsMixin
 from .values import HostScalar, View, broadcast_shapes, dense_view
 
-if TYPE_CHECKING:
-    from .planner import Planner
-
 SMALL_ROW = 32
 
 
 class OpsMixin(ProductsMixin):
     # ------------------------------------------------------------ shapes
-    def result_shape(self: Planner, op: Operation) -> tuple[Sym, ...]:
+    def result_shape(self, op: Operation) -> tuple[Sym, ...]:
         t = op.results[0].type
         if not isinstance(t, TensorType):
             return ()
@@ -49,10 +46,10 @@ class OpsMixin(ProductsMixin):
             derived = tuple(d if d is not None else self._unknown(op) for d in t.shape)
         return tuple(d if d is not None else derived[i] for i, d in enumerate(t.shape))
 
-    def _unknown(self: Planner, op: Operation) -> Sym:
+    def _unknown(self, op: Operation) -> Sym:
         raise WiaError(f"the PTX planner cannot derive the shape of '{op.name}'")
 
-    def _derived_shape(self: Planner, op: Operation) -> tuple[Sym, ...] | None:
+    def _derived_shape(self, op: Operation) -> tuple[Sym, ...] | None:
         name = op.name
         shapes = [self.shape(v) for v in op.operands if isinstance(v.type, TensorType)]
         if is_elementwise(op) or name == "tensor.fused_elementwise":
@@ -78,14 +75,14 @@ class OpsMixin(ProductsMixin):
             return self.window_shape(op)
         return None
 
-    def _shape_from_operands(self: Planner, op: Operation) -> tuple[Sym, ...]:
+    def _shape_from_operands(self, op: Operation) -> tuple[Sym, ...]:
         t = op.results[0].type
         first = 0 if op.name == "tensor.arange" else 1
         dyn = iter(self.host(v).sym for v in op.operands[first:])
         return tuple(d if d is not None else next(dyn) for d in t.shape)  # type: ignore[union-attr]
 
     # ------------------------------------------------------------ views
-    def view_op(self: Planner, op: Operation) -> View:
+    def view_op(self, op: Operation) -> View:
         src = self.materialize(op.operands[0])
         name = op.name
         if name == "tensor.transpose":
@@ -107,7 +104,7 @@ class OpsMixin(ProductsMixin):
             return View(src.buffer, src.dtype, shape, tuple(strides), src.offset)
         return self.slice_view(op, src)
 
-    def slice_view(self: Planner, op: Operation, src: View) -> View:
+    def slice_view(self, op: Operation, src: View) -> View:
         """``extract_slice``: offset and strides of the selection (Python slice rules)."""
         specs = op.layout()  # type: ignore[attr-defined]
         ops = iter(self.host(v).sym for v in op.operands[op.base:])  # type: ignore[attr-defined]
@@ -129,7 +126,7 @@ class OpsMixin(ProductsMixin):
             strides.append(mul(s, step if step is not None else 1))
         return View(src.buffer, src.dtype, tuple(shape), tuple(strides), offset)
 
-    def check(self: Planner, cond: str, message: str) -> None:
+    def check(self, cond: str, message: str) -> None:
         from ..symbolic import _fold
         folded = _fold(cond)
         if folded == 1:
@@ -137,7 +134,7 @@ class OpsMixin(ProductsMixin):
         self.steps.append({"op": "check", "cond": cond, "message": message})
 
     # ------------------------------------------------------------ kernels
-    def copy(self: Planner, src: View, dst: View | None = None, dtype: DType | None = None) -> View:
+    def copy(self, src: View, dst: View | None = None, dtype: DType | None = None) -> View:
         """Copy (and cast) ``src`` into ``dst`` (a fresh dense buffer by default)."""
         out = dst or self.alloc(dtype or src.dtype, src.shape)
         spec = LoopSpec(self.kernel_name("copy"), out.shape, len(out.shape))
@@ -149,7 +146,7 @@ class OpsMixin(ProductsMixin):
         self.add_kernel(elementwise_kernel(spec))
         return out
 
-    def loop(self: Planner, spec: LoopSpec) -> None:
+    def loop(self, spec: LoopSpec) -> None:
         if grid_reduce_applies(spec):
             self.grid_reduce(spec)
         elif spec.stages:
@@ -160,7 +157,7 @@ class OpsMixin(ProductsMixin):
         else:
             self.add_kernel(elementwise_kernel(spec))
 
-    def grid_reduce(self: Planner, spec: LoopSpec) -> None:
+    def grid_reduce(self, spec: LoopSpec) -> None:
         """A large full reduction: partials from many blocks, then one folding block."""
         parts: list[tuple[str, str | None]] = []
         for t, needs_index in partial_buffers(spec):
@@ -170,7 +167,7 @@ class OpsMixin(ProductsMixin):
         self.add_kernel(partial_kernel(spec, spec.name + "_partial", parts))
         self.add_kernel(final_kernel(spec, spec.name + "_final", parts))
 
-    def compute(self: Planner, op: Operation) -> list[View]:
+    def compute(self, op: Operation) -> list[View]:
         name = op.name
         if is_elementwise(op) or name == "tensor.fused_elementwise":
             return self.elementwise(op)
@@ -186,7 +183,7 @@ class OpsMixin(ProductsMixin):
             return [getattr(self, name[7:])(op)]
         raise WiaError(f"the PTX backend does not support '{name}'")
 
-    def elementwise(self: Planner, op: Operation) -> list[View]:
+    def elementwise(self, op: Operation) -> list[View]:
         shape = self.result_shape(op)
         if len(op.results) == 1:
             prods = [p for p in (self.lazy_product(v) for v in op.operands) if p is not None]
@@ -208,7 +205,7 @@ class OpsMixin(ProductsMixin):
         self.loop(spec)
         return outs
 
-    def reduce(self: Planner, op: Operation) -> list[View]:
+    def reduce(self, op: Operation) -> list[View]:
         """A reduction (or fused_reduce with its epilogue) as a row kernel over permuted axes."""
         shapes = [self.shape(v) for v in op.operands if isinstance(v.type, TensorType)]
         src = broadcast_shapes(shapes, self.unify)
@@ -235,7 +232,7 @@ class OpsMixin(ProductsMixin):
             spec.outputs.append((Stage(dtype, k), self.reduced_arg(out, kept, axes, perm, op)))  # type: ignore[arg-type]
             outs.append(out)
         if len(op.regions) == 2:
-            stages = [Stage(s.dtype, k) for k, s in enumerate(spec.stages)]
+            stages: list[Node] = [Stage(s.dtype, k) for k, s in enumerate(spec.stages)]
             for n, r in zip(expand_body(op.regions[1].blocks[0], args + stages),
                             op.results[len(kinds):], strict=True):
                 out = self.alloc(value_dtype(r), src)  # type: ignore[arg-type]
@@ -245,13 +242,22 @@ class OpsMixin(ProductsMixin):
         self.loop(spec)
         return outs
 
-    def shape_of_result(self: Planner, op: Operation, r) -> tuple[Sym, ...]:
+    def shape_of_result(self, op: Operation, r: Value) -> tuple[Sym, ...]:
+        """The shape of reduction result ``r`` of ``op``."""
         if not isinstance(r.type, TensorType):
             return ()
-        return self.result_shape(op) if r is op.results[0] else tuple(
-            d for d in r.type.shape)
+        if r is op.results[0]:
+            return self.result_shape(op)
+        dims = r.type.shape
+        static = tuple(d for d in dims if d is not None)
+        if len(static) == len(dims):
+            return static
+        # every reduction of one fused_reduce has the same reduced shape: a dynamic
+        # extent is the first result's (it used to leave None in the plan)
+        first = self.result_shape(op)
+        return tuple(first[i] if d is None else d for i, d in enumerate(dims))
 
-    def reduced_arg(self: Planner, out: View, kept: list[int], axes: list[int], perm: list[int],
+    def reduced_arg(self, out: View, kept: list[int], axes: list[int], perm: list[int],
                     op: Operation) -> TensorArg:
         keep = bool(op.attributes.get("keepdims"))
         strides: list[Sym] = []
@@ -263,7 +269,7 @@ class OpsMixin(ProductsMixin):
                 strides.append(out.strides[idx])
         return TensorArg(out.buffer, out.dtype, tuple(strides))
 
-    def creation(self: Planner, op: Operation) -> View:
+    def creation(self, op: Operation) -> View:
         shape = self.result_shape(op)
         dtype = value_dtype(op.results[0])
         out = self.alloc(dtype, shape)  # type: ignore[arg-type]
@@ -282,7 +288,7 @@ class OpsMixin(ProductsMixin):
         self.add_kernel(elementwise_kernel(spec))
         return out
 
-    def concat(self: Planner, op: Operation) -> View:
+    def concat(self, op: Operation) -> View:
         shape = self.result_shape(op)
         out = self.alloc(value_dtype(op.results[0]), shape)  # type: ignore[arg-type]
         axis = op.attributes["axis"] % len(shape)
@@ -294,7 +300,7 @@ class OpsMixin(ProductsMixin):
             start = add(start, src.shape[axis])
         return out
 
-    def insert_slice(self: Planner, op: Operation) -> View:
+    def insert_slice(self, op: Operation) -> View:
         out = self.copy(self.materialize(op.operands[1]))
         target = self.slice_view(op, out)
         spec = LoopSpec(self.kernel_name("insert"), target.shape, len(target.shape))
@@ -308,7 +314,7 @@ class OpsMixin(ProductsMixin):
         self.add_kernel(elementwise_kernel(spec))
         return out
 
-    def insert(self: Planner, op: Operation) -> View:
+    def insert(self, op: Operation) -> View:
         out = self.copy(self.materialize(op.operands[1]))
         value: HostScalar = self.host(op.operands[0])
         index: Sym = 0
@@ -318,7 +324,7 @@ class OpsMixin(ProductsMixin):
                            "dtype": str(out.dtype), "value": _value_entry(value)})
         return out
 
-    def constant(self: Planner, op: Operation) -> View:
+    def constant(self, op: Operation) -> View:
         data = np.asarray(op.attributes["value"])
         dtype = value_dtype(op.results[0])
         out = self.alloc(dtype, tuple(int(d) for d in data.shape))  # type: ignore[arg-type]

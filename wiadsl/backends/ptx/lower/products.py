@@ -17,13 +17,14 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ....dtypes import DType
 from ....ir.core import Operation, Value
 from ....ir.types import TensorType
 from ..expr import Acc, Apply, LoopSpec, Node, ReduceStage, Stage, TensorArg
 from ..isa import sm_number
+from ..kernels.elementwise import EmittedKernel
 from ..kernels.gemm_epilogue import EpilogueMap
 from ..kernels.matmul import ProductSpec, matmul_kernel
 from ..kernels.mma import mma_eligible, mma_kernel
@@ -31,28 +32,50 @@ from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
 from ..symbolic import Sym, _fold, mul, sub
 from .fuse import SpecBuilder, expand_body, is_elementwise, value_dtype
-from .values import Lazy, View, broadcast_shapes, broadcast_stride
-
-if TYPE_CHECKING:
-    from .planner import Planner
+from .values import HostScalar, Lazy, View, broadcast_shapes, broadcast_stride
 
 ACC = {DType.F16: DType.F32, DType.BF16: DType.F32, DType.F32: DType.F32, DType.F64: DType.F64,
        DType.I8: DType.I32, DType.I32: DType.I32, DType.I64: DType.I64}
 
 
-class ProductsMixin:
+class PlannerBase:
+    """What the planning mixins use of ``Planner``, declared for the type checker.
+
+    ``ProductsMixin`` and ``OpsMixin`` are only ever mixed into ``Planner``, which
+    defines all of this (and the checker holds its definitions to these signatures).
+    """
+
+    if TYPE_CHECKING:
+        arch: str
+        env: dict[int, Any]
+        steps: list[dict[str, Any]]
+
+        def kernel_name(self, kind: str) -> str: ...
+        def unify(self, a: str, b: str) -> bool: ...
+        def alloc(self, dtype: DType, shape: tuple[Sym, ...]) -> View: ...
+        def add_kernel(self, k: EmittedKernel) -> None: ...
+        def shape(self, v: Value) -> tuple[Sym, ...]: ...
+        def lookup(self, v: Value) -> Any: ...
+        def host(self, v: Value) -> HostScalar: ...
+        def materialize(self, v: Value) -> View: ...
+        # defined by OpsMixin
+        def result_shape(self, op: Operation) -> tuple[Sym, ...]: ...
+        def check(self, cond: str, message: str) -> None: ...
+
+
+class ProductsMixin(PlannerBase):
     def matmul_shape(self, a: tuple[Sym, ...], b: tuple[Sym, ...]) -> tuple[Sym, ...]:
         batch = broadcast_shapes([a[:-2], b[:-2]], getattr(self, "unify", None))
         if len(a) > 1 and len(b) > 1 or True:
             k_a, k_b = a[-1], (b[-2] if len(b) > 1 else b[0])
             if isinstance(k_a, str) and isinstance(k_b, str) and k_a != k_b:
-                self.unify(k_a, k_b)  # type: ignore[attr-defined]
+                self.unify(k_a, k_b)
         return (*batch, *a[-2:-1], *(b[-1:] if len(b) > 1 else ()))
 
     def epilogue_ok(self, op: Operation) -> bool:
         return value_dtype(op.results[0]) in ACC
 
-    def lazy_product(self: Planner, v: Value) -> Operation | None:
+    def lazy_product(self, v: Value) -> Operation | None:
         """The Lazy matmul feeding ``v`` through Lazy elementwise ops, if any."""
         pv = self.env.get(id(v))
         if not isinstance(pv, Lazy):
@@ -67,7 +90,7 @@ class ProductsMixin:
         return None
 
     # ------------------------------------------------------------ matmul
-    def product_domain(self: Planner, op: Operation):
+    def product_domain(self, op: Operation):
         a_v, b_v = op.operands[0], op.operands[1]
         a, b = self.operand_view(a_v), self.operand_view(b_v)
         ra, rb = len(a.shape), len(b.shape)
@@ -91,13 +114,13 @@ class ProductsMixin:
         amap = tuple(range(nb)) + ((nb,) if ra > 1 else ()) + ((nb + 1,) if rb > 1 else ())
         return domain, amap, arg(a), arg(b), (batch, m, n, k)
 
-    def operand_view(self: Planner, v: Value) -> View:
+    def operand_view(self, v: Value) -> View:
         pv = self.env.get(id(v))
         if isinstance(pv, Lazy) and pv.op.name == "tensor.cast":
             return self.materialize(pv.op.operands[0])  # widened while loading
         return self.materialize(v)
 
-    def matmul(self: Planner, op: Operation, sink: Operation | None = None) -> View:
+    def matmul(self, op: Operation, sink: Operation | None = None) -> View:
         domain, amap, a, b, (batch, m, n, k) = self.product_domain(op)
         dtype = value_dtype(op.results[0])
         spec = LoopSpec(self.kernel_name("matmul"), domain, len(domain))
@@ -126,7 +149,7 @@ class ProductsMixin:
         self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
         return out
 
-    def add_product(self: Planner, ps: ProductSpec) -> None:
+    def add_product(self, ps: ProductSpec) -> None:
         """The tensor-core kernel where it applies (f16/bf16 on sm_80+), else the FMA tiles."""
         if mma_eligible(ps, sm_number(self.arch)):
             self.add_kernel(mma_kernel(ps))
@@ -134,8 +157,9 @@ class ProductsMixin:
             self.add_kernel(matmul_kernel(ps))
 
     # ------------------------------------------------------------ windows
-    def window_shape(self: Planner, op: Operation) -> tuple[Sym, ...]:
+    def window_shape(self, op: Operation) -> tuple[Sym, ...]:
         x = self.shape(op.operands[0])
+        lead: tuple[Sym, ...]
         if op.name in ("tensor.conv2d", "tensor.fused_conv2d"):
             w = self.shape(op.operands[1])
             kh, kw = w[2], w[3]
@@ -149,7 +173,7 @@ class ProductsMixin:
               for i in (0, 1)]
         return (*lead, *hw)
 
-    def window(self: Planner, op: Operation) -> View:
+    def window(self, op: Operation) -> View:
         out_shape = self.result_shape(op)
         x = self.materialize(op.operands[0])
         conv = op.name in ("tensor.conv2d", "tensor.fused_conv2d")
@@ -158,6 +182,8 @@ class ProductsMixin:
         stride = op.attributes.get("stride", [1, 1])
         pad = op.attributes.get("padding", [0, 0]) if conv else [0, 0]
         sh, sw = x.strides[-2], x.strides[-1]
+        domain: tuple[Sym, ...]
+        xs: tuple[Sym, ...]
         if conv:
             w = self.materialize(op.operands[1])
             kh, kw = w.shape[2], w.shape[3]
@@ -171,7 +197,7 @@ class ProductsMixin:
         spec = LoopSpec(self.kernel_name("conv" if conv else "pool"), domain, n_out)
         builder = SpecBuilder(self, spec)
         offset = sub(sub(x.offset, mul(pad[0], sh)), mul(pad[1], sw))
-        guards = ()
+        guards: tuple[tuple[tuple[tuple[int, int], ...], int, Sym], ...] = ()
         if conv and (pad[0] or pad[1]):
             guards = ((((2, stride[0]), (5, 1)), -pad[0], x.shape[2]),
                       (((3, stride[1]), (6, 1)), -pad[1], x.shape[3]))
@@ -187,7 +213,7 @@ class ProductsMixin:
         else:
             spec.stages.append(ReduceStage("max" if op.name == "tensor.max_pool" else "mean",
                                            xn, dtype))  # type: ignore[arg-type]
-        node = Stage(spec.stages[0].dtype, 0)
+        node: Node = Stage(spec.stages[0].dtype, 0)
         if op.name == "tensor.fused_conv2d":
             amap = tuple(range(n_out))
             args = [builder.operand(op, i, amap) for i in range(2, len(op.operands))]
@@ -199,7 +225,7 @@ class ProductsMixin:
         return out
 
 
-    def conv_gemm(self: Planner, op: Operation, x: View, w: View, out_shape: tuple[Sym, ...]) -> View:
+    def conv_gemm(self, op: Operation, x: View, w: View, out_shape: tuple[Sym, ...]) -> View:
         """conv2d as implicit GEMM: rows (n, oh, ow), columns o, depth (c, kh, kw)."""
         n, c, h, wd = x.shape
         o, kh, kw = w.shape[0], w.shape[2], w.shape[3]

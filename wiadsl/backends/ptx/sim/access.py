@@ -9,6 +9,8 @@ fault names the right thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .ast import Addr, Name
@@ -18,6 +20,9 @@ from .operands import Ctx, reader
 from .ptxtypes import TYPES, PtxType
 
 SPACES = ("global", "shared", "local", "param", "const")
+
+#: A compiled address operand: ``f(wave, idx)`` -> the uint64 address per lane.
+AddressFn = Callable[..., np.ndarray]
 
 
 def space_of(flags: set[str]) -> str:
@@ -30,7 +35,7 @@ def space_of(flags: set[str]) -> str:
     return "generic"
 
 
-def address(cx: Ctx, op) -> callable:
+def address(cx: Ctx, op) -> AddressFn:
     if not isinstance(op, Addr):
         raise cx.error(f"expected an address operand, found {op}")
     off = np.uint64(op.offset % (1 << 64))
@@ -79,7 +84,7 @@ def chunks(w, space: str, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count
 
 def load(w, space, addr, lanes, t: PtxType, count: int) -> np.ndarray:
     """Values [n, count] of type ``t`` at ``addr`` (consecutive elements)."""
-    out = np.empty((len(addr), count), t.np)
+    out: np.ndarray = np.empty((len(addr), count), t.np)
     for sel, view, index in chunks(w, space, addr, lanes, t, count, False):
         out[sel] = view[index]
     return out

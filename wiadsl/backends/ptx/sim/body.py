@@ -163,7 +163,7 @@ def parse_operand(p: _Parser):
     if tok.kind == "ident":
         if p.accept("|"):
             return Pair(Name(t), Name(p.next().text))
-        if p.peek() is not None and p.peek().text in "+-" and p.peek().kind == "punct":
+        if (ahead := p.peek()) is not None and ahead.text in "+-" and ahead.kind == "punct":
             neg = p.next().text == "-"
             return SymOff(t, -p.number() if neg else p.number())
         return Name(t)

@@ -85,5 +85,6 @@ def unsupported(cx: Ctx, flags: set[str], allowed: set[str]) -> None:
     bad = sorted(f for f in flags if f not in allowed and f not in IGNORED)
     if bad:
         ins = cx.instr
+        assert ins is not None  # set while an instruction compiles
         raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line} "
                        f"(modifier .{bad[0]})")

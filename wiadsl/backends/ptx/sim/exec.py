@@ -17,6 +17,7 @@ kernel, line, instruction, thread and address.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,12 @@ class Counters:
 
     steps: int = 0
     thread_instrs: int = 0
+
+
+def _control_of(c: Compiled) -> tuple[Any, ...]:
+    """The control tuple of a control op (``bra``, ``exit``, ``trap``, ``bar``)."""
+    assert c.control is not None, f"not a control op: {c.instr}"
+    return c.control
 
 
 class Executor:
@@ -81,6 +88,7 @@ class Executor:
                         if g.all():
                             g = None
                     if c.control is None:
+                        assert c.fn is not None  # an op is either control or has a fn
                         sub = idx if g is None else (np.flatnonzero(g) if idx is None else idx[g])
                         if sub is None or len(sub):
                             c.fn(w, sub)
@@ -98,6 +106,7 @@ class Executor:
                         uniform = False
                         w.pc[:] = P
                         idx = w.all_lanes
+                    assert idx is not None  # None only while uniform
                     self._control(c, g, P, idx, w)
                 except MemoryFault as e:
                     raise self.error(e.message, c, w, e.lane, e.address) from None
@@ -109,12 +118,13 @@ class Executor:
 
     def _uniform_control(self, c: Compiled, g, P: int, w: Wave) -> bool:
         """Handle a control op when all lanes are at ``P``; False if lanes must split."""
-        kind = c.control[0]
+        control = _control_of(c)
+        kind = control[0]
         if kind == "trap":
             raise MemoryFault("trap executed", 0)
         if kind == "bra":
             if g is None:
-                self._next = c.control[1]
+                self._next = control[1]
                 return True
             if not g.any():
                 self._next = P + 1
@@ -130,14 +140,15 @@ class Executor:
                 self._next = P + 1
                 return True
             return False
-        _, bid, count, _aligned = c.control
+        _, bid, count, _aligned = control
         if g is None and count is None:
             self._next = P + 1  # every thread of every block arrives together
             return True
         return False
 
     def _control(self, c: Compiled, g, P: int, idx: np.ndarray, w: Wave) -> None:
-        kind = c.control[0]
+        control = _control_of(c)
+        kind = control[0]
         go = idx if g is None else idx[g]
         stay = idx[:0] if g is None else idx[~g]
         w.pc[stay] = P + 1
@@ -146,14 +157,14 @@ class Executor:
                 raise MemoryFault("trap executed", int(go[0]))
             return
         if kind == "bra":
-            w.pc[go] = c.control[1]
+            w.pc[go] = control[1]
             return
         if kind == "exit":
             w.pc[go] = DONE
             w.status[go] = EXIT
             self._check_barriers(w, np.unique(w.block_of_lane[go]), c)
             return
-        _, bid, count, aligned = c.control
+        _, bid, count, aligned = control
         if not len(go):
             return
         w.pc[go] = DONE
@@ -180,7 +191,7 @@ class Executor:
                 if wl.sum() >= expected:
                     lanes = lo + np.flatnonzero(wl)
                     pcs = np.unique(w.wait_pc[lanes])
-                    if len(pcs) > 1 and any(self.ops[int(p)].control[3] for p in pcs):
+                    if len(pcs) > 1 and any(_control_of(self.ops[int(p)])[3] for p in pcs):
                         lines = ", ".join(str(self.ops[int(p)].instr.line) for p in pcs)
                         raise self.error(f"divergent barrier: threads of one block wait at "
                                          f"different bar.sync instructions (lines {lines})",

@@ -60,7 +60,8 @@ def _dims(v, what: str) -> tuple[int, int, int]:
     t = t + (1,) * (3 - len(t))
     if len(t) != 3 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in t):
         raise PtxSimError(f"{what} must be 1 to 3 positive integers, got {v!r}")
-    return tuple(int(x) for x in t)
+    x, y, z = (int(d) for d in t)
+    return x, y, z
 
 
 def _param_bytes(prog: Program, args, glob: GlobalMemory, arrays: list) -> bytes:

@@ -80,6 +80,7 @@ def tokenize(text: str) -> list[Token]:
         if m is None:
             raise PtxSimError(f"unexpected character {text[pos]!r} in PTX", line=line)
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind == "nl":
             line += 1
         elif kind != "ws":

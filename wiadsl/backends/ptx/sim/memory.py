@@ -119,7 +119,7 @@ class BankedMemory:
         off = addr.astype(np.uint64).astype(np.int64)
         ri = np.searchsorted(self.starts, off, side="right") - 1
         ok = (ri >= 0) & (off + nbytes <= self.ends[np.maximum(ri, 0)]) & (off >= 0)
-        _check(ok, addr, lanes, lambda k: self._describe(off[k], int(ri[k]), nbytes, write))
+        _check(ok, addr, lanes, lambda k: self._describe(int(off[k]), int(ri[k]), nbytes, write))
         _check_align(off, nbytes, lanes, self.space)
         rows = self.row_of_lane[lanes]
         idx = (off // t.size)[:, None] + np.arange(count) if count > 1 else (off // t.size)[:, None]

@@ -53,8 +53,10 @@ def mods_of(ins: Instr) -> tuple[set[str], list[PtxType]]:
     return flags, types
 
 
-def imm_value(cx: Ctx, op: Imm, t: PtxType):
-    """An immediate as a NumPy scalar of type ``t`` (bf16 as its uint16 bits)."""
+def imm_value(cx: Ctx | None, op: Imm, t: PtxType):
+    """An immediate as a NumPy scalar of type ``t`` (bf16 as its uint16 bits).
+
+    ``cx`` is None for a launch argument (no instruction to name in an error)."""
     v = op.value
     if t.kind == "pred":
         return np.bool_(v != 0)
@@ -70,7 +72,8 @@ def imm_value(cx: Ctx, op: Imm, t: PtxType):
         return _float_imm(f, t) if t.is_float else t.np(v % (1 << t.bits))
     if op.kind == "float":
         if not t.is_float:
-            raise cx.error(f"float literal {op.text} for integer type .{t.name}")
+            msg = f"float literal {op.text} for integer type .{t.name}"
+            raise cx.error(msg) if cx is not None else PtxSimError(msg)
         return _float_imm(v, t)
     if t.is_float:
         return _float_imm(float(v), t)

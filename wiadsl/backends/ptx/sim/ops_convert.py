@@ -44,7 +44,7 @@ def convert(x, src: PtxType, dst: PtxType, flags: set[str]) -> np.ndarray:
     irnd = next((_IRND[f] for f in _IRND if f in flags), None)
     frnd = next((f for f in _FRND if f in flags), "rn")
     if src.is_float:
-        v = fmath.to_compute(x, src).astype(np.float64)
+        v: np.ndarray = fmath.to_compute(x, src).astype(np.float64)
         if "ftz" in flags and src.bits == 32:
             v = fmath.ftz(v.astype(np.float32)).astype(np.float64)
         if irnd is not None:
@@ -64,7 +64,7 @@ def convert(x, src: PtxType, dst: PtxType, flags: set[str]) -> np.ndarray:
         if dst.bits == 64:  # clip in float64 can land on 2**63 / 2**64
             hi = np.float64(info.max)
             big = v >= hi
-            out = np.where(big, 0, v).astype(dst.np)
+            out: np.ndarray = np.where(big, 0, v).astype(dst.np)
             return np.where(big, dst.np(info.max), out)
         return v.astype(dst.np)
     v = np.asarray(x)

@@ -81,7 +81,7 @@ def _atom_fn(name: str, t, cx):
             return lambda old, b, c: (old + b).astype(t.np)
         return lambda old, b, c: fmath.typed(fmath.uview(old, bits) + fmath.uview(b, bits), t)
     if name in ("min", "max"):
-        f = np.minimum if name == "min" else np.maximum
+        f: np.ufunc = np.minimum if name == "min" else np.maximum
         if t.is_float:
             f = np.fmin if name == "min" else np.fmax
         return lambda old, b, c: f(old, b)
@@ -91,7 +91,9 @@ def _atom_fn(name: str, t, cx):
     if name == "exch":
         return lambda old, b, c: np.broadcast_to(np.asarray(b, t.np), np.shape(old))
     if name == "cas":
-        return lambda old, b, c: np.where(old == b, c, old).astype(t.np)
+        def cas(old: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+            return np.where(old == b, c, old).astype(t.np)
+        return cas
     if name == "inc":
         return lambda old, b, c: np.where(old >= b, 0, old + 1).astype(t.np)
     if name == "dec":

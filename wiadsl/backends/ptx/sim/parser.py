@@ -219,18 +219,18 @@ def parse_module(text: str) -> Module:
             mod.vars.append(_var_decl(p, t, extern=False))
         elif t in (".entry", ".func"):
             ret: list[Param] = []
-            if t == ".func" and p.peek() is not None and p.peek().text == "(":
+            if t == ".func" and (ahead := p.peek()) is not None and ahead.text == "(":
                 ret = _params(p)
             kern = Kernel(p.next().text, is_entry=t == ".entry")
-            if p.peek() is not None and p.peek().text == "(":
+            if (ahead := p.peek()) is not None and ahead.text == "(":
                 kern.params = _params(p)
             kern.params = ret + kern.params if t == ".func" else kern.params
-            while p.peek() is not None and p.peek().text in _PERF:
+            while (ahead := p.peek()) is not None and ahead.text in _PERF:
                 d = p.next().text
                 if d == ".pragma":
                     p.skip_to(";")
                     continue
-                while p.peek() is not None and (p.peek().kind == "num" or p.peek().text == ","):
+                while (ahead := p.peek()) is not None and (ahead.kind == "num" or ahead.text == ","):
                     p.next()
             if p.accept(";"):
                 continue  # a declaration without body

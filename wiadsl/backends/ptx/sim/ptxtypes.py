@@ -11,12 +11,16 @@ through ``float32`` by ``bf16_to_f32`` / ``f32_to_bf16``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-SINT = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
-FLOAT = {16: np.float16, 32: np.float32, 64: np.float64}
+UINT: dict[int, type[np.unsignedinteger[Any]]] = {
+    8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+SINT: dict[int, type[np.signedinteger[Any]]] = {
+    8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+FLOAT: dict[int, type[np.floating[Any]]] = {16: np.float16, 32: np.float32, 64: np.float64}
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
     return (np.asarray(bits, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-def f32_to_bf16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
+def f32_to_bf16(x: npt.ArrayLike, mode: str = "rn") -> np.ndarray:
     """float32 to bf16 bits with round-to-nearest-even (``rn``) or toward zero (``rz``); NaN stays NaN."""
     x = np.asarray(x, np.float32)
     u = x.view(np.uint32) if x.ndim else np.asarray(x).reshape(1).view(np.uint32)

@@ -116,9 +116,9 @@ class Wave:
             "%clock": 0, "%clock64": 0, "%globaltimer": 0,
             "%dynamic_smem_size": dynamic_smem, "%total_smem_size": total_smem,
         }
-        for name, t in SPECIAL_TYPES.items():
+        for name, ptype in SPECIAL_TYPES.items():
             v = vals[name] if name in vals else np.full(self.n, consts[name])
-            self.regs[name] = np.asarray(v).astype(np.int64).astype(storage_dtype(t))
+            self.regs[name] = np.asarray(v).astype(np.int64).astype(storage_dtype(ptype))
 
     def set_smem_sizes(self, dynamic_smem: int, total_smem: int) -> None:
         self._specials(dynamic_smem, total_smem)
