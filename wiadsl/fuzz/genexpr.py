@@ -317,10 +317,11 @@ class ExprGen:
         if kind == "broadcast":
             new = (self.rng.choice([2, 3]),) + t.shape
             return call("broadcast_to", e, array([dim_expr(d) for d in new])), t.with_(shape=new)
-        if kind == "flatten" and t.rank >= 2 and all(isinstance(d, int) for d in t.shape[1:]):
+        tail = [d for d in t.shape[1:] if isinstance(d, int)]
+        if kind == "flatten" and t.rank >= 2 and len(tail) == t.rank - 1:
             rest = 1
-            for d in t.shape[1:]:
-                rest *= d  # type: ignore[operator]
+            for d in tail:
+                rest *= d
             return call("flatten", e), t.with_(shape=(t.shape[0], rest))
         if kind == "arange":
             return call("arange", dim_expr(t.shape[0])), VType(DType.I64, (t.shape[0],))

@@ -172,7 +172,7 @@ class ProgramGen:
         if f.conditional:
             # both branches have the type of ``expr`` (a weak literal keeps it)
             cond = binop(">", call("reduce_max", name("a")), lit(0))
-            body = [ast.If(cond, block([ast.Return(expr, span=SPAN)]),
+            body: list[ast.Stmt] = [ast.If(cond, block([ast.Return(expr, span=SPAN)]),
                            block([ast.Return(binop("*", expr, lit(2)), span=SPAN)]), span=SPAN)]
         else:
             body = [ast.Return(expr, span=SPAN)]
@@ -222,8 +222,12 @@ class ProgramGen:
         n = target[0].id  # type: ignore[union-attr]
         t = target[1]
         op = self.rng.choice(("+", "-", "*", "/"))
-        e, te = self.x.literal_for(t) if self.rng.random() < 0.5 else self.x.expr(
-            1, lambda u: binary_type(t, u, op) is not None and binary_type(t, u, op).shape == t.shape)
+
+        def keeps_shape(u: VType) -> bool:
+            r = binary_type(t, u, op)
+            return r is not None and r.shape == t.shape
+
+        e, te = self.x.literal_for(t) if self.rng.random() < 0.5 else self.x.expr(1, keeps_shape)
         new = binary_type(t, te, op)
         if new is None or new.shape != t.shape:
             return []
@@ -305,7 +309,7 @@ class ProgramGen:
     def s_while(self, depth: int) -> list[ast.Stmt]:
         j = self.fresh("wc")
         limit = self.rng.randint(0, 3)
-        pre = [assign(j, lit(0))]
+        pre: list[ast.Stmt] = [assign(j, lit(0))]
         self.env[j] = VType(DType.I64, (), True)
         body = self.nested(1, depth)
         body.append(assign(j, binop("+", name(j), lit(1))))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def bad_args(rng: random.Random) -> tuple[tuple, dict]:
         if r < 0.1:
             return rng.choice([None, "x", 3, 2.5, float("nan"), [1, 2], 10**30, True])
         shape = rng.choice(shapes)
-        a = np.zeros(shape, dtype=rng.choice(dtypes))
+        a: np.ndarray = np.zeros(shape, dtype=rng.choice(dtypes))
         if a.dtype.kind == "f" and a.size:
             a.flat[0] = rng.choice([np.nan, np.inf, -np.inf, 1e38])
         if r < 0.25 and a.ndim == 2 and a.size:
@@ -143,7 +144,7 @@ def check_call(target: str, src: str, args: tuple, kwargs: dict) -> str | None:
     from ..runtime.jit import jit
 
     try:
-        jit(src, kernel="k", target=target)(*args, **kwargs)  # type: ignore[operator]
+        jit(src, kernel="k", target=target)(*args, **kwargs)
     except WiaError:
         return None
     except Exception as exc:  # noqa: BLE001 - the finding
@@ -172,7 +173,8 @@ def run_malformed(seed: int, count: int, targets: tuple[str, ...] = ("interp", "
             if target == "interp":
                 finding = check_call(target, src, args, kwargs)
             else:  # native code: in a child, so a crash is a finding, not our death
-                died, finding = run_forked(lambda t=target, s=src, a=args, k=kwargs: check_call(t, s, a, k))
+                died, value = run_forked(partial(check_call, target, src, args, kwargs))
+                finding = value if isinstance(value, str) else None
                 if died:
                     finding = f"{target}: the process died calling {src[:50]!r}"
             if finding:

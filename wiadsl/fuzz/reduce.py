@@ -55,6 +55,14 @@ def replace_at(node: object, path: Path, new: object) -> object:
     return replace(node, **{name: tuple(items)})  # type: ignore[type-var]
 
 
+def _edit(p: ast.Program, path: Path, new: object) -> ast.Program:
+    """``replace_at`` on a program: ``path`` is never empty here, so the root stays a program."""
+    out = replace_at(p, path, new)
+    if not isinstance(out, ast.Program):
+        raise TypeError(f"replacing at {path!r} did not keep the program root")
+    return out
+
+
 def _drop_output(p: ast.Program, kernel: ast.Kernel, out: str) -> ast.Program:
     params = tuple(x for x in kernel.params if x.name != out)
     body = _without_target(kernel.body, out)
@@ -81,20 +89,20 @@ def variants(p: ast.Program, kernel: str) -> Iterator[ast.Program]:
         if isinstance(node, ast.Block):
             for i, s in enumerate(node.stmts):
                 before, after = node.stmts[:i], node.stmts[i + 1:]
-                yield replace_at(p, path, replace(node, stmts=before + after))  # type: ignore[return-value]
+                yield _edit(p, path, replace(node, stmts=before + after))
                 if isinstance(s, _COMPOUND):
                     bodies = [s.then_body, s.else_body] if isinstance(s, ast.If) else [s.body]
                     for b in bodies:
                         if b is not None:
                             new = replace(node, stmts=before + b.stmts + after)
-                            yield replace_at(p, path, new)  # type: ignore[misc]
+                            yield _edit(p, path, new)
     for path, node in nodes:
         for child in _children(node):
-            yield replace_at(p, path, child)  # type: ignore[misc]
+            yield _edit(p, path, child)
         if isinstance(node, ast.Call) and node.keywords:
             for kw in node.keywords:
                 kws = tuple(x for x in node.keywords if x is not kw)
-                yield replace_at(p, path, replace(node, keywords=kws))  # type: ignore[misc]
+                yield _edit(p, path, replace(node, keywords=kws))
 
 
 def _children(node: object) -> list[ast.Expr]:

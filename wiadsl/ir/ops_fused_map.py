@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .ops_fused_base import FusedOp, broadcast_all, run_body
 from .types import TensorType, shapes_compatible
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "mean")
-_REDUCERS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean}
+_REDUCERS: dict[str, Callable[..., Any]] = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean}
 
 
 @register

@@ -104,6 +104,9 @@ class FusedConv2dOp(FusedProductOp):
         stride, pad = attr_ints(self, "stride", 2), attr_ints(self, "padding", 2)
         if a.rank != 4 or b.rank != 4:
             raise ValueError("conv2d takes NCHW x OIHW")
-        hw = [None if a.shape[2 + i] is None or b.shape[2 + i] is None else
-              (a.shape[2 + i] + 2 * pad[i] - b.shape[2 + i]) // stride[i] + 1 for i in (0, 1)]
+        hw: list[int | None] = []
+        for i in (0, 1):
+            size, kernel = a.shape[2 + i], b.shape[2 + i]
+            hw.append(None if size is None or kernel is None else
+                      (size + 2 * pad[i] - kernel) // stride[i] + 1)
         return (a.shape[0], b.shape[0], *hw)

@@ -7,7 +7,7 @@ in place, verifying after each pass. See docs/ir.md, "Optimization passes".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ir.module import ModuleOp
 from . import registry  # noqa: F401  (fills PASSES)
@@ -23,6 +23,9 @@ from .base import (
 from .remarks import Remark, format_remarks
 from .shape_specialize import specialize_shapes
 
+if TYPE_CHECKING:
+    from ..rewrite.pattern import RewritePattern
+
 
 def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
              patterns: Iterable[Any] | None = None, remarks: list[Remark] | None = None,
@@ -35,7 +38,7 @@ def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
     """
     from ..rewrite.declarative import load_patterns
     from . import pattern_pass
-    extra = []
+    extra: list[RewritePattern] = []
     for p in patterns or ():
         extra += load_patterns(p) if isinstance(p, str) else [p]
     text = default_pipeline(level) if pipeline is None else pipeline

@@ -22,6 +22,7 @@ result type must equal the product's; new ops take the product's ``loc``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -178,10 +179,15 @@ def fold_symbolic(product: Operation, links: list[tuple[Operation, Value]], chan
 
     def vec(v: Value) -> Value:
         if not isinstance(v.type, TensorType):
-            return v
+            # a scalar link (``matmul(...) - 1.5``): a 1-element vector, so the
+            # tensor.* ops below stay well-typed (fuzz seed 11000075)
+            return b.value("tensor.broadcast_to", [v], TensorType(f, (1,)))
         if v.type.shape == (channels,):
             return v
-        n = channels if channels in v.type.shape and np.prod(v.type.shape) == channels else 1
+        # links are per_channel, so their extents are static; the None check is for mypy
+        dims = [d for d in v.type.shape if d is not None]
+        static = len(dims) == v.type.rank
+        n = channels if static and channels in dims and math.prod(dims) == channels else 1
         return b.value("tensor.reshape", [v], TensorType(f, (n,)))
 
     def binop(name: str, x: Value, y: Value) -> Value:

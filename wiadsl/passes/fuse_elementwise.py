@@ -58,7 +58,7 @@ def grow_cluster(st: FusionState, root: Operation) -> list[Operation]:
                     st.ctx.remark("missed", f"not fused: cluster would exceed "
                                             f"max_inputs={st.opts.max_inputs}", p)
                     continue
-                cluster[id(p)] = p  # type: ignore[index]
+                cluster[id(p)] = p
                 changed = True
     ops = st.ordered(cluster.values())
     for op in ops:
@@ -129,7 +129,8 @@ def merge(st: FusionState, a: Operation, b: Operation) -> None:
     yields: list[Value] = []
     for op in (a, b):
         body = op.regions[0].blocks[0]
-        mapping = {id(ba): arg_of[id(v)] for ba, v in zip(body.args, op.operands, strict=True)}
+        mapping: dict[int, Value] = {id(ba): arg_of[id(v)]
+                                     for ba, v in zip(body.args, op.operands, strict=True)}
         for inner in body.ops[:-1]:
             block.append(clone_op(inner, mapping))
         yields += [mapping.get(id(v), v) for v in body.ops[-1].operands]

@@ -46,15 +46,16 @@ def grow_up(st: FusionState, roots: list[Value], limit: int) -> list[Operation]:
         p = producer(stack.pop())
         if not st.same_block_fusible(p) or id(p) in found:
             continue
-        found[id(p)] = p  # type: ignore[index]
-        stack.extend(p.operands)  # type: ignore[union-attr]
+        found[id(p)] = p
+        stack.extend(p.operands)
     return st.ordered(found.values())
 
 
 def row_size(vt: TensorType, axes: list[int]) -> int | None:
     row: int | None = 1
     for a in axes:
-        row = None if row is None or vt.shape[a] is None else row * vt.shape[a]
+        d = vt.shape[a]
+        row = None if row is None or d is None else row * d
     return row
 
 
@@ -80,7 +81,7 @@ def grow_epilogue(st: FusionState, red: Operation, prods: list[Operation]) -> li
                                         f"({unproven[0].type}) may not match the reduced "
                                         f"operand {vt} at run time", u)
                 continue
-            if not all(id(producer(x)) in pset or st.defined_before(x, red)  # type: ignore[arg-type]
+            if not all(id(producer(x)) in pset or st.defined_before(x, red)
                        for x in outside):
                 continue
             if len(epi) < st.opts.max_ops:
@@ -155,13 +156,14 @@ def build_reduce(st: FusionState, red: Operation, prods: list[Operation], epi: l
         outs = [e.result for e in epi if any(id(u) not in eset for u in e.result.users)]
         rt = ScalarType(r.type.dtype)  # type: ignore[union-attr]
         region1, block1 = new_body([*(ScalarType(i.type.dtype) for i in inputs), rt])  # type: ignore[union-attr]
-        mapping = {id(i): a for i, a in zip(inputs, block1.args, strict=False)}
+        mapping: dict[int, Value] = {id(i): a for i, a in zip(inputs, block1.args, strict=False)}
         mapping[id(r)] = block1.args[-1]
         emit(block1, [*prods, *epi], mapping)
         block1.append(create_op("tensor.yield", [mapping[id(o)] for o in outs]))
         regions.append(region1)
     kname = kernel_name("reduce_" + kind, [*prods, *epi])
-    attrs = {"kinds": [kind], "axes": list(red.attributes["axes"]), "kernel": kname}
+    attrs: dict[str, object] = {"kinds": [kind], "axes": list(red.attributes["axes"]),
+                                "kernel": kname}
     if keep:
         attrs["keepdims"] = True
     new = op_class("tensor.fused_reduce")(inputs, [r.type, *(o.type for o in outs)], attrs, (),

@@ -11,7 +11,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from ..ir.core import Block, Operation, OpResult, Value
 from .base import PassContext
@@ -59,7 +59,7 @@ class FusionState:
     def ordered(self, ops) -> list[Operation]:
         return sorted(ops, key=lambda o: self.pos[id(o)])
 
-    def same_block_fusible(self, op: Operation | None) -> bool:
+    def same_block_fusible(self, op: Operation | None) -> TypeGuard[Operation]:
         return op is not None and op.parent is self.block and is_fusible(op)
 
     def extents(self) -> Extents:

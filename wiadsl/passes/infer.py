@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir.core import Operation, Trait
+from ..ir.core import Operation, Trait, Value
 from ..ir.module import FuncOp
 from ..ir.ops import constant_of
 from ..ir.ops_fused import FusedProductOp
@@ -96,7 +96,9 @@ def absorb_constant_extents(op: Operation) -> bool:
     t = op.result.type
     assert isinstance(t, TensorType)
     extents = list(op.operands[lead:])
-    new_shape, keep, it = [], [], iter(extents)
+    new_shape: list[int | None] = []
+    keep: list[Value] = []
+    it = iter(extents)
     changed = False
     for d in t.shape:
         if d is not None:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from ..ir.module import ModuleOp
 from ..rewrite.declarative import builtin_patterns, load_patterns
-from ..rewrite.pattern import apply_patterns_greedily
+from ..rewrite.pattern import RewritePattern, apply_patterns_greedily
 from .base import Pass, PassContext, register_pass
 
 #: Patterns added by ``optimize(..., patterns=[...])`` for the current run.
-EXTRA: list = []
+EXTRA: list[RewritePattern] = []
 
 
 @register_pass
@@ -26,7 +26,7 @@ class ApplyPatterns(Pass):
     builtin: bool = True
 
     def run(self, module: ModuleOp, ctx: PassContext) -> None:
-        pats = list(builtin_patterns()) if self.builtin else []
+        pats: list[RewritePattern] = list(builtin_patterns()) if self.builtin else []
         for f in filter(None, self.files.split(";")):
             pats += load_patterns(f)
         pats += EXTRA

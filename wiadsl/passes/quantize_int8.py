@@ -134,7 +134,7 @@ class QuantizeInt8(Pass):
         ctx.remark("analysis", f"quantized {kind} to int8 ({where}; {note})", new)
 
     def weight(self, b: Builder, w: Value, wt: TensorType, kind: str, zp: int, ctx: PassContext
-               ) -> tuple[Value | None, Value | None, Value | None, str]:
+               ) -> tuple[Value, Value, Value | None, str]:
         """(i8 weight, f32 scale broadcastable into the product, i32 correction or None, note)."""
         axis = (1 if kind == "matmul" else 0) if self.per_channel else None
         c = constant_of(w)
@@ -202,7 +202,9 @@ def fold_requantize(block: Block, ctx: PassContext) -> None:
         if p is None or not p.attributes.get(QUANTIZED) or p.parent is not block or len(v.uses) != 1:
             continue
         s, z = constant_of(q.operands[1]), constant_of(q.operands[2])
-        if s is None or z is None or np.size(s) != 1 or np.size(z) != 1 or q.result.type.shape != v.type.shape:
+        qt, vt = q.result.type, v.type
+        if s is None or z is None or np.size(s) != 1 or np.size(z) != 1 or not (
+                isinstance(qt, TensorType) and isinstance(vt, TensorType) and qt.shape == vt.shape):
             continue
         old = p.regions[0].blocks[0]
         region, body = new_body(old.arg_types)

@@ -23,11 +23,11 @@ def profile_source(text: str, filename: str = "<string>", kernel: str | None = N
     from ..tools.check import kernel_inputs
 
     module = jit(text, filename=filename, target="cpu")
-    names = list(module.kernels)  # type: ignore[union-attr]
+    names = list(module.kernels)
     name = kernel or (names[0] if len(names) == 1 else None)
     if name is None or name not in names:
         raise WiaUsageError(f"name the kernel to profile; kernels: {', '.join(names)}")
-    fn = module.kernels[name]  # type: ignore[union-attr]
+    fn = module.kernels[name]
     _, _, random = kernel_inputs(fn.signature, defines or {}, seed=0)
     given = {**random, **(inputs or {})}
     return profile(fn, *[given[p.name] for p in fn.signature.inputs], runs=runs)

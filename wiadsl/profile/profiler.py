@@ -18,6 +18,7 @@ times is reported beside the whole kernel's time, never in its place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..backends.llvm.backend import CpuKernel
@@ -129,7 +130,7 @@ def profile(kernel: Any, *args: object, runs: int = 100, level: int = 3) -> Prof
             continue
         unit, values = trace.extract(t, f"{kernel.name}.{i}.{t.label}")
         compiled = CpuKernel(unit, unit.funcs[0].name, level, passes=False)
-        ms = median_ms(lambda c=compiled, v=values: c.run(v))
+        ms = median_ms(partial(compiled.run, values))
         stats.append(KernelStat(t.label, t.op.name, ms, counts.flops(t), counts.bytes_moved(t), found))
     whole = CpuKernel(trace.copy(module), kernel.name, level)  # compiling optimizes its module
     total = median_ms(lambda: whole.run(inputs))

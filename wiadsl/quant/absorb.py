@@ -40,7 +40,7 @@ def _absorbable(p: Operation, u: Operation) -> bool:
     if not isinstance(t, TensorType) or u.results[0].type.shape != t.shape:  # type: ignore[union-attr]
         return False
     others = [v for v in u.operands if v is not p.results[0]]
-    return all(fits_into(v.type, t.shape) for v in others)  # type: ignore[arg-type]
+    return all(fits_into(v.type, t.shape) for v in others)
 
 
 def absorb_one(p: Operation) -> Operation | None:

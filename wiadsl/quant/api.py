@@ -102,6 +102,18 @@ def _inputs(kernel: KernelFunction, sample: Sequence[Any] | Mapping[str, Any]) -
     return list(bound.inputs.values())
 
 
+def _generic_types(kernel: KernelFunction, inputs: list[np.ndarray]
+                   ) -> dict[str, tuple[DType, int]]:
+    """The dtype and rank of each ``tensor`` parameter (``KernelFunction.compiled_for``)."""
+    params = kernel.signature.inputs
+    generic: dict[str, tuple[DType, int]] = {}
+    for i in kernel.signature.generic_inputs:
+        dtype = from_numpy(inputs[i].dtype)
+        assert dtype is not None, "bind_call admits only language dtypes"
+        generic[params[i].name] = (dtype, inputs[i].ndim)
+    return generic
+
+
 def quantize(kernel: KernelFunction, calibration: Sequence[Sequence[Any] | Mapping[str, Any]],
              method: str = "minmax", percentile: float = 99.99, per_channel: bool = True,
              symmetric: bool = False, requantize: bool = True) -> QuantizedKernel:
@@ -112,9 +124,7 @@ def quantize(kernel: KernelFunction, calibration: Sequence[Sequence[Any] | Mappi
     if not calibration:
         raise WiaUsageError("quantize() needs at least one calibration sample")
     samples = [_inputs(kernel, s) for s in calibration]
-    params = kernel.signature.inputs
-    generic = {params[i].name: (from_numpy(samples[0][i].dtype), samples[0][i].ndim)
-               for i in kernel.signature.generic_inputs}
+    generic = _generic_types(kernel, samples[0])
     module = kernel.ir_for(generic)
     optimize(module, pipeline=PREPARE)
     observers = calibrate(module, kernel.name, samples, observer_factory(method, percentile))
@@ -146,8 +156,9 @@ def measure(reference: KernelFunction, quantized: KernelFunction,
     worst = {n: [0.0, 0.0, 0.0, 0] for n in names}   # max_abs, sum_abs, max |ref|, count
     for s in samples:
         ref, got = reference(*s), quantized(*s)
-        ref, got = (ref,) if len(names) == 1 else ref, (got,) if len(names) == 1 else got
-        for n, r, g in zip(names, ref, got, strict=True):
+        refs = ref if isinstance(ref, tuple) else (ref,)  # a tuple iff several outputs
+        gots = got if isinstance(got, tuple) else (got,)
+        for n, r, g in zip(names, refs, gots, strict=True):
             r64, g64 = np.asarray(r, np.float64), np.asarray(g, np.float64)
             err = np.abs(r64 - g64)
             w = worst[n]

@@ -158,7 +158,7 @@ def _register() -> None:
         OWNED.setdefault(f"{dialect}.select", []).append(SelectSimplify())
         OWNED.setdefault(f"{dialect}.cmpf", []).append(InfCompare())
     for p in (TransposeChain(), TransposeThroughElementwise(), ReshapeChain(), BroadcastNoop(), ConstantCondBranch()):
-        OWNED.setdefault(p.root, []).append(p)  # type: ignore[arg-type]
+        OWNED.setdefault(p.root, []).append(p)
     from ..ir.ops import OPS
     for name, cls in OPS.items():
         if name.startswith("tensor.") and (Trait.ELEMENTWISE in cls.traits or name == "tensor.select"):

@@ -164,10 +164,13 @@ class TransposeThroughElementwise(RewritePattern):
             return False
         if len(ew.result.uses) != 1:
             return False
+        ew_type = ew.result.type
+        if not isinstance(ew_type, TensorType):
+            return False  # a transpose operand is a tensor in verified IR
         q = list(op.attributes["perm"])
         rank = len(q)
         mains = [i for i, v in enumerate(ew.operands) if _leads_to_transpose(v)
-                 and isinstance(v.type, TensorType) and v.type.shape == ew.result.type.shape]
+                 and isinstance(v.type, TensorType) and v.type.shape == ew_type.shape]
         if len(mains) != 1:
             return False
         new_operands: list[Value] = []

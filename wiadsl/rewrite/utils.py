@@ -19,7 +19,9 @@ from ..ir.ops import op_class
 def clone_op(op: Operation, mapping: dict[int, Value],
              block_map: dict[int, Block] | None = None) -> Operation:
     """A detached copy of ``op`` reading mapped operands and targeting mapped blocks."""
-    get = lambda v: mapping.get(id(v), v)  # noqa: E731
+    def get(v: Value) -> Value:
+        return mapping.get(id(v), v)
+
     succs = [((block_map or {}).get(id(s.block), s.block), [get(a) for a in s.args])
              for s in op.successors]
     regions = [clone_region(r, mapping) for r in op.regions]
