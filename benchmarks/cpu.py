@@ -3,7 +3,8 @@
 Usage (unset the OpenBLAS tuning variables for this command only, see README):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick]
 
-Prints one table: median times of both sides measured in this process and the
+Prints one table: median times of both sides measured in this process, in
+alternating batches (a load change on a shared machine hits both sides), and the
 ratio (>1 means wiadsl is faster), then cold compile times and call overhead.
 """
 
@@ -43,20 +44,44 @@ kernel add4(input a: f32[N], input b: f32[N], output c: f32[N]) { c = a + b; }
 """
 
 
-def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = 0.05) -> float:
+def _batch(fn: Callable[[], object], min_time: float) -> int:
+    """Calls per timed batch: enough for ``min_time / 5`` seconds (after a warm-up call)."""
     fn()
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < min_time / 5 and n < 1000:
         fn()
         n += 1
-    n = max(1, n * 5 // max(1, repeat))
-    times = []
+    return max(1, n)
+
+
+def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = 0.05) -> float:
+    return paired(fn, None, repeat, min_time)[0]
+
+
+#: Seconds to wait after NumPy's batch: OpenBLAS worker threads busy-wait ~0.1-0.2 s
+#: after a BLAS call, taking the other core from whatever runs next (measured: our
+#: 1024^3 matmul right after ``a @ b`` ran at 60 GFLOP/s, 125 after a 0.2 s pause).
+SETTLE = 0.25
+
+
+def paired(ours: Callable[[], object], theirs: Callable[[], object] | None, repeat: int = 9,
+           min_time: float = 0.05) -> tuple[float, float]:
+    """Median seconds per call of both functions, measured in alternating batches so
+    that a load change on this shared machine hits both sides alike (with a pause
+    after NumPy's batches so its spinning BLAS threads do not slow ours)."""
+    fns = [f for f in (ours, theirs) if f is not None]
+    sizes = [_batch(f, min_time) for f in fns]
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n)
-    return float(np.median(times))
+        for k, (f, n, out) in enumerate(zip(fns, sizes, times, strict=True)):
+            if k == 0 and theirs is not None:
+                time.sleep(SETTLE)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            out.append((time.perf_counter() - t0) / n)
+    meds = [float(np.median(t)) for t in times]
+    return meds[0], meds[1] if len(meds) > 1 else float("nan")
 
 
 def row(name: str, ours: float, theirs: float, unit: str) -> None:
@@ -67,27 +92,31 @@ def row(name: str, ours: float, theirs: float, unit: str) -> None:
 def main() -> None:
     mod = wiadsl.jit(SRC, target="cpu")
     rng = np.random.default_rng(0)
+    from wiadsl.backends.llvm.parallel import THREADS
+    from wiadsl.backends.llvm.target import host
+    print(f"host {host().cpu}, {THREADS} threads; load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'benchmark':44s} {'wiadsl':>13s} {'reference':>13s} {'ratio':>8s}")
     for n in ([256, 512, 1024] if QUICK else [256, 512, 1024, 2048]):
         a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
         np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-3, atol=1e-2)
-        ours = median_time(lambda a=a, b=b: mod.mm(a, b))
-        ref = median_time(lambda a=a, b=b: a @ b)
+        ours, ref = paired(lambda a=a, b=b: mod.mm(a, b), lambda a=a, b=b: a @ b)
         row(f"matmul f32 {n}^3 (vs numpy @)", ours, ref, f"{2 * n**3 / ours / 1e9:.0f} vs {2 * n**3 / ref / 1e9:.0f} GFLOP/s")
 
     n = 1 << 24
     a, b, c = (rng.standard_normal(n, np.float32) for _ in range(3))
     out, tmp = np.empty_like(a), np.empty_like(a)
     np.testing.assert_allclose(mod.fused(a, b, c), np.maximum(a * b + c, 0), rtol=1e-5, atol=1e-5)
-    ours = median_time(lambda: mod.fused(a, b, c), repeat=5)
+    ours, ref = paired(lambda: mod.fused(a, b, c), lambda: np.maximum(a * b + c, 0), repeat=7)
     gbs = 16 * n / ours / 1e9
-    row("relu(a*b+c) 16M (vs numpy temporaries)", ours, median_time(lambda: np.maximum(a * b + c, 0), repeat=5), f"{gbs:.1f} GB/s")
+    row("relu(a*b+c) 16M (vs numpy temporaries)", ours, ref, f"{gbs:.1f} GB/s")
 
     def numpy_out() -> None:
         np.multiply(a, b, out=tmp)
         np.add(tmp, c, out=tmp)
         np.maximum(tmp, 0, out=out)
-    row("relu(a*b+c) 16M (vs numpy out=)", ours, median_time(numpy_out, repeat=5), f"{gbs:.1f} GB/s")
+    ours, ref = paired(lambda: mod.fused(a, b, c), numpy_out, repeat=7)
+    row("relu(a*b+c) 16M (vs numpy out=)", ours, ref, f"{16 * n / ours / 1e9:.1f} GB/s")
     copy = median_time(lambda: np.copyto(out, a), repeat=5)
     print(f"{'  copy bandwidth (np.copyto, 8 B/elem)':44s} {8 * n / copy / 1e9:10.1f} GB/s; fused reaches "
           f"{gbs / (8 * n / copy / 1e9) * 100:.0f}% of it")
@@ -105,8 +134,8 @@ def main() -> None:
         return (x - mu) / np.sqrt(var + 1e-5) * g + bb
     np.testing.assert_allclose(mod.softmax(x), np_softmax(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(mod.layernorm(x, g, bb), np_layernorm(), rtol=1e-3, atol=1e-4)
-    row("softmax 4096x1024 (vs numpy)", median_time(lambda: mod.softmax(x)), median_time(np_softmax), "")
-    row("layer_norm 4096x1024 (vs numpy)", median_time(lambda: mod.layernorm(x, g, bb)), median_time(np_layernorm), "")
+    row("softmax 4096x1024 (vs numpy)", *paired(lambda: mod.softmax(x), np_softmax), "")
+    row("layer_norm 4096x1024 (vs numpy)", *paired(lambda: mod.layernorm(x, g, bb), np_layernorm), "")
 
     xi = rng.standard_normal((1, 64, 56, 56), np.float32)
     w = rng.standard_normal((64, 64, 3, 3), np.float32)
@@ -117,11 +146,11 @@ def main() -> None:
         cols = cols.transpose(0, 1, 4, 5, 2, 3).reshape(64 * 9, 56 * 56)
         return (w.reshape(64, -1) @ cols).reshape(1, 64, 56, 56)
     np.testing.assert_allclose(mod.conv(xi, w), np_conv(), rtol=1e-3, atol=1e-3)
-    row("conv2d 1x64x56x56 * 64x64x3x3 (vs im2col+@)", median_time(lambda: mod.conv(xi, w)), median_time(np_conv), "")
+    row("conv2d 1x64x56x56 * 64x64x3x3 (vs im2col+@)", *paired(lambda: mod.conv(xi, w), np_conv), "")
 
     examples(rng)
     a4, b4 = np.ones(4, np.float32), np.ones(4, np.float32)
-    ours, ref = median_time(lambda: mod.add4(a4, b4), min_time=0.2), median_time(lambda: a4 + b4, min_time=0.2)
+    ours, ref = paired(lambda: mod.add4(a4, b4), lambda: a4 + b4, min_time=0.2)
     row("call overhead, 4-element add (vs numpy +)", ours, ref, f"{ours * 1e6:.1f} us per call")
     fn = mod.kernels["add4"]
     inputs = list(bind_call(fn.signature, (a4, b4), {}).inputs.values())
@@ -129,6 +158,7 @@ def main() -> None:
     native = median_time(lambda: compiled.run(inputs), min_time=0.2)
     print(f"{'  of which backend run() (args + native + output)':44s} {native * 1e6:10.1f} us")
     cold_compile()
+    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def examples(rng: np.random.Generator) -> None:
@@ -139,7 +169,7 @@ def examples(rng: np.random.Generator) -> None:
     w2, b2 = rng.standard_normal((1024, 256), np.float32) / 30, rng.standard_normal(256, np.float32)
     ref = lambda: np.maximum(x @ w1 + b1, 0) @ w2 + b2  # noqa: E731
     np.testing.assert_allclose(mlp.mlp_relu(x, w1, b1, w2, b2), ref(), rtol=1e-3, atol=1e-3)
-    row("example mlp_relu 256x512x1024x256", median_time(lambda: mlp.mlp_relu(x, w1, b1, w2, b2)), median_time(ref), "")
+    row("example mlp_relu 256x512x1024x256", *paired(lambda: mlp.mlp_relu(x, w1, b1, w2, b2), ref), "")
     path = ROOT / "examples" / "attention.wia"
     att = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
     q, k, v = (rng.standard_normal((512, 64), np.float32) for _ in range(3))
@@ -149,7 +179,7 @@ def examples(rng: np.random.Generator) -> None:
         e = np.exp(s - s.max(axis=1, keepdims=True))
         return (e / e.sum(axis=1, keepdims=True)) @ v
     np.testing.assert_allclose(att.attn(q, k, v), np_att(), rtol=1e-3, atol=1e-4)
-    row("example attention 512x64", median_time(lambda: att.attn(q, k, v)), median_time(np_att), "")
+    row("example attention 512x64", *paired(lambda: att.attn(q, k, v), np_att), "")
 
 
 def cold_compile() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import wiadsl.loops  # noqa: F401  (registers the loop-level ops it owns: conv2d, qgemm)
 from wiadsl.ir.ops import ELEMENTWISE_FNS
 
 SEED = """\
@@ -217,6 +218,10 @@ func @loop_ops(%a: tensor<?x4xf32>, %n: index, %ok: i1) -> tensor<?xf32> {
   loop.store %v, %b, %z : (f32, tensor<?x4xf32>, index) -> ()
   loop.check %ok {message = "'tensor.extract': index is out of range for axis 0"} : i1
   loop.gemm %a, %c, %b, %z, %z, %z, %n, %four, %four, %four, %four, %four {accumulate = false} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index) -> ()
+  loop.conv2d %a, %c, %b, %z, %z, %four, %four, %four, %four, %four, %four, %four, %four {stride = [1, 1]} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index, index) -> ()
+  %qa = loop.alloc : tensor<4x4xi8>
+  %qc = loop.alloc : tensor<4x4xi32>
+  loop.qgemm %qa, %qa, %qc, %z, %z, %z, %four, %four, %four, %four, %four, %four : (tensor<4x4xi8>, tensor<4x4xi8>, tensor<4x4xi32>, index, index, index, index, index, index, index, index, index) -> ()
   %d = loop.alloc : tensor<4xf32>
   %r = loop.retype %d : tensor<4xf32> -> tensor<?xf32>
   return %r : tensor<?xf32>

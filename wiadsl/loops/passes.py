@@ -22,6 +22,7 @@ from typing import ClassVar
 from ..diagnostics import WiaUsageError
 from ..ir.module import ModuleOp
 from ..passes.base import Pass, PassContext, PassManager, _split_top
+from .fuse_parallel import fuse_func
 from .parallelize import parallelize_func
 
 #: Scalar ops below which a loop is not worth a thread hand-off (~20-50 us per
@@ -50,6 +51,20 @@ class Parallelize(Pass):
             ctx.count("loops outlined", parallelize_func(module, func, self.min_cost))
 
 
+@loop_pass
+@dataclass(frozen=True)
+class FuseParallel(Pass):
+    """Fuse consecutive outlined parallel loops over the same range whose shared
+    buffers are accessed row by row (fuse_parallel.py): one pass over each row."""
+
+    name: ClassVar[str] = "fuse-parallel"
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            if func.name in module:  # not fused away by an earlier function's run
+                ctx.count("loops fused", fuse_func(module, func))
+
+
 def parse_loop_pipeline(text: str) -> list[Pass]:
     """``'parallelize{min_cost=1000}'`` -> loop-level pass instances."""
     passes: list[Pass] = []
@@ -69,7 +84,10 @@ def parse_loop_pipeline(text: str) -> list[Pass]:
 
 
 def default_loop_pipeline(threads: int) -> str:
-    return "parallelize" if threads > 1 else ""
+    """Outline parallel loops (threads when > 1; the calls stay serial otherwise) and
+    fuse row-local neighbours (fewer passes over memory with or without threads)."""
+    del threads  # the backend decides at run time whether a region uses threads
+    return "parallelize,fuse-parallel"
 
 
 def run_loop_passes(module: ModuleOp, pipeline: str, verify_each: bool = False) -> ModuleOp:

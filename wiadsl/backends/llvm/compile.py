@@ -71,16 +71,17 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
-#: vectorization still on) gave the same run time on every benchmark kernel
-#: (softmax, layer_norm, fused elementwise; CPU-time medians) at a fraction of
-#: O3's optimization time; the gemm/conv helpers (library.py) get -O3.
+#: vectorization still on, the loop unroller off: the vectorizer interleaves)
+#: gave the same run time on every benchmark kernel (softmax, layer_norm, fused
+#: elementwise, conv; CPU-time medians) at a fraction of O3's optimization and
+#: code generation time; the gemm/conv helpers (library.py) get the full -O3.
 KERNEL_SPEED_LEVEL = 2
 
 
 def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
     """Parse, verify and optimize the module (ready for the engine or for codegen)."""
     mod = parse_and_verify(lowered.llvm_ir)
-    optimize(mod, min(level, KERNEL_SPEED_LEVEL))
+    optimize(mod, min(level, KERNEL_SPEED_LEVEL), unroll=False)
     return mod
 
 

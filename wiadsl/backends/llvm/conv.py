@@ -112,7 +112,7 @@ class ConvBuilder(GemmBuilder):
         nbytes = b.mul(b.mul(b.mul(rb, row_cols), _i(self.kc)), _i(self.size))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
         packed = b.call(alloc, [_i(64), b.add(nbytes, _i(64))])
-        big, small = self.ukernel(self.mr), self.ukernel(1)
+        big = self.ukernel(self.mr)
 
         def per_block(ob: ir.Value) -> None:
             oe = _min(b, b.add(ob, rb), oh_hi)
@@ -159,7 +159,7 @@ class ConvBuilder(GemmBuilder):
                                 cp = b.gep(y, [b.add(b.mul(row, ldc), cbase)], source_etype=self.et)
                                 b.call(kernel, [ap, k, panel, cp, ldc, kc, valid, load_c])
                             for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
-                            for_range(b, full_end, iend, 1, lambda r: call(small, r), "tail")
+                            self.tail_rows(b, full_end, iend, call)
                         for_range(b, _i(0), npanel, 1, per_t, "jt")
                     for_range(b, ob, oe, 1, per_oh, "oh")
                 for_range(b, _i(0), o, self.mc, per_ic, "ic")

@@ -62,9 +62,6 @@ class _Callee:
     def get_reference(self) -> str:
         return self.ptr.get_reference()
 
-    def _set_name(self, name: str) -> None:  # pragma: no cover - never named
-        raise TypeError("an indirect callee has no name")
-
 
 def _trampoline(mod: ir.Module) -> ir.Function:
     """``ptr @wia.par.tramp(ptr %rec)``: the pthread start routine of one chunk."""

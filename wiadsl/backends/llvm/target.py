@@ -100,12 +100,14 @@ def parse_and_verify(text: str) -> llvm.ModuleRef:
     return mod
 
 
-def optimize(mod: llvm.ModuleRef, level: int = 3) -> None:
+def optimize(mod: llvm.ModuleRef, level: int = 3, unroll: bool = True) -> None:
     """The new pass manager's default pipeline at ``level``, with loop and SLP
-    vectorization on (SLP is off by default in llvmlite)."""
+    vectorization on (SLP is off by default in llvmlite). ``unroll=False`` turns
+    off the loop unroller (the vectorizer still interleaves)."""
     tm = engine().tm
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = level >= 2
     pto.slp_vectorization = level >= 2
+    pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
