@@ -5,10 +5,10 @@ Findings while checking what the backends do:
   (``loop.check`` -> error code -> WiaRuntimeError); dynamic slices clamp as NumPy's.
 - the interpreter let NumPy's ``MemoryError`` escape for an allocation bigger than
   memory (fixed: it is a WiaRuntimeError naming the op).
-- the CPU backend neither checks the byte count of ``wia.alloc`` for overflow nor
-  the pointer ``aligned_alloc`` returns, so a huge or overflowing shape kills the
-  process (xfail below: a native check against free memory before allocating is
-  not a small local fix).
+- the CPU backend did not check the byte count of ``wia.alloc`` for overflow nor the
+  pointer ``aligned_alloc`` returns, so a huge or overflowing shape killed the
+  process (fixed: the byte count is computed with overflow checks and compared with
+  the machine's memory before allocating; a null pointer is an error code).
 """
 
 import numpy as np
@@ -62,8 +62,6 @@ def test_interpreter_refuses_an_overflowing_shape() -> None:
     assert _outcome(OVERFLOW, "interp", np.ones(3, np.float32)) == "WiaRuntimeError"
 
 
-@pytest.mark.xfail(strict=True, reason="CPU backend: wia.alloc checks neither the byte count "
-                   "for overflow nor the allocation against free memory; reported")
 @pytest.mark.parametrize("src", [HUGE, OVERFLOW], ids=["huge", "overflow"])
 def test_cpu_refuses_huge_allocations_with_a_wia_error(src: str) -> None:
     assert _outcome(src, "cpu", np.ones(3, np.float32)) == "WiaRuntimeError"

@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -277,16 +278,31 @@ def _retype(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     return [e.buf(op.operands[0])]
 
 
+#: physical memory: no single buffer may be larger (checked natively before allocating)
+MEMORY_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
 @handles("loop.alloc")
 def _alloc(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     t = op.result.type
     assert isinstance(t, TensorType)
     it = iter(e.get(v) for v in op.operands)
     extents = [ir.Constant(I64, d) if d is not None else next(it) for d in t.shape]
-    n = ir.Constant(I64, itemsize(t.dtype))
+    # Refuse, before allocating, a byte count that overflows or exceeds the machine's
+    # memory, and report a failed allocation: never a crash (issue 11, hardening).
+    n: ir.Value = ir.Constant(I64, itemsize(t.dtype))
+    ok: ir.Value = ir.Constant(I1, 1)
     for x in extents:
-        n = e.b.mul(n, x)
+        product = e.b.umul_with_overflow(n, x)
+        n = e.b.extract_value(product, 0)
+        ok = e.b.and_(ok, e.b.not_(e.b.extract_value(product, 1)))
+    ok = e.b.and_(ok, e.b.icmp_unsigned("<=", n, ir.Constant(I64, MEMORY_BYTES)))
+    too_big = f"cannot allocate {t}: the byte count exceeds this machine's memory " \
+              f"({MEMORY_BYTES / 2**30:.1f} GiB) or overflows"
+    e.fail_unless(ok, e.mod.code_for(too_big, op.loc))
     ptr = e.b.call(alloc_function(e.mod.ll), [e.arena, n])
+    got = e.b.icmp_unsigned("!=", ptr, ir.Constant(ptr.type, None))
+    e.fail_unless(got, e.mod.code_for(f"out of memory allocating {t}", op.loc))
     return [Buf(ptr, extents)]
 
 
