@@ -1,4 +1,7 @@
-"""Suite-wide settings: the compile cache lives in a temporary folder, never the user's."""
+"""Suite-wide settings: the compile cache lives in a temporary folder, never the user's.
+
+``fresh_cache`` gives a test an empty cache of its own (the cache, tune and profile
+tests use it for every test, through their conftest files)."""
 
 from __future__ import annotations
 
@@ -19,3 +22,18 @@ def _private_compile_cache():
             os.environ.pop("WIADSL_CACHE_DIR", None)
         else:
             os.environ["WIADSL_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty cache folder and a cleared in-memory cache, for one test."""
+    from wiadsl.runtime import cache
+
+    folder = tmp_path / "wiadsl-cache"
+    monkeypatch.setenv("WIADSL_CACHE_DIR", str(folder))
+    monkeypatch.delenv("WIADSL_CACHE", raising=False)
+    monkeypatch.delenv("WIADSL_VERBOSE", raising=False)
+    cache.clear_memory()
+    cache.STATS.reset()
+    yield folder
+    cache.clear_memory()
