@@ -183,12 +183,15 @@ class CpuKernel:
 def _tensor(ptr: int, shape: tuple[int, ...], dtype: np.dtype, owned: dict[int, np.ndarray],
             is_input: bool) -> np.ndarray:
     """The result array at ``ptr``: taken over (copied and freed, or wrapped and
-    freed on collection); copied without freeing when it is an input or seen before."""
+    freed on collection); copied without freeing when it is an input; a copy of the
+    first array when an earlier result had the same buffer (fuzz seed 7000217)."""
     count = 1
     for d in shape:
         count *= d
     nbytes = count * dtype.itemsize
-    if ptr in owned or is_input:
+    if ptr in owned:  # the same buffer returned twice: it is already taken over (freed)
+        return owned[ptr].reshape(-1)[:count].reshape(shape).copy()
+    if is_input:
         array = np.empty(shape, dtype)
         if nbytes:
             ctypes.memmove(data_pointer(array), ptr, nbytes)
