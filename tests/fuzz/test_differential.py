@@ -1,7 +1,7 @@
 """The bounded CI fuzz run, and checks that the differential machinery can fail.
 
-The run's size is a budget: ``WIADSL_FUZZ_COUNT`` programs (default 120) and at most
-``WIADSL_FUZZ_BUDGET`` seconds (default 100) of starting new ones; the CPU JIT at
+The run's size is a budget: ``WIADSL_FUZZ_COUNT`` programs (default 300) and at most
+``WIADSL_FUZZ_BUDGET`` seconds (default 150) of starting new ones; the CPU JIT at
 -O3 sees every program, the others a fixed share (``EVERY``).
 """
 
@@ -16,8 +16,8 @@ from wiadsl.fuzz.differential import Outcome, check_case, judge
 from wiadsl.fuzz.genprog import generate
 from wiadsl.fuzz.worker import run_forked
 
-COUNT = int(os.environ.get("WIADSL_FUZZ_COUNT", "120"))
-BUDGET = float(os.environ.get("WIADSL_FUZZ_BUDGET", "100"))
+COUNT = int(os.environ.get("WIADSL_FUZZ_COUNT", "300"))
+BUDGET = float(os.environ.get("WIADSL_FUZZ_BUDGET", "150"))
 EVERY = {"passes": 2, "cpu-O0": 4, "systolic": 3, "ptxsim": 6}
 
 
