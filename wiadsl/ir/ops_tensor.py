@@ -71,7 +71,10 @@ class ReduceOp(Operation):
         x, axes = np.asarray(args[0]), self.axes()
         keep = bool(self.attributes.get("keepdims", False))
         t = self.result.type
-        if x.size == 0 and self.kind not in ("sum", "prod", "mean"):
+        reduced = int(np.prod([x.shape[a] for a in axes])) if x.ndim else x.size
+        if reduced == 0 and self.kind not in ("sum", "prod", "mean"):
+            # NumPy's rule: only a reduction over zero elements has no value
+            # (max over axis 1 of a [0, 3] array is an empty result, not an error)
             raise WiaRuntimeError(f"'{self.name}' of an empty tensor (shape {x.shape})")
         if self.kind in ("argmax", "argmin"):
             axis = axes[0] if len(axes) == 1 else None

@@ -112,7 +112,11 @@ class OpsMixin(ProductsMixin):
         for axis, (n, s) in enumerate(zip(src.shape, src.strides, strict=True)):
             spec = specs[axis] if axis < len(specs) else None
             if spec is not None and spec.is_index:
-                offset = add(offset, mul(call("wrap_index", next(ops), n), s))
+                index = next(ops)
+                # checked on the host even when the selection is empty (no kernel reads it)
+                self.check(f"-({n}) <= ({index}) < ({n})",
+                           f"'{op.name}': an index is out of range for axis {axis}")
+                offset = add(offset, mul(call("wrap_index", index, n), s))
                 continue
             if spec is None or not (spec.start or spec.stop or spec.step):
                 shape.append(n)
@@ -224,6 +228,11 @@ class OpsMixin(ProductsMixin):
             values = expand_body(op.regions[0].blocks[0], args)
         else:
             kinds, values = [REDUCE_KIND[op.name]], args[:1]
+        if any(k in ("max", "min", "argmax", "argmin") for k in kinds):
+            # NumPy's rule, as the interpreter and the CPU backend: a max/min/arg*
+            # over zero elements has no value
+            count = " * ".join(f"({src[a]})" for a in axes) or "1"
+            self.check(f"{count} > 0", f"'{op.name}' of an empty tensor")
         outs = []
         for k, (kind, v, r) in enumerate(zip(kinds, values, op.results, strict=False)):
             dtype = value_dtype(r)
