@@ -171,7 +171,9 @@ def broadcast_extents(lb: LoopBuilder, shapes: Sequence[Sequence[Value]], what: 
         exts = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
         result = exts[0]
         for e in exts[1:]:
-            result = lb.max(result, e)
+            # NumPy: an extent-1 axis takes the other's extent, even 0 (not the max:
+            # 1 and 0 broadcast to 0; fuzz seed 7001657)
+            result = lb.select(lb.cmp("eq", result, lb.idx(1)), e, result)
         for e in exts:
             ok = lb.or_(lb.cmp("eq", e, result), lb.cmp("eq", e, lb.idx(1)))
             lb.check(ok, f"{what}: operand shapes do not broadcast (axis {axis})")
