@@ -101,6 +101,8 @@ class ProgramGen:
         self.counter = 0
         self.depth_in = 0  # > 0 inside an if/loop body
         self.env: dict[str, VType] = {}
+        #: while-loop counters: no statement but the loop's own increment may change them
+        self.counters: set[str] = set()
         self.funcs: list[FuncSig] = []
         self.decls: list[ast.Decl] = []
         self.x = ExprGen(self.rng, self.env, self.funcs)
@@ -220,6 +222,8 @@ class ProgramGen:
         if target is None:
             return []
         n = target[0].id  # type: ignore[union-attr]
+        if n in self.counters:
+            return []  # `wc -= 3` in its own while loop would never end (seed 7001695)
         t = target[1]
         op = self.rng.choice(("+", "-", "*", "/"))
 
@@ -308,6 +312,7 @@ class ProgramGen:
 
     def s_while(self, depth: int) -> list[ast.Stmt]:
         j = self.fresh("wc")
+        self.counters.add(j)
         limit = self.rng.randint(0, 3)
         pre: list[ast.Stmt] = [assign(j, lit(0))]
         self.env[j] = VType(DType.I64, (), True)
