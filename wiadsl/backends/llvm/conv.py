@@ -23,8 +23,6 @@ accumulate), and K == 0 writes zeros.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from llvmlite import ir
 
 from ...dtypes import DType
@@ -38,24 +36,6 @@ ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 
 def _i(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
-
-
-def _for_step(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: ir.Value,
-              body: Callable[[ir.Value], None], name: str) -> None:
-    """``for i in range(lo, hi, step)`` with a run-time ``step`` (> 0)."""
-    fn = b.function
-    head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
-    pre = b.block
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(lo, pre)
-    b.cbranch(b.icmp_signed("<", i, hi), loop, done)
-    b.position_at_end(loop)
-    body(i)
-    i.add_incoming(b.add(i, step), b.block)
-    b.branch(head)
-    b.position_at_end(done)
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -164,7 +144,7 @@ class ConvBuilder(GemmBuilder):
                     for_range(b, ob, oe, 1, per_oh, "oh")
                 for_range(b, _i(0), o, self.mc, per_ic, "ic")
             for_range(b, _i(0), k, self.kc, per_pc, "pc")
-        _for_step(b, oh_lo, oh_hi, rb, per_block, "ob")
+        for_range(b, oh_lo, oh_hi, rb, per_block, "ob")
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
             self.zero_fill(b, b.gep(y, [b.mul(oh_lo, wo)], source_etype=self.et), o,
                            b.mul(b.sub(oh_hi, oh_lo), wo), ldc, ir.Constant(I1, 0))

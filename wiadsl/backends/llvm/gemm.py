@@ -107,9 +107,10 @@ def _i(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
+def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
               body: Callable[[ir.Value], None], name: str = "l") -> None:
-    """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position."""
+    """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position
+    (``step`` > 0: a constant, or a run-time value)."""
     fn = b.function
     head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
     pre = b.block
@@ -120,7 +121,7 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
     b.cbranch(b.icmp_signed("<", i, hi), loop, done)
     b.position_at_end(loop)
     body(i)
-    i.add_incoming(b.add(i, _i(step)), b.block)
+    i.add_incoming(b.add(i, _i(step) if isinstance(step, int) else step), b.block)
     b.branch(head)
     b.position_at_end(done)
 
