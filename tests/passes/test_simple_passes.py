@@ -205,3 +205,32 @@ CHECK-NEXT: br ^{{\\w+}}(%r : f32)
 CHECK: arith.exp
 CHECK-NOT: func @absf""")
     assert "func.call" not in out
+
+
+def test_dce_keeps_unused_ops_that_may_fail() -> None:
+    # A run-time error is part of the program's meaning: -O0 and -O3 must fail alike.
+    # Static shapes and constant indices decide the checks at compile time instead.
+    check("""func @f(%x: tensor<?x?xf32>, %s: tensor<3x4xf32>, %i: i64, %k: i64) -> f32 {
+^entry:
+  %c1 = arith.constant 1 : i64
+  %c9 = arith.constant 9 : i64
+  %empty_max = tensor.reduce_max %x {axes = [1]} : tensor<?x?xf32> -> tensor<?xf32>
+  %empty_sum = tensor.reduce_sum %x {axes = [1]} : tensor<?x?xf32> -> tensor<?xf32>
+  %static_max = tensor.reduce_max %s {axes = [1]} : tensor<3x4xf32> -> tensor<3xf32>
+  %dyn_index = tensor.extract %s, %i, %i : (tensor<3x4xf32>, i64, i64) -> f32
+  %in_range = tensor.extract %s, %c1, %c1 : (tensor<3x4xf32>, i64, i64) -> f32
+  %out_of_range = tensor.extract %s, %c9, %c1 : (tensor<3x4xf32>, i64, i64) -> f32
+  %neg_pow = arith.pow %k, %k : i64
+  %pos_pow = arith.pow %k, %c1 : i64
+  %r = tensor.extract %s, %c1, %c1 : (tensor<3x4xf32>, i64, i64) -> f32
+  return %r : f32
+}""", "dce", """
+CHECK: %empty_max = tensor.reduce_max
+CHECK-NOT: reduce_sum
+CHECK-NOT: %static_max
+CHECK: %dyn_index = tensor.extract
+CHECK-NOT: %in_range
+CHECK: %out_of_range = tensor.extract
+CHECK: %neg_pow = arith.pow
+CHECK-NOT: %pos_pow
+CHECK: return""")

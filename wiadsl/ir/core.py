@@ -224,6 +224,16 @@ class Operation:
         constant, else None. Default: never folds."""
         return None
 
+    def may_trap(self) -> bool:
+        """Whether running the op can raise a runtime error (an index out of range, a
+        reduction over no elements, extents that disagree only at run time).
+
+        Errors are part of a program's meaning: DCE keeps such an op even when nothing
+        reads its results, so a program fails alike at -O0 and -O3. Ops whose checks
+        the types already decide (static shapes, constant indices) answer False.
+        """
+        return False
+
     def evaluate(self, args: list[Any]) -> list[Any]:
         """NumPy semantics: operand values in (arrays / NumPy scalars), result
         values out, each already in its result type's storage. Control-flow ops

@@ -184,6 +184,13 @@ def constant_of(value: Value) -> Any | None:
     return None
 
 
+def has_dynamic_shape(op: Operation) -> bool:
+    """Whether an operand or result is a tensor with a ``?`` extent: the op's shape
+    checks then happen at run time (``Operation.may_trap``)."""
+    return any(isinstance(t, TensorType) and not t.is_static
+               for t in (*op.operand_types, *op.result_types))
+
+
 class FoldConstantsMixin:
     """``fold`` by evaluating the op when every operand is a constant.
 

@@ -12,7 +12,7 @@ logical on i1 and bitwise on integers; bf16 is computed in float32 and rounded.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,11 +25,12 @@ from .numerics import finish, to_dtype
 from .ops_base import (
     FoldConstantsMixin,
     check_broadcast_result,
+    constant_of,
     expect_counts,
     expect_same_dtype,
     register,
 )
-from .types import IndexType, IRType, TensorType
+from .types import IndexType, IRType, TensorType, dtype_of
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -53,6 +54,27 @@ _erf_object = np.frompyfunc(math.erf, 1, 1)
 def _erf(a: np.ndarray) -> np.ndarray:
     # NumPy has no erf; math.erf is correctly rounded enough for a reference.
     return np.asarray(_erf_object(a.astype(np.float64)), dtype=np.float64).astype(a.dtype)
+
+
+def pow_may_trap(op: ArithElementwiseOp | TensorElementwiseOp) -> bool:
+    """An integer to a power that is not a constant >= 0 may fail (negative exponent)."""
+    dtype = dtype_of(op.result.type)
+    if op.fn.name != "pow" or dtype is None or not dtype.is_int:
+        return False
+    exponent = constant_of(op.operands[1])
+    return exponent is None or bool(np.any(np.asarray(exponent) < 0))
+
+
+def broadcast_may_fail(types: Sequence[IRType]) -> bool:
+    """Whether tensor operands' extents can disagree at run time: on an axis where one
+    is ``?``, the others must all be 1 (which broadcasts against anything)."""
+    shapes = [t.shape for t in types if isinstance(t, TensorType)]
+    rank = max((len(s) for s in shapes), default=0)
+    for axis in range(1, rank + 1):
+        extents = [s[-axis] for s in shapes if len(s) >= axis]
+        if None in extents and sum(1 for e in extents if e != 1) > 1:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -136,6 +158,9 @@ class ArithElementwiseOp(FoldConstantsMixin, Operation):
         if not self.fn.accepts(dtype):
             raise self.error(f"does not accept {types[0]} operands")
 
+    def may_trap(self) -> bool:
+        return pow_may_trap(self)
+
     def evaluate(self, args: list[Any]) -> list[Any]:
         t = self.result.type
         dtype = None if isinstance(t, IndexType) else t.dtype
@@ -158,6 +183,9 @@ class TensorElementwiseOp(FoldConstantsMixin, Operation):
         if not self.fn.accepts(dtype):
             raise self.error(f"does not accept {dtype.ir_name} operands")
         check_broadcast_result(self, self.operand_types, result)
+
+    def may_trap(self) -> bool:
+        return pow_may_trap(self) or broadcast_may_fail(self.operand_types)
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         t: IRType = self.result.type

@@ -20,7 +20,7 @@ from .core import Block, Operation, Region, Trait, Value
 from .numerics import to_dtype, to_type
 from .ops_arith import ArithSelectOp, CastOp, CmpOp, ConstantOp
 from .ops_base import PURE, register
-from .ops_elementwise import ArithElementwiseOp, apply_elementwise
+from .ops_elementwise import ArithElementwiseOp, apply_elementwise, broadcast_may_fail
 from .types import IndexType, IRType, ScalarType, TensorType, broadcast_shapes, shapes_compatible
 
 
@@ -97,6 +97,11 @@ class FusedOp(Operation):
     @property
     def body_operands(self) -> tuple[Value, ...]:
         return self.operands[self.num_prologue:]
+
+    def may_trap(self) -> bool:
+        """A body op that may fail, or body operands whose extents may disagree."""
+        return (any(op.may_trap() for r in self.regions for op in r.blocks[0].ops)
+                or broadcast_may_fail(self.operand_types[self.num_prologue:]))
 
     def body(self, index: int = 0) -> Block:
         return self.regions[index].blocks[0]

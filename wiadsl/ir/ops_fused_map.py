@@ -77,6 +77,13 @@ class FusedReduceOp(FusedOp):
     def iteration_shape(self) -> tuple[int | None, ...]:
         return self.broadcast_shape(self.operand_types)
 
+    def may_trap(self) -> bool:
+        """As ``tensor.reduce_max``: max/min of zero elements fail."""
+        shape = self.iteration_shape()
+        empty = any(shape[a] in (None, 0) for a in self.axes())
+        return super().may_trap() or (empty and any(
+            k not in ("sum", "prod", "mean") for k in self.kinds()))
+
     def axes(self) -> tuple[int, ...]:
         rank = len(self.iteration_shape())
         return tuple(normalize_axis(self, a, rank) for a in attr_ints(self, "axes"))

@@ -18,7 +18,7 @@ import numpy as np
 from ..diagnostics import WiaRuntimeError
 from .core import Value
 from .numerics import finish
-from .ops_base import attr_ints, expect_tensor, op_class, register
+from .ops_base import attr_ints, expect_tensor, has_dynamic_shape, op_class, register
 from .ops_fused_base import FusedOp, broadcast_all, run_body
 from .ops_tensor import matmul_shape
 from .types import ScalarType, TensorType, shapes_compatible
@@ -51,6 +51,9 @@ class FusedProductOp(FusedOp):
 
     def product_shape(self, a: TensorType, b: TensorType) -> tuple[int | None, ...]:
         raise NotImplementedError
+
+    def may_trap(self) -> bool:
+        return super().may_trap() or has_dynamic_shape(self)
 
     def verify(self) -> None:
         self.check_kernel_attr()

@@ -33,14 +33,16 @@ from .core import Operation
 from .numerics import finish, to_dtype
 from .ops_base import (
     PURE,
+    constant_of,
     expect_counts,
     expect_index_like,
     expect_result_shape,
     expect_tensor,
+    has_dynamic_shape,
     register,
     value_dtype,
 )
-from .types import TensorType
+from .types import TensorType, static_shape
 
 _SLICE = re.compile(r"^(s?):(e?)(:t)?$")
 
@@ -75,6 +77,15 @@ def check_index(op: Operation, value: Any, extent: int, axis: int) -> int:
     return i % extent
 
 
+def element_may_trap(op: Operation, tensor_operand: int) -> bool:
+    """Whether the indices after ``tensor_operand`` may be out of range at run time."""
+    shape = static_shape(op.operand_types[tensor_operand])
+    indices = [constant_of(v) for v in op.operands[tensor_operand + 1:]]
+    if shape is None or any(i is None for i in indices):
+        return True
+    return not all(-n <= int(i) < n for i, n in zip(indices, shape, strict=False))
+
+
 def element_index(op: Operation, shape: tuple[int, ...], values: list[Any]) -> tuple[int, ...]:
     return tuple(check_index(op, v, n, axis) for axis, (v, n) in enumerate(zip(values, shape, strict=False)))
 
@@ -107,6 +118,25 @@ class SliceOpBase(Operation):
         full = AxisSpec(False)
         padded = specs + [full] * (source.rank - len(specs))
         return [n if s == full else None for s, n in zip(padded, source.shape, strict=False) if not s.is_index]
+
+    def may_trap(self) -> bool:
+        """Static shapes and constant bounds decide the checks now; else at run time."""
+        parts = [constant_of(v) for v in self.operands[self.base:]]
+        if has_dynamic_shape(self) or any(p is None for p in parts):
+            return True
+        dest = static_shape(self.operand_types[self.base - 1])
+        assert dest is not None
+        try:
+            # zero-stride views: indexing and broadcasting them cost nothing whatever the extents
+            view = np.broadcast_to(np.empty((), np.int8), dest)
+            selected = view[self.index_tuple(dest, parts)]
+            if self.base == 2:  # insert_slice: the value must broadcast to the selection
+                value = static_shape(self.operand_types[0])
+                assert value is not None
+                np.broadcast_to(np.broadcast_to(np.empty((), np.int8), value), selected.shape)
+        except (WiaRuntimeError, ValueError):
+            return True
+        return False
 
     def index_tuple(self, shape: tuple[int, ...], parts: list[Any]) -> tuple[Any, ...]:
         it = iter(parts)
@@ -186,6 +216,9 @@ class ExtractOp(Operation):
             expect_index_like(self, v.type, f"index operand {i}")
         expect_result_shape(self, self.result.type, source.dtype, ())
 
+    def may_trap(self) -> bool:
+        return element_may_trap(self, 0)
+
     def evaluate(self, args: list[Any]) -> list[Any]:
         x = np.asarray(args[0])
         return [finish(x[element_index(self, x.shape, args[1:])], self.result.type)]
@@ -210,6 +243,9 @@ class InsertOp(Operation):
             expect_index_like(self, v.type, f"index operand {i}")
         if self.result.type != dest:
             raise self.error(f"result must have the destination's type {dest}")
+
+    def may_trap(self) -> bool:
+        return element_may_trap(self, 1)
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         dest = np.array(args[1])

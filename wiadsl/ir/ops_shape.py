@@ -30,6 +30,7 @@ from .ops_base import (
     expect_counts,
     expect_same_dtype,
     expect_tensor,
+    has_dynamic_shape,
     normalize_axis,
     register,
     value_dtype,
@@ -57,6 +58,9 @@ class _MakesTensor(Operation):
         result = expect_tensor(self, self.result.type, "result")
         check_dynamic_extents(self, result, self.operands[self.leading:])
         return result
+
+    def may_trap(self) -> bool:
+        return has_dynamic_shape(self)  # a negative or mismatched extent shows at run time
 
     def concrete_shape(self, args: list[Any]) -> tuple[int, ...]:
         return result_shape(self.result.type, args[self.leading:])  # type: ignore[arg-type]
@@ -177,6 +181,9 @@ class ConcatOp(Operation):
         if not isinstance(result, TensorType) or result.dtype is not dtype or \
                 not shapes_compatible(tuple(shape), result.shape):
             raise self.error(f"result type {result} does not match the concatenation")
+
+    def may_trap(self) -> bool:
+        return has_dynamic_shape(self)
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         axis = self.attributes["axis"]

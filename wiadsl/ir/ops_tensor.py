@@ -29,11 +29,12 @@ from .ops_base import (
     expect_result_shape,
     expect_same_dtype,
     expect_tensor,
+    has_dynamic_shape,
     normalize_axis,
     register,
     value_dtype,
 )
-from .types import broadcast_shapes, shape_of
+from .types import TensorType, broadcast_shapes, shape_of
 
 
 class ReduceOp(Operation):
@@ -66,6 +67,14 @@ class ReduceOp(Operation):
             raise self.error("takes one axis or all axes")
         shape = [(1 if i in axes else d) for i, d in enumerate(x.shape) if keep or i not in axes]
         expect_result_shape(self, self.result.type, DType.I64 if arg else x.dtype, shape)
+
+    def may_trap(self) -> bool:
+        """max/min/argmax/argmin of zero elements fail; the others have an identity."""
+        if self.kind in ("sum", "prod", "mean"):
+            return False
+        x = self.operand_types[0]
+        shape = x.shape if isinstance(x, TensorType) else ()
+        return any(shape[a] in (None, 0) for a in self.axes())
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, axes = np.asarray(args[0]), self.axes()
@@ -131,6 +140,9 @@ class MatmulOp(Operation):
             raise self.error(f"shapes {a} and {b} do not agree: {e}") from None
         expect_result_shape(self, self.result.type, dtype, shape)
 
+    def may_trap(self) -> bool:
+        return has_dynamic_shape(self)  # static extents were checked by verify()
+
     def evaluate(self, args: list[Any]) -> list[Any]:
         a, b = (np.asarray(x) for x in args)
         if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
@@ -191,6 +203,9 @@ class Conv2dOp(Operation):
             raise self.error(f"kernel larger than padded input ({x} with {w})")
         expect_result_shape(self, self.result.type, dtype, [x.shape[0], w.shape[0], *hw])
 
+    def may_trap(self) -> bool:
+        return has_dynamic_shape(self)  # static extents were checked by verify()
+
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, w = (np.asarray(a) for a in args)
         (sh, sw), (ph, pw) = self.attributes["stride"], self.attributes["padding"]
@@ -229,6 +244,9 @@ class PoolOp(Operation):
         if any(e is not None and e < 1 for e in hw):
             raise self.error(f"kernel {kernel} larger than input {x}")
         expect_result_shape(self, self.result.type, x.dtype, [*x.shape[:-2], *hw])
+
+    def may_trap(self) -> bool:
+        return has_dynamic_shape(self)  # static extents were checked by verify()
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x = np.asarray(args[0])

@@ -52,9 +52,9 @@ def owned_patterns(op_name: str, op_class: type[Operation]) -> list[RewritePatte
 
 
 def is_trivially_dead(op: Operation) -> bool:
-    """A pure, non-terminator op whose results nobody reads."""
+    """A pure, non-terminator op that cannot fail and whose results nobody reads."""
     return (Trait.PURE in op.traits and not op.is_terminator
-            and all(not r.uses for r in op.results))
+            and all(not r.uses for r in op.results) and not op.may_trap())
 
 
 class PatternRewriter:
