@@ -17,9 +17,18 @@ TARGETS = ["interp"]
 try:  # the LLVM CPU backend is being built alongside; run it when it imports
     import wiadsl.backends.llvm.backend  # noqa: F401
 
-    TARGETS.append("cpu")
+    TARGETS += ["cpu", "cpu-O0"]  # the CPU backend after the -O3 pipeline and after none
 except ImportError:
     pass
+
+#: A test target name -> (jit target, options).
+TARGET_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {"cpu-O0": ("cpu", {"opt_level": 0})}
+
+
+def jit(src: str, target: str, **kwargs: Any) -> Any:
+    """``wiadsl.jit`` for a test target name (``cpu-O0`` is ``cpu`` with ``opt_level=0``)."""
+    name, options = TARGET_OPTIONS.get(target, (target, {}))
+    return wiadsl.jit(src, target=name, **options, **kwargs)
 
 #: Shapes that exercise extents of 1 and odd sizes (kept small for the interpreter).
 ODD_SHAPES_1D = [(1,), (7,), (33,)]
@@ -34,7 +43,7 @@ TOLERANCE = {
 
 @functools.cache
 def _jit(src: str, target: str) -> Any:
-    return wiadsl.jit(src, target=target)
+    return jit(src, target)
 
 
 def kernel(src: str, target: str, name: str | None = None) -> Any:

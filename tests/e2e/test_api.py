@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import wiadsl
-from tests.e2e.harness import TARGETS, assert_matches, kernel, rand
+from tests.e2e.harness import TARGETS, assert_matches, jit, kernel, rand
 
 MATMUL = """
 kernel matmul(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) {
@@ -31,10 +31,10 @@ kernel fixed(input x: i32[3, 4], input flag: bool, output y: i32[4, 3]) {
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_module_has_one_attribute_per_kernel(target):
-    mod = wiadsl.jit(TWO, target=target)
+    mod = jit(TWO, target)
     assert set(mod.kernels) == {"stats", "fixed"}
     assert callable(mod.stats) and callable(mod.fixed)
-    only = wiadsl.jit(TWO, kernel="fixed", target=target)
+    only = jit(TWO, target, kernel="fixed")
     x = np.arange(12, dtype=np.int32).reshape(3, 4)
     assert_matches(only(x, True), x.T * 2)
     assert_matches(mod.fixed(x, False), x.T)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import wiadsl
-from tests.e2e.harness import TARGETS, assert_matches, kernel, rand
+from tests.e2e.harness import TARGETS, assert_matches, jit, kernel, rand
 
 BLOCK = """
 import nn;                       // stdlib/nn.wia
@@ -148,7 +148,7 @@ def test_import_of_a_module_next_to_the_file(target, tmp_path):
         y = helpers.poly(x); c = helpers.K;
     }"""
     main.write_text(src)
-    mod = wiadsl.jit(src, target=target, filename=str(main))
+    mod = jit(src, target, filename=str(main))
     x = rand((7,))
     y, k = mod.k(x)
     assert_matches(y, x * x * x + 3 * x)
