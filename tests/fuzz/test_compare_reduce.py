@@ -68,3 +68,25 @@ def test_variants_are_smaller_programs() -> None:
         assert isinstance(v, ast.Program)
         from wiadsl.frontend.unparse import unparse
         assert len(unparse(v)) <= size
+
+
+def test_working_precision_loosens_the_tolerance():
+    # an f64 result of f16 math is only as exact as f16 (backends may differ by an ulp)
+    ref, got = np.array([4.42529297]), np.array([4.42578125])
+    assert not compare_values(ref, got).ok
+    assert compare_values(ref, got, "f16").ok
+    assert not compare_values(ref, got + 1.0, "f16").ok
+    assert compare_values(ref, got, "f64").ok is False  # never tighter than the result's own
+
+
+def test_working_precision_of_a_program():
+    from wiadsl.frontend.parser import parse_source
+    from wiadsl.fuzz.differential import working_precision
+    from wiadsl.fuzz.genprog import FuzzCase
+
+    def case(src: str) -> FuzzCase:
+        return FuzzCase(0, parse_source(src), "k", {})
+
+    assert working_precision(case("kernel k(input x: f32[N], output y: f64[N]) { y = cast(x, f16); }")) == "f16"
+    assert working_precision(case("kernel k(input x: f32[N], output y: f64[N]) { y = x; }")) == "f32"
+    assert working_precision(case("kernel k(input x: i32[N], output y: i32[N]) { y = x; }")) is None

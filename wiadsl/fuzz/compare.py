@@ -7,6 +7,9 @@ Invariants:
   is ``max(1, max |ref|)`` over the finite values of that output: reassociated
   sums and matmuls lose precision relative to the largest magnitude involved,
   not to each element. NaN matches NaN and infinities must match exactly.
+- The rtol is the result dtype's, or the program's working precision's when that
+  is looser: an f64 result computed from an f16 ``sigmoid`` is only as exact as
+  the f16 value, and backends may round f16 math differently by an ulp.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import numpy as np
 
 #: rtol per NumPy storage dtype (bf16 is stored as float32 but declared bf16).
 RTOL = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-9, "bfloat16": 5e-2}
+#: The same per language float dtype name, least precise first.
+LANGUAGE_RTOL = {"bf16": RTOL["bfloat16"], "f16": RTOL["float16"], "f32": RTOL["float32"],
+                 "f64": RTOL["float64"]}
 
 
 @dataclass(frozen=True)
@@ -28,8 +34,9 @@ class Diff:
     max_abs: float = 0.0
 
 
-def compare_values(ref: object, got: object, declared: str | None = None) -> Diff:
-    """Compare one output; ``declared`` is the language dtype name (for bf16)."""
+def compare_values(ref: object, got: object, precision: str | None = None) -> Diff:
+    """Compare one output; ``precision`` is the language name of the least precise
+    float dtype the program computes in (bf16 results are stored as float32)."""
     r, g = np.asarray(ref), np.asarray(got)
     if r.shape != g.shape:
         return Diff(False, f"shape {g.shape} != {r.shape}")
@@ -42,7 +49,7 @@ def compare_values(ref: object, got: object, declared: str | None = None) -> Dif
             return Diff(True)
         bad = int(np.count_nonzero(r != g))
         return Diff(False, f"{bad} of {r.size} elements differ", float("inf"))
-    rtol = RTOL["bfloat16" if declared == "bf16" else str(r.dtype)]
+    rtol = max(RTOL[str(r.dtype)], LANGUAGE_RTOL.get(precision or "", 0.0))
     r64, g64 = r.astype(np.float64), g.astype(np.float64)
     nan_r, nan_g = np.isnan(r64), np.isnan(g64)
     if not np.array_equal(nan_r, nan_g):
@@ -62,14 +69,12 @@ def compare_values(ref: object, got: object, declared: str | None = None) -> Dif
     return Diff(False, f"max abs err {max_abs:.3g} (rtol {rtol:g}, scale {scale:.3g})", max_abs)
 
 
-def compare_outputs(ref: list[object], got: list[object],
-                    declared: list[str | None] | None = None) -> Diff:
+def compare_outputs(ref: list[object], got: list[object], precision: str | None = None) -> Diff:
     """The first differing output of two result lists (``Diff(True)`` when all agree)."""
     if len(ref) != len(got):
         return Diff(False, f"{len(got)} outputs, expected {len(ref)}")
-    names = declared or [None] * len(ref)
-    for k, (r, g, d) in enumerate(zip(ref, got, names, strict=True)):
-        diff = compare_values(r, g, d)
+    for k, (r, g) in enumerate(zip(ref, got, strict=True)):
+        diff = compare_values(r, g, precision)
         if not diff.ok:
             return Diff(False, f"output {k}: {diff.reason}", diff.max_abs)
     return Diff(True)

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import WiaError, WiaIRError, WiaRuntimeError, WiaUsageError
-from .compare import compare_outputs
+from ..frontend import ast
+from .compare import LANGUAGE_RTOL, compare_outputs
 from .genprog import FuzzCase
+from .reduce import walk
 
 #: label -> (jit target, backend options)
 TARGETS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -107,7 +109,7 @@ def _crash_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc} [{where}]"
 
 
-def judge(target: str, ref: Outcome, got: Outcome, declared: list[str | None]) -> Verdict:
+def judge(target: str, ref: Outcome, got: Outcome, precision: str | None) -> Verdict:
     if got.crashed:
         return Verdict(target, "crash", got.error)
     if got.unsupported:
@@ -118,13 +120,16 @@ def judge(target: str, ref: Outcome, got: Outcome, declared: list[str | None]) -
         return Verdict(target, "mismatch", f"the oracle raised ({ref.error}), the target did not")
     if got.values is None:
         return Verdict(target, "mismatch", f"only the target raised: {got.error}")
-    diff = compare_outputs(ref.values, got.values, declared)  # type: ignore[arg-type]
+    diff = compare_outputs(ref.values, got.values, precision)  # type: ignore[arg-type]
     return Verdict(target, "ok" if diff.ok else "mismatch", diff.reason)
 
 
-def declared_dtypes(case: FuzzCase) -> list[str | None]:
-    k = next(d for d in case.program.kernels if d.name == case.kernel)
-    return [getattr(p.type, "dtype", None) for p in k.params if p.direction == "output"]
+def working_precision(case: FuzzCase) -> str | None:
+    """The least precise float dtype the program names (a parameter type or a cast
+    target): every float it computes is at best that exact (compare.py)."""
+    names = {getattr(node, "dtype", None) for _, node in walk(case.program)}
+    names |= {node.id for _, node in walk(case.program) if isinstance(node, ast.Name)}
+    return next((d for d in LANGUAGE_RTOL if d in names), None)
 
 
 def check_case(case: FuzzCase, targets: tuple[str, ...]) -> CaseResult:
@@ -144,7 +149,7 @@ def check_case(case: FuzzCase, targets: tuple[str, ...]) -> CaseResult:
         result.verdicts.append(Verdict("interp", "crash", ref.error))
         return result
     result.oracle_error = ref.error
-    declared = declared_dtypes(case)
+    precision = working_precision(case)
     for t in targets:
         if t == "passes":
             from .passcheck import check_passes
@@ -152,5 +157,5 @@ def check_case(case: FuzzCase, targets: tuple[str, ...]) -> CaseResult:
             result.verdicts.append(check_passes(case, ref))
             continue
         backend, options = TARGETS[t]
-        result.verdicts.append(judge(t, ref, run_jit(case, backend, options), declared))
+        result.verdicts.append(judge(t, ref, run_jit(case, backend, options), precision))
     return result

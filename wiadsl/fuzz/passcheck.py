@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..diagnostics import WiaError, WiaIRError
 from .compare import compare_outputs
-from .differential import Outcome, Verdict, _crash_text, declared_dtypes
+from .differential import Outcome, Verdict, _crash_text, working_precision
 from .genprog import FuzzCase
 
 LEVEL = 3
@@ -59,7 +59,7 @@ def check_passes(case: FuzzCase, oracle: Outcome | None = None) -> Verdict:
         return Verdict("passes", kind, f"the pipeline raised: {err.message.splitlines()[0]}")
     except Exception as exc:  # noqa: BLE001
         return Verdict("passes", "crash", f"the pipeline crashed: {_crash_text(exc)}")
-    declared = declared_dtypes(case)
+    precision = working_precision(case)
     for step in steps:
         if not step.changed:
             continue
@@ -75,7 +75,7 @@ def check_passes(case: FuzzCase, oracle: Outcome | None = None) -> Verdict:
             side = ref.error if ref.values is None else got.error
             return Verdict("passes", "mismatch", f"{what}: only one side raised: {side}")
         if ref.values is not None:
-            diff = compare_outputs(ref.values, got.values, declared)  # type: ignore[arg-type]
+            diff = compare_outputs(ref.values, got.values, precision)  # type: ignore[arg-type]
             if not diff.ok:
                 return Verdict("passes", "mismatch", f"{what}: {diff.reason}")
     return Verdict("passes", "ok")
