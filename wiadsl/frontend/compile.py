@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..ir.module import ModuleOp
@@ -30,9 +31,25 @@ class CompiledSource:
         return module
 
 
+#: Recently checked sources without imports, by (text, filename): ``wiadsl.jit`` on the
+#: same string again (a notebook cell, a test, the fuzzer's targets) skips parse and
+#: check. A source with imports also depends on other files, so it is not kept.
+_RECENT: OrderedDict[tuple[str, str], CompiledSource] = OrderedDict()
+_RECENT_LIMIT = 64
+
+
 def compile_source(text: str, filename: str = "<string>") -> CompiledSource:
     """Parse, resolve imports and check ``text``; raise every error found."""
-    return CompiledSource(check(load_program(text, filename)), filename)
+    key = (text, filename)
+    if key in _RECENT:
+        _RECENT.move_to_end(key)
+        return _RECENT[key]
+    compiled = CompiledSource(check(load_program(text, filename)), filename)
+    if not compiled.checked.loaded.modules:
+        _RECENT[key] = compiled
+        if len(_RECENT) > _RECENT_LIMIT:
+            _RECENT.popitem(last=False)
+    return compiled
 
 
 def compile_to_ir(text: str, filename: str = "<string>", kernel: str | None = None
