@@ -81,9 +81,9 @@ def element_may_trap(op: Operation, tensor_operand: int) -> bool:
     """Whether the indices after ``tensor_operand`` may be out of range at run time."""
     shape = static_shape(op.operand_types[tensor_operand])
     indices = [constant_of(v) for v in op.operands[tensor_operand + 1:]]
-    if shape is None or any(i is None for i in indices):
+    if shape is None:
         return True
-    return not all(-n <= int(i) < n for i, n in zip(indices, shape, strict=False))
+    return not all(i is not None and -n <= int(i) < n for i, n in zip(indices, shape, strict=False))
 
 
 def element_index(op: Operation, shape: tuple[int, ...], values: list[Any]) -> tuple[int, ...]:
