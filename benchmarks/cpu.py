@@ -157,6 +157,8 @@ def main() -> None:
     compiled = fn.compiled_for(inputs)
     native = median_time(lambda: compiled.run(inputs), min_time=0.2)
     print(f"{'  of which backend run() (args + native + output)':44s} {native * 1e6:10.1f} us")
+    checked = median_time(lambda: mod.add4(a4, b=b4), min_time=0.2)
+    print(f"{'  the checking path (an input by keyword)':44s} {checked * 1e6:10.1f} us")
     cold_compile()
     print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -227,4 +227,19 @@ func @loop_ops(%a: tensor<?x4xf32>, %n: index, %ok: i1) -> tensor<?xf32> {
   return %r : tensor<?xf32>
 }
 """,
+    "vector": """\
+func @vector_ops(%a: tensor<?xf32>, %o: tensor<?xf32>, %i: index, %x: f32) -> f32 {
+^entry:
+  %v = loop.vload %a, %i : (tensor<?xf32>, index) -> vector<8xf32>
+  %s = loop.broadcast %x : f32 -> vector<8xf32>
+  %m = arith.max %v, %s : vector<8xf32>
+  %c = arith.cmpf olt, %v, %s : vector<8xf32>
+  %y = arith.select %c, %m, %v : (vector<8xi1>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+  %k = arith.cast %y : vector<8xf32> -> vector<8xi32>
+  loop.vstore %y, %o, %i : (vector<8xf32>, tensor<?xf32>, index) -> ()
+  loop.prefetch %a, %i : (tensor<?xf32>, index) -> ()
+  %r = loop.vreduce %y {kind = "add"} : vector<8xf32> -> f32
+  return %r : f32
+}
+""",
 }

@@ -22,7 +22,7 @@ from ..diagnostics import WiaCallError, WiaError, WiaRuntimeError
 from .core import Block, Operation, Value
 from .module import FuncOp, ModuleOp
 from .numerics import finish, storage_dtype
-from .types import IRType, TensorType
+from .types import IRType, TensorType, VectorType
 
 
 def run_func(module: ModuleOp | FuncOp, func_name: str | None, args: Sequence[Any]) -> list[Any]:
@@ -62,6 +62,8 @@ def check_value(op: Operation, value: Any, t: IRType) -> None:
     if isinstance(t, TensorType):
         ok = ok and array.ndim == t.rank and all(
             d is None or d == n for d, n in zip(t.shape, array.shape, strict=False))
+    elif isinstance(t, VectorType):
+        ok = ok and array.shape == (t.lanes,)
     else:
         ok = ok and array.ndim == 0
     if not ok:

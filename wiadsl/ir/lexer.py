@@ -15,6 +15,7 @@ _TOKEN_SPEC = [
     ("WS", r"[ \t\r\n]+"),
     ("COMMENT", r"//[^\n]*"),
     ("TENSOR", r"tensor<(?:(?:\d+|\?)x)*[A-Za-z0-9]+>"),
+    ("VECTOR", r"vector<\d+x[A-Za-z0-9]+>"),
     ("VALUE", r"%[A-Za-z0-9_.$]+"),
     ("BLOCK", r"\^[A-Za-z0-9_.$]+"),
     ("SYMBOL", r"@[A-Za-z_][A-Za-z0-9_.$]*"),

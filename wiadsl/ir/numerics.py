@@ -3,6 +3,7 @@
 Invariants:
 - A scalar of dtype D is held as a 0-d array of ``D.numpy`` while computing and
   returned as a NumPy scalar of that dtype; ``index`` is held as int64.
+- A ``vector<NxD>`` is a 1-d array of N elements of ``D.numpy``.
 - bf16 values live in float32 arrays whose low 16 bits are zero: every result of
   bf16 type goes through ``round_bf16`` (round to nearest even on the top half).
 """
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DType
-from .types import IndexType, IRType, TensorType
+from .types import IndexType, IRType, TensorType, VectorType
 
 
 def storage_dtype(t: IRType) -> np.dtype:
@@ -57,6 +58,8 @@ def compute_dtype(dtype: DType) -> np.dtype:
 def finish(x: Any, t: IRType) -> Any:
     """A computed value in the final form for type ``t``: array or NumPy scalar."""
     out = to_type(x, t)
+    if isinstance(t, VectorType):
+        return np.ascontiguousarray(np.broadcast_to(out, (t.lanes,)))
     if isinstance(t, TensorType):
         return np.ascontiguousarray(out)
     return out.reshape(())[()]

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
            ops_loop,
            ops_shape,
            ops_tensor,
+           ops_vector,
 )
 from .ops_base import OPS, constant_of, create_op, op_class, register
 from .ops_cf import SHORT_NAMES

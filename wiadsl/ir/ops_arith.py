@@ -7,6 +7,11 @@ Text forms (custom where MLIR has one):
     %s = arith.select %c, %a, %b : (i1, f32, f32) -> f32
     %t = tensor.cast %x : tensor<4xf32> -> tensor<4xi8>
 
+The ``arith`` forms also take ``vector<NxT>`` operands (loop level, after
+``vectorize``): the same semantics in every lane; lane counts must agree, a
+vector compare gives ``vector<Nxi1>``, a vector select takes an i1 or a
+``vector<Nxi1>`` condition, a vector cast keeps the lane count.
+
 Comparison predicates follow NumPy: ``one`` is ordered (false when either
 side is NaN), ``une`` is NumPy's ``!=`` (true on NaN) -- lower ``!=`` to ``une``.
 """
@@ -30,7 +35,15 @@ from .ops_base import (
     expect_same_dtype,
     register,
 )
-from .types import IndexType, IRType, ScalarType, TensorType, shapes_compatible, with_dtype
+from .types import (
+    IndexType,
+    IRType,
+    ScalarType,
+    TensorType,
+    VectorType,
+    shapes_compatible,
+    with_dtype,
+)
 
 Compare = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -101,8 +114,9 @@ class CmpOp(FoldConstantsMixin, Operation):
         else:
             if types[0] != types[1] or isinstance(types[0], TensorType):
                 raise self.error(f"operands must be scalars of one type, got {types[0]}, {types[1]}")
-            if self.result.type != ScalarType(DType.BOOL):
-                raise self.error(f"result must be i1, got {self.result.type}")
+            bools = with_dtype(types[0], DType.BOOL)
+            if self.result.type != bools:
+                raise self.error(f"result must be {bools}, got {self.result.type}")
             dtype = None if isinstance(types[0], IndexType) else types[0].dtype
         floats = self.predicates is FLOAT_PREDICATES
         if floats != (dtype is not None and dtype.is_float):
@@ -130,7 +144,8 @@ _cmp("tensor.cmpi", INT_PREDICATES, True)
 
 @register
 class ArithSelectOp(FoldConstantsMixin, Operation):
-    """``%r = arith.select %c, %a, %b : (i1, T, T) -> T``: ``c ? a : b`` on scalars."""
+    """``%r = arith.select %c, %a, %b : (i1, T, T) -> T``: ``c ? a : b`` on scalars;
+    on vectors lane by lane (condition ``i1`` or ``vector<Nxi1>`` of the lanes)."""
 
     name = "arith.select"
     traits = PURE
@@ -138,13 +153,18 @@ class ArithSelectOp(FoldConstantsMixin, Operation):
     def verify(self) -> None:
         expect_counts(self, 3, 1)
         c, a, b = self.operand_types
-        if c != ScalarType(DType.BOOL):
-            raise self.error(f"condition must be i1, got {c}")
+        allowed: list[IRType] = [ScalarType(DType.BOOL)]
+        if isinstance(a, VectorType):
+            allowed.append(VectorType(DType.BOOL, a.lanes))
+        if c not in allowed:
+            raise self.error(f"condition must be {' or '.join(map(str, allowed))}, got {c}")
         if not (a == b == self.result.type) or isinstance(a, TensorType):
-            raise self.error(f"branches and result must be one scalar type, got {a}, {b} -> "
+            raise self.error(f"branches and result must be one scalar or vector type, got {a}, {b} -> "
                              f"{self.result.type}")
 
     def evaluate(self, args: list[Any]) -> list[Any]:
+        if isinstance(self.result.type, VectorType):
+            return [finish(np.where(np.asarray(args[0], dtype=bool), args[1], args[2]), self.result.type)]
         return [finish(args[1] if bool(args[0]) else args[2], self.result.type)]
 
 
@@ -186,6 +206,9 @@ class CastOp(FoldConstantsMixin, Operation):
                 raise self.error(f"casts a tensor to a tensor of the same shape, got {src} -> {dst}")
         elif isinstance(src, TensorType) or isinstance(dst, TensorType):
             raise self.error(f"casts scalars or index; use tensor.cast, got {src} -> {dst}")
+        elif isinstance(src, VectorType) or isinstance(dst, VectorType):
+            if not (isinstance(src, VectorType) and isinstance(dst, VectorType) and src.lanes == dst.lanes):
+                raise self.error(f"casts a vector to a vector of the same lanes, got {src} -> {dst}")
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         dst = self.result.type

@@ -142,7 +142,8 @@ def apply_elementwise(fn: ElementwiseFn, args: list[Any], dtype: DType | None) -
 
 
 class ArithElementwiseOp(FoldConstantsMixin, Operation):
-    """``%r = arith.<fn> %a, %b : T`` on scalars or ``index``; all types equal."""
+    """``%r = arith.<fn> %a, %b : T`` on scalars, ``index`` or vectors (``vector<8xf32>``,
+    every lane alike); all types equal."""
 
     fn: ClassVar[ElementwiseFn]
 

@@ -209,7 +209,8 @@ class GemmOp(Operation):
 
 
 #: The loop-level ops that write memory or fail: never removed, never reordered.
-SIDE_EFFECTS = frozenset({"loop.store", "loop.check", "loop.copy", "loop.gemm"})
+SIDE_EFFECTS = frozenset({"loop.store", "loop.check", "loop.copy", "loop.gemm", "loop.vstore",
+                          "loop.prefetch"})
 
 
 @register

@@ -14,9 +14,10 @@ import numpy as np
 from ..diagnostics import SourceFile, WiaIRError
 from ..dtypes import IR_DTYPE_NAMES, DType
 from .lexer import Token, error_at, tokenize
-from .types import INDEX, IRType, ScalarType, TensorType
+from .types import INDEX, IRType, ScalarType, TensorType, VectorType
 
 _TENSOR = re.compile(r"^tensor<((?:(?:\d+|\?)x)*)([A-Za-z0-9]+)>$")
+_VECTOR = re.compile(r"^vector<(\d+)x([A-Za-z0-9]+)>$")
 
 
 class TokenCursor:
@@ -80,6 +81,9 @@ class TokenCursor:
         if tok.kind == "TENSOR":
             self.next()
             return self.tensor_type(tok)
+        if tok.kind == "VECTOR":
+            self.next()
+            return self.vector_type(tok)
         if tok.kind == "IDENT" and tok.text == "index":
             self.next()
             return INDEX
@@ -96,6 +100,14 @@ class TokenCursor:
         if not dims:
             raise self.error("a tensor type needs rank >= 1; write a scalar type instead", tok)
         return TensorType(IR_DTYPE_NAMES[m[2]], tuple(dims))
+
+    def vector_type(self, tok: Token) -> VectorType:
+        m = _VECTOR.match(tok.text)
+        if m is None or m[2] not in IR_DTYPE_NAMES:
+            raise self.error(f"bad vector type {tok.text!r}", tok)
+        if int(m[1]) < 1:
+            raise self.error("a vector type needs at least one lane", tok)
+        return VectorType(IR_DTYPE_NAMES[m[2]], int(m[1]))
 
     def type_group(self) -> list[IRType]:
         """``T`` or ``(T1, T2, ...)`` (possibly ``()``)."""

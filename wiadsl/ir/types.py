@@ -1,9 +1,12 @@
-"""IR value types: scalars of a DType, ``index``, and ranked tensors.
+"""IR value types: scalars of a DType, ``index``, ranked tensors and SIMD vectors.
 
 Invariants:
 - Types are frozen, hashable dataclasses; equal spelling means equal type.
 - A ``TensorType`` has rank >= 1; a rank-0 value is a ``ScalarType``.
 - ``None`` in a tensor shape is a dynamic extent, printed ``?``.
+- A ``VectorType`` (``vector<8xf32>``) is a register value of ``lanes >= 1``
+  elements of one dtype (never ``index``); only loop-level IR uses it (the
+  ``vectorize`` pass, ops_vector.py). It is not a tensor: it names no buffer.
 """
 
 from __future__ import annotations
@@ -63,7 +66,27 @@ class TensorType:
         return f"tensor<{dims}{self.dtype.ir_name}>"
 
 
-IRType = ScalarType | IndexType | TensorType
+@dataclass(frozen=True)
+class VectorType:
+    """A SIMD register of ``lanes`` elements, printed ``vector<8xf32>``."""
+
+    dtype: DType
+    lanes: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 1:
+            raise ValueError(f"bad vector lane count {self.lanes!r}")
+
+    @property
+    def element(self) -> ScalarType:
+        """The scalar type of one lane."""
+        return ScalarType(self.dtype)
+
+    def __str__(self) -> str:
+        return f"vector<{self.lanes}x{self.dtype.ir_name}>"
+
+
+IRType = ScalarType | IndexType | TensorType | VectorType
 
 INDEX = IndexType()
 I1 = ScalarType(DType.BOOL)
@@ -98,8 +121,15 @@ def static_shape(t: IRType) -> tuple[int, ...] | None:
 
 
 def with_dtype(t: IRType, dtype: DType) -> IRType:
-    """The same shape with another element type (``index`` becomes a scalar)."""
+    """The same shape (or lane count) with another element type (``index`` becomes a scalar)."""
+    if isinstance(t, VectorType):
+        return VectorType(dtype, t.lanes)
     return TensorType(dtype, t.shape) if isinstance(t, TensorType) else ScalarType(dtype)
+
+
+def lanes_of(t: IRType) -> int | None:
+    """The lane count of a vector type, else None."""
+    return t.lanes if isinstance(t, VectorType) else None
 
 
 def is_integer_like(t: IRType) -> bool:

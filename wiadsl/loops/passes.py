@@ -22,8 +22,14 @@ from typing import ClassVar
 from ..diagnostics import WiaUsageError
 from ..ir.module import ModuleOp
 from ..passes.base import Pass, PassContext, PassManager, _split_top
+from .accumulators import SplitAccumulators
 from .fuse_parallel import fuse_func
 from .parallelize import parallelize_func
+from .pipeline_loads import PipelineLoads
+from .prefetch import prefetch_func
+from .tile import Tile
+from .unroll import Unroll
+from .vectorize import vectorize_func
 
 #: Scalar ops below which a loop is not worth a thread hand-off (~20-50 us per
 #: pthread here, about 100k simple operations); the backend's run-time check uses it too.
@@ -63,6 +69,48 @@ class FuseParallel(Pass):
         for func in list(module):
             if func.name in module:  # not fused away by an earlier function's run
                 ctx.count("loops fused", fuse_func(module, func))
+
+
+@loop_pass
+@dataclass(frozen=True)
+class Vectorize(Pass):
+    """Innermost unit-stride loops -> a ``vector<width x T>`` main loop plus the scalar
+    remainder (vectorize.py); ``reassoc``: also float add/mul reductions without the
+    op's ``reassoc`` attribute; ``interleave``: vector body copies per iteration (one
+    accumulator each). Run after ``parallelize,fuse-parallel``."""
+
+    name: ClassVar[str] = "vectorize"
+    width: int = 8
+    reassoc: bool = True
+    interleave: int = 1
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            missed: list = []
+            ctx.count("loops vectorized", vectorize_func(func, module, self.width, self.reassoc, missed,
+                                                         self.interleave))
+            for why, op in missed:
+                ctx.remark("missed", f"loop not vectorized: {why}", op)
+
+
+@loop_pass
+@dataclass(frozen=True)
+class Prefetch(Pass):
+    """``loop.prefetch`` of the element ``distance`` ahead of every unit-stride vector
+    load (scalar loads too with ``scalar=true``) in innermost loops (prefetch.py)."""
+
+    name: ClassVar[str] = "prefetch"
+    distance: int = 64
+    scalar: bool = False
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            ctx.count("prefetches", prefetch_func(func, self.distance, self.scalar))
+
+
+# the seed's loop transformations (one module each; not in the default pipeline)
+for _cls in (Unroll, Tile, SplitAccumulators, PipelineLoads):
+    loop_pass(_cls)
 
 
 def parse_loop_pipeline(text: str) -> list[Pass]:

@@ -30,6 +30,20 @@ class CompiledKernel(Protocol):
         ...
 
 
+class FastKernel(CompiledKernel, Protocol):
+    """A compiled kernel that can check a call itself (optional; the CPU's does).
+
+    The jit then skips its general checks on repeated calls (``CallPlan``), so
+    ``try_run`` must take nothing it was not compiled for.
+    """
+
+    def try_run(self, args: Sequence[object]) -> list[object] | None:
+        """Run on ``args`` and return outputs in order when each is exactly what this
+        specialization was compiled for -- an ndarray (not a subclass) of its dtype
+        and shape, C-contiguous and aligned; else return None, having run nothing."""
+        ...
+
+
 class Backend(Protocol):
     name: str
     #: True when the backend wants every extent static (it compiles per shape).

@@ -43,7 +43,7 @@ def _fast_path(sig: KernelSignature, args: tuple) -> BoundCall | None:
     for p, a in zip(params, args):
         if (type(a) is not np.ndarray or p.dims is None or a.ndim != len(p.dims)
                 or p.dtype is None or a.dtype != p.dtype.numpy
-                or not a.flags.c_contiguous):
+                or not (a.flags.c_contiguous and a.flags.aligned)):
             return None
         inputs[p.name] = a
     bound = BoundCall(inputs, {p.name: None for p in sig.outputs})
@@ -106,8 +106,11 @@ def _match_arguments(sig: KernelSignature, args: tuple, kwargs: dict) -> dict[st
 
 def _as_input(param: ParamSpec, value: object) -> np.ndarray:
     """The argument as an array the kernel can take, or a WiaCallError."""
-    if isinstance(value, (bool, numbers.Number)) and not isinstance(value, np.generic):
-        return _python_scalar(param, value)
+    kind = type(value)
+    if kind is float or kind is int or kind is bool or (
+            kind is not np.ndarray and not isinstance(value, np.generic)
+            and isinstance(value, numbers.Number)):
+        return _python_scalar(param, cast("bool | numbers.Number", value))
     if not isinstance(value, (np.ndarray, np.generic)):
         raise WiaCallError(f"argument '{param.name}': expected a NumPy array or a scalar "
                            f"({param.describe()}), got {type(value).__name__}")
@@ -121,9 +124,10 @@ def _as_input(param: ParamSpec, value: object) -> np.ndarray:
         raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, got a "
                            f"{array.dtype} array; convert it with .astype(np.{expected.numpy})")
     _check_rank(param, array.shape, "array")
-    # A strided view is copied, as NumPy ufuncs would read it: the kernel sees a
-    # dense buffer and the caller's array is left untouched.
-    return array if array.flags.c_contiguous else array.copy(order="C")
+    # A strided or unaligned view is copied, as NumPy ufuncs would read it: the
+    # kernel sees a dense, aligned buffer and the caller's array is left untouched.
+    flags = array.flags
+    return array if flags.c_contiguous and flags.aligned else array.copy(order="C")
 
 
 def _bf16_as_f32(expected: DType, got: DType) -> bool:
@@ -151,11 +155,12 @@ def _python_scalar(param: ParamSpec, value: bool | numbers.Number) -> np.ndarray
     # typeshed gives numbers.Number no methods; the Python numbers that get here
     # (bool, int, float, Fraction, Decimal) all convert with float() and int().
     real = cast(_RealNumber, value)
-    if param.dtype.is_int and not float(real).is_integer():
+    is_int = param.dtype.is_int
+    if is_int and not float(real).is_integer():
         raise WiaCallError(f"argument '{param.name}': expected {param.dtype}, got {value!r}")
     if param.dtype is DType.BOOL and not isinstance(value, (bool, np.bool_)):
         raise WiaCallError(f"argument '{param.name}': expected bool, got {value!r}")
-    if param.dtype.is_int:
+    if is_int:
         info = np.iinfo(target)
         if not info.min <= int(real) <= info.max:
             raise WiaCallError(f"argument '{param.name}': {value!r} is out of range for "
@@ -193,17 +198,19 @@ def _bind_dims(bound: BoundCall, param: ParamSpec, shape: tuple[int, ...]) -> No
     """Bind each symbolic dim; a fixed dim must match exactly."""
     if not param.dims:
         return
+    dims = bound.dims
     for axis, (dim, extent) in enumerate(zip(param.dims, shape)):
-        where = f"'{param.name}' (axis {axis})"
         if isinstance(dim, int):
             if extent != dim:
                 raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, "
                                    f"got shape {shape}: axis {axis} must be {dim}")
             continue
-        if dim in bound.dims and bound.dims[dim] != extent:
+        known = dims.get(dim)
+        if known is None:
+            dims[dim] = extent
+            bound.dim_sources[dim] = f"'{param.name}' (axis {axis})"
+        elif known != extent:
             raise WiaCallError(
-                f"dim '{dim}' is {bound.dims[dim]} from argument {bound.dim_sources[dim]} "
-                f"but {extent} from argument {where}"
+                f"dim '{dim}' is {known} from argument {bound.dim_sources[dim]} "
+                f"but {extent} from argument '{param.name}' (axis {axis})"
             )
-        bound.dims.setdefault(dim, extent)
-        bound.dim_sources.setdefault(dim, where)

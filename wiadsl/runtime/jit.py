@@ -4,10 +4,22 @@ A ``Module`` has one ``KernelFunction`` attribute per kernel. A call checks its
 arguments (``binding``), specializes the kernel to the dtypes and ranks of its
 ``tensor`` parameters (compiled once per specialization), runs it on the chosen
 backend, and checks and returns the outputs in declaration order.
+
+The fast path: when a backend's compiled kernel can check a call itself
+(``try_run``: ``FastKernel`` in backend.py), a call that got through the checks
+above leaves a ``CallPlan``, keyed by the shapes of its checked inputs. A later
+positional call tries the last plan used, then the one for its argument shapes;
+the plan's kernel takes the arguments only if each is an ndarray of exactly the
+dtype and shape of those inputs, C-contiguous and aligned -- which ``bind_call``
+would pass unchanged -- and anything else goes the checking way, which then
+looks up the plan for what it made of the arguments (Python scalars as arrays,
+strided views made dense). So a repeated call costs a dict lookup at most,
+pointer writes and one native call, and no argument reaches native code unchecked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
@@ -29,6 +41,33 @@ KernelOutput: TypeAlias = np.ndarray | np.generic
 KernelResult: TypeAlias = KernelOutput | tuple[KernelOutput, ...]
 
 
+@dataclass(frozen=True)
+class CallPlan:
+    """A checked way to call one specialization again with the same kinds of arguments.
+
+    ``call`` (the compiled kernel's ``try_run``) runs the arguments when each is an
+    ndarray of the dtype and shape of the checked inputs of the call that made the
+    plan, C-contiguous and aligned, and returns the raw results; else None, having
+    run nothing.
+    ``outputs`` holds what that call delivered per output, (dtype, shape): a raw
+    result just like it is delivered as it is, anything else by ``_deliver``
+    against ``bound``, the plan's own checked call (its dims, no output buffers).
+    """
+
+    call: Callable[[Sequence[object]], list[object] | None]
+    outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
+    bound: BoundCall
+    stats: dict[str, Any]
+
+
+def _shapes_key(args: tuple[object, ...]) -> tuple[tuple[int, ...], ...] | None:
+    """The plan key of a positional call: every argument's shape (None: some has none)."""
+    try:
+        return tuple([a.shape for a in args])  # type: ignore[attr-defined]
+    except AttributeError:  # a Python scalar, say: the checking way
+        return None
+
+
 @dataclass
 class KernelFunction:
     """A callable kernel: ``f(*inputs, **inputs_or_output_buffers)``."""
@@ -39,20 +78,86 @@ class KernelFunction:
     options: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     _specializations: dict[tuple, CompiledKernel] = field(default_factory=dict, repr=False)
+    #: call plans by argument shapes, and the last one used (see the module docstring)
+    _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
+    _plan: CallPlan | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
         return self.signature.name
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        if not kwargs:
+            plan = self._plan
+            results = plan.call(args) if plan is not None else None
+            if results is None:
+                key = _shapes_key(args)
+                plan = self._plans.get(key) if key is not None else None
+                results = plan.call(args) if plan is not None else None
+                if results is not None:
+                    self._plan = plan
+            if results is not None:
+                assert plan is not None
+                self.stats = plan.stats
+                return self._deliver_planned(plan, results)
+        return self._call_checked(args, kwargs)
+
+    def _call_checked(self, args: tuple[object, ...], kwargs: dict[str, object]) -> KernelResult:
+        """The general call: bind and check, specialize, run, check the outputs."""
         sig = self.signature
         bound = bind_call(sig, args, kwargs)
         inputs = list(bound.inputs.values())  # declaration order
+        into_buffers = any(b is not None for b in bound.out_buffers.values())
+        if not into_buffers:  # checked arrays (Python scalars made arrays, views made dense)
+            plan = self._plans.get(tuple([a.shape for a in inputs]))
+            results = plan.call(inputs) if plan is not None else None
+            if results is not None:
+                assert plan is not None
+                self._plan = plan
+                self.stats = plan.stats
+                return self._deliver_planned(plan, results)
         compiled = self.compiled_for(inputs)
-        results = compiled.run(inputs)
+        raw = compiled.run(inputs)
         self.stats = dict(compiled.stats)
-        outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, results, strict=True)]
+        outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, raw, strict=True)]
+        if not into_buffers:
+            self._make_plan(inputs, compiled, bound, outputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _make_plan(self, inputs: list[np.ndarray], compiled: CompiledKernel, bound: BoundCall,
+                   outputs: list[KernelOutput]) -> None:
+        """Leave a plan for calls like this one. ``inputs`` are what ``bind_call`` made of
+        the arguments, and it makes any ndarray of the same dtype and shape into
+        itself (a fixed point): so the plan takes such arrays as they are."""
+        call = getattr(compiled, "try_run", None)  # optional (backend.py: FastKernel)
+        if call is None or any(type(a) is not np.ndarray for a in inputs):
+            return
+        delivered = tuple((np.dtype(o.dtype), o.shape) for o in outputs)
+        # the plan's bound call keeps the dims, not this call's arrays
+        dims_only = BoundCall({}, dict.fromkeys(bound.out_buffers), dict(bound.dims),
+                              dict(bound.dim_sources))
+        plan = CallPlan(call, delivered, dims_only, dict(self.stats))
+        self._plans[tuple([a.shape for a in inputs])] = self._plan = plan
+
+    def _deliver_planned(self, plan: CallPlan, results: Sequence[object]) -> KernelResult:
+        """The outputs of a planned call: ``_deliver``'s checks, done once for the plan."""
+        outputs = plan.outputs
+        if len(results) == 1:  # the common case, without the loop
+            r = results[0]
+            dtype, shape = outputs[0]
+            if (type(r) is np.ndarray and r.dtype == dtype and r.shape == shape
+                    and r.flags.c_contiguous):
+                return r if shape else r[()]
+        out: list[KernelOutput] = []
+        for param, r, (dtype, shape) in zip(self.signature.outputs, results, outputs, strict=True):
+            if (type(r) is np.ndarray and r.dtype == dtype and r.shape == shape
+                    and r.flags.c_contiguous):
+                out.append(r if shape else r[()])
+            elif not shape and type(r) is dtype.type:  # a NumPy scalar, as delivered
+                out.append(r)  # type: ignore[arg-type]
+            else:
+                out.append(self._deliver(param, r, plan.bound))
+        return out[0] if len(out) == 1 else tuple(out)
 
     def compiled_for(self, inputs: list[np.ndarray]) -> CompiledKernel:
         """The kernel compiled for this call's specialization (cached).

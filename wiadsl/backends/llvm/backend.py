@@ -5,9 +5,13 @@ Invariants:
   so one ``CpuKernel`` serves one shape tuple; it compiles on its first ``run``
   (the backend protocol gives ``compile`` no shapes) and checks the shapes of
   every later call against it (bad input never reaches native code).
-- The argument path per call: the packed i64 argument array is allocated once;
-  a call writes each input's data pointer (read via ``ctypes.c_char.from_buffer``,
-  the cheapest route measured) and calls the entry through ctypes (GIL released).
+- The argument path per call (``CpuKernel.try_run``, the jit's fast path): check each
+  argument against the specialization (exact ndarray type, dtype, shape, C-contiguous,
+  aligned; anything else returns None and the caller goes the general, checking
+  way), write its data pointer (``ctypes.c_char.from_buffer``, the cheapest route
+  measured; ``__array_interface__`` for read-only arrays) into a packed i64
+  argument array taken from a per-kernel pool (so concurrent calls never share
+  one), and call the entry through ctypes (GIL released).
 - Results come back as pointers owned by the caller (runtime.py): small ones are
   copied into fresh NumPy arrays and freed, large ones are wrapped without a copy
   and freed when the array is collected. A result that is an input is copied.
@@ -22,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,21 +67,53 @@ class Loaded:
     layout: Layout
 
 
+class OutSlot:
+    """One tensor result's copy-out pair (runtime.py) and the buffer shape for it.
+
+    ``shape`` is None until the first call shows the result is small (below
+    ``WRAP_BYTES``); from then on every call passes a fresh ``np.empty(shape)``.
+    """
+
+    __slots__ = ("slot", "dtype", "shape", "extents", "nbytes")
+
+    def __init__(self, slot: int, dtype: np.dtype):
+        self.slot = slot  #: the destination pointer's slot; the byte count follows it
+        self.dtype = dtype
+        self.shape: tuple[int, ...] | None = None
+        self.extents: list[int] = []  #: ``list(shape)``: what the result slots must hold
+        self.nbytes = 0
+
+    def learn(self, shape: tuple[int, ...]) -> None:
+        # ``shape`` last: a call in another thread that sees it sees the rest
+        self.nbytes = math.prod(shape) * self.dtype.itemsize
+        self.extents = list(shape)
+        self.shape = shape
+
+
 @dataclass
 class Native:
-    """A compiled entry point and this kernel's own argument array."""
+    """A compiled entry point and the argument arrays of this kernel's calls."""
 
     fn: Any
     messages: list[tuple[str, Any]]  #: (message, source span or None) per error code
-    args: Any  # ctypes array of int64: inputs, then result slots
+    n_slots: int  #: i64 slots of an argument array: inputs, result slots, copy-out pairs
     n_inputs: int
     compile_ms: float
     in_dtypes: list[np.dtype]
     #: per result: (first slot, rank or -1 for a scalar, NumPy dtype)
     plan: list[tuple[int, int, np.dtype]]
-    #: per tensor result: [copy-out slot, expected shape or None, NumPy dtype] (runtime.py):
-    #: the shape is learned from the first call when the result is small
-    outs: list[list[Any]] = field(default_factory=list)
+    #: per tensor result, in order
+    outs: list[OutSlot] = field(default_factory=list)
+    #: per input: (slot, dtype, shape, has elements): exactly what a call passes
+    specs: tuple[tuple[int, np.dtype, tuple[int, ...], bool], ...] = ()
+    #: argument arrays not in use, each with its address: a call takes one and puts
+    #: it back, so calls from several threads (the GIL is released while native code
+    #: runs) never share one
+    pool: list[tuple[Any, int]] = field(default_factory=list)
+
+    def new_args(self) -> tuple[Any, int]:
+        args = (ctypes.c_int64 * self.n_slots)()
+        return args, ctypes.addressof(args)
 
 
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
@@ -95,86 +132,143 @@ class CpuKernel:
     stats: dict[str, Any] = field(default_factory=dict)
     config: GemmConfig | None = None
     passes: bool = True
+    #: extra loop-level passes after the default ones (``loop_pipeline`` option)
+    loop_pipeline: str = ""
     _native: Native | None = None
     _shapes: tuple[tuple[int, ...], ...] | None = None
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
-        shapes = tuple(a.shape for a in inputs)
         native = self._native
         if native is None:
-            native = self._compile(shapes, [a.dtype for a in inputs])
-        elif shapes != self._shapes:
+            native = self._compile(tuple(a.shape for a in inputs), [a.dtype for a in inputs])
+        results = self.try_run(inputs)
+        return results if results is not None else self._run_checked(native, inputs)
+
+    def try_run(self, args: Sequence[object]) -> list[object] | None:
+        """Run on ``args`` when each is exactly what this specialization was compiled
+        for -- an ndarray (not a subclass) of its dtype and shape, C-contiguous and
+        aligned -- and return the results; else return None, having run nothing.
+
+        The per-call fast path (the jit's call plans use it): a few checks and a
+        pointer write per argument, a fresh buffer per small result, one ctypes call.
+        """
+        native = self._native
+        if native is None or len(args) != native.n_inputs:
+            return None
+        pool = native.pool
+        try:
+            slots, address = pool.pop()
+        except IndexError:  # the first call, or calls running in other threads
+            slots, address = native.new_args()
+        try:
+            for a, (i, dtype, shape, direct) in zip(args, native.specs):
+                if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                    return None
+                flags = a.flags
+                if direct and flags.carray:  # C-contiguous, aligned, writable, not empty
+                    slots[i] = _ADDRESSOF(_FROM_BUFFER(a))
+                elif flags.c_contiguous and flags.aligned:  # read-only or empty
+                    slots[i] = a.__array_interface__["data"][0]
+                else:
+                    return None
+            pre: list[np.ndarray | None] = []
+            for dst in native.outs:  # a fresh buffer per small tensor result (copy-out)
+                if dst.shape is None:
+                    slots[dst.slot] = 0  # none: the result comes back as it is
+                    pre.append(None)
+                    continue
+                array = np.empty(dst.shape, dst.dtype)
+                slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(array)) if dst.nbytes else data_pointer(array)
+                slots[dst.slot + 1] = dst.nbytes
+                pre.append(array)
+            rc = native.fn(address)
+            if rc != 0:
+                message, loc = native.messages[rc - 1]
+                raise WiaRuntimeError(message, loc)
+            out: list[object] = []
+            j = 0
+            for k, rank, dtype in native.plan:
+                if rank < 0:
+                    out.append(_scalar(slots[k], dtype))
+                    continue
+                buffer, dst = pre[j], native.outs[j]
+                # copied out natively, with the extents it was allocated for
+                if (buffer is None or slots[k] != slots[dst.slot]
+                        or slots[k + 1:k + 1 + rank] != dst.extents):
+                    return self._results(native, slots, pre)
+                out.append(buffer)
+                j += 1
+            return out
+        finally:
+            pool.append((slots, address))
+
+    def _run_checked(self, native: Native, inputs: Sequence[np.ndarray]) -> list[object]:
+        """``run`` for inputs ``try_run`` did not take: a WiaUsageError says what is wrong."""
+        shapes = tuple(a.shape for a in inputs)
+        if shapes != self._shapes:
             raise WiaUsageError(f"kernel '{self.kernel}' was compiled for shapes {self._shapes}, "
                                 f"called with {shapes}")
-        args = native.args
         for i, a in enumerate(inputs):
-            if not a.flags.c_contiguous or a.dtype != native.in_dtypes[i]:
-                raise WiaUsageError(f"kernel '{self.kernel}': input {i} must be a C-contiguous "
-                                    f"{native.in_dtypes[i]} array, got {a.dtype}")
-            try:  # data_pointer's fast route, inlined (per-call overhead)
-                args[i] = _ADDRESSOF(_FROM_BUFFER(a))
-            except (TypeError, ValueError):
-                args[i] = data_pointer(a)
-        pre: list[np.ndarray | None] = []
-        for slot, shape, dtype in native.outs:  # buffers for the native copy-out
-            if shape is None:
-                pre.append(None)
-                continue
-            array = np.empty(shape, dtype)
-            args[slot] = _ADDRESSOF(_FROM_BUFFER(array)) if array.nbytes else data_pointer(array)
-            args[slot + 1] = array.nbytes
-            pre.append(array)
-        rc = native.fn(ctypes.addressof(args))
-        if rc != 0:
-            message, loc = native.messages[rc - 1]
-            raise WiaRuntimeError(message, loc)
-        return self._results(native, pre)
+            if (not isinstance(a, np.ndarray) or not a.flags.c_contiguous
+                    or not a.flags.aligned or a.dtype != native.in_dtypes[i]):
+                got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
+                raise WiaUsageError(f"kernel '{self.kernel}': input {i} must be a C-contiguous, "
+                                    f"aligned {native.in_dtypes[i]} array, got {got}")
+        # Each input is a C-contiguous, aligned array of the compiled dtype and shape
+        # (of an ndarray subclass, say): ``try_run`` takes it as a plain ndarray view.
+        results = self.try_run([np.asarray(a) for a in inputs])
+        assert results is not None, "try_run takes what _run_checked lets through"
+        return results
 
     def _compile(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
         stages = Stages()
         with stages.stage("key"):
             config = self.config or _tuned(self.module, self.kernel, shapes, dtypes)
             pipeline = _pipeline(self.level) if self.passes else "none"
+            if self.loop_pipeline:  # different loop passes: a different entry
+                pipeline += f" | loop: {self.loop_pipeline}"
             parts = cpu_key_parts(self.module, self.kernel, shapes, dtypes, self.level, pipeline,
                                   (config or default_config()).label())
             symbol = f"wia_entry_{parts.digest()[:32]}"
 
         def compile_fn(st: Stages) -> tuple[bytes, dict[str, Any]]:
             obj, layout = compile_object(self.module, self.kernel, shapes, self.level, symbol,
-                                         config, st, passes=self.passes)
+                                         config, st, passes=self.passes,
+                                         loop_pipeline=self.loop_pipeline)
             return obj, {"layout": layout.as_dict()}
         loaded, record = get_or_compile(parts, compile_fn, _load, stages)
         layout = loaded.layout
         n_in = len(layout.in_dtypes)
-        args = (ctypes.c_int64 * layout.n_slots)()
         plan = [(int(k), int(rank), np.dtype(dt)) for k, rank, dt in layout.results]
         first = n_in + max(1, sum(1 + max(rank, 0) for _, rank, _ in plan))
-        outs = [[first + 2 * j, None, dt] for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
-        self._native = Native(loaded.fn, layout.errors(self.module), args, n_in, record["ms"],
-                              [np.dtype(d) for d in layout.in_dtypes], plan, outs)
+        outs = [OutSlot(first + 2 * j, dt) for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
+        in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
+        specs = tuple((i, dt, shape, math.prod(shape) > 0)
+                      for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))
+        self._native = Native(loaded.fn, layout.errors(self.module), layout.n_slots, n_in,
+                              record["ms"], in_dtypes, plan, outs, specs)
         self._shapes = shapes
         self.stats = {"compile_ms": record["ms"], "shapes": shapes, "cache": record["source"]}
         return self._native
 
-    def _results(self, native: Native, pre: list[np.ndarray | None]) -> list[object]:
-        args = native.args
+    def _results(self, native: Native, slots: Any, pre: list[np.ndarray | None]) -> list[object]:
         owned: dict[int, np.ndarray] = {}
-        in_ptrs = args[:native.n_inputs]
+        in_ptrs = slots[:native.n_inputs]
         out: list[object] = []
         j = 0
         for k, rank, dtype in native.plan:
             if rank < 0:
-                out.append(_scalar(args[k], dtype))
+                out.append(_scalar(slots[k], dtype))
                 continue
-            ptr = args[k]
-            shape = tuple(args[k + 1:k + 1 + rank])
+            ptr = slots[k]
+            shape = tuple(slots[k + 1:k + 1 + rank])
             array = pre[j] if pre else None
-            if array is not None and ptr == args[native.outs[j][0]]:  # copied out natively
+            if array is not None and ptr == slots[native.outs[j].slot]:  # copied out natively
                 out.append(array if array.shape == shape else array.reshape(shape))
             else:
                 result = _tensor(ptr, shape, dtype, owned, ptr in in_ptrs)
                 if result.nbytes < WRAP_BYTES:
-                    native.outs[j][1] = shape
+                    native.outs[j].learn(shape)
                 out.append(result)
             j += 1
         return out
@@ -224,13 +318,21 @@ class CpuBackend:
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> CpuKernel:
         """A kernel that compiles (or loads from the cache) on its first run; the tensor
         passes run then too, so a cache hit skips them."""
-        unknown = set(options) - {"opt_level", "gemm_config"}
+        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline"}
         if unknown:
-            raise WiaUsageError(f"target 'cpu' takes the options opt_level and gemm_config, "
-                                f"got {', '.join(sorted(unknown))}")
+            raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config and "
+                                f"loop_pipeline, got {', '.join(sorted(unknown))}")
         level = int(options.get("opt_level", 3))
         _pipeline(level)  # a bad level fails here, at compile time
-        return CpuKernel(module, kernel, level, config=options.get("gemm_config"))
+        loop_pipeline = options.get("loop_pipeline") or ""
+        if not isinstance(loop_pipeline, str):
+            raise WiaUsageError(f"option 'loop_pipeline' of target 'cpu' must be a pipeline text "
+                                f"like 'unroll{{factor=4}}', got {loop_pipeline!r}")
+        from ...loops.passes import parse_loop_pipeline
+
+        parse_loop_pipeline(loop_pipeline)  # bad pass names or options fail here too
+        return CpuKernel(module, kernel, level, config=options.get("gemm_config"),
+                         loop_pipeline=loop_pipeline)
 
 
 def _pipeline(level: int) -> str:

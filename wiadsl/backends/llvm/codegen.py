@@ -13,6 +13,11 @@ Invariants:
 - Blocks are emitted in reverse post-order, so definitions precede uses; block
   arguments are phis (a tensor argument is one phi per pointer and extent).
 - Every op is handled by the entry for its name in ``OPS``; unknown ops are errors.
+- ``vector<NxT>`` values are LLVM vectors ``<N x T>`` (i1 lanes for bools, bytes in
+  memory); ``loop.vload``/``loop.vstore`` are unaligned-safe vector loads/stores
+  (element alignment), ``loop.vreduce`` is ``llvm.vector.reduce.*`` (float add/mul
+  with ``reassoc``: a tree), ``loop.prefetch`` is ``llvm.prefetch`` of an address
+  clamped into the buffer.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from typing import Any
 from llvmlite import ir
 
 from ...diagnostics import WiaIRError
+from ...dtypes import DType
 from ...ir.core import Block, Operation, Value
 from ...ir.module import FuncOp, ModuleOp
 from ...ir.ops import ELEMENTWISE_FNS
 from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
+from .mathlib import type_suffix
 from .runtime import alloc_function
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
@@ -323,6 +330,90 @@ def _store(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     if v.type == I1:
         v = e.b.zext(v, I8)
     e.b.store(v, e.element_ptr(e.buf(op.operands[1]), t, e.get(op.operands[2])))
+    return []
+
+
+def _vector_mem_type(t: TensorType, lanes: int) -> ir.VectorType:
+    return ir.VectorType(mem_type(t.dtype), lanes)
+
+
+@handles("loop.vload")
+def _vload(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t, vt = op.operand_types[0], op.result.type
+    assert isinstance(t, TensorType)
+    p = e.element_ptr(e.buf(op.operands[0]), t, e.get(op.operands[1]))
+    v = e.b.load(p, typ=_vector_mem_type(t, vt.lanes), align=itemsize(t.dtype))  # type: ignore[union-attr]
+    want = scalar_type(vt)
+    return [e.b.trunc(v, want) if v.type != want else v]
+
+
+@handles("loop.vstore")
+def _vstore(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.operand_types[1]
+    assert isinstance(t, TensorType)
+    v = e.get(op.operands[0])
+    mt = _vector_mem_type(t, v.type.count)
+    if v.type != mt:
+        v = e.b.zext(v, mt)
+    p = e.element_ptr(e.buf(op.operands[1]), t, e.get(op.operands[2]))
+    e.b.store(v, p, align=itemsize(t.dtype))
+    return []
+
+
+@handles("loop.broadcast")
+def _broadcast(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    vt = scalar_type(op.result.type)
+    x = e.get(op.operands[0])
+    one = e.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
+    mask = ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count)
+    return [e.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), mask)]
+
+
+def _reduce_intrinsic(e: FunctionEmitter, name: str, v: ir.Value, start: ir.Value | None) -> ir.Value:
+    elem = v.type.element
+    full = f"llvm.vector.reduce.{name}.{type_suffix(v.type)}"
+    fn = e.mod.ll.globals.get(full)
+    args = [start, v] if start is not None else [v]
+    if fn is None:
+        fn = ir.Function(e.mod.ll, ir.FunctionType(elem, [a.type for a in args]), full)
+    flags = ("reassoc", "contract") if start is not None else ()
+    return e.b.call(fn, args, fastmath=flags)
+
+
+@handles("loop.vreduce")
+def _vreduce(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    kind = op.attributes["kind"]
+    v = e.get(op.operands[0])
+    dtype = dtype_of(op.result.type)
+    assert dtype is not None
+    if dtype.is_float:
+        if kind in ("add", "mul"):
+            start = ir.Constant(v.type.element, -0.0 if kind == "add" else 1.0)
+            return [_reduce_intrinsic(e, "f" + kind, v, start)]
+        return [_reduce_intrinsic(e, "fmaximum" if kind == "max" else "fminimum", v, None)]
+    if dtype is DType.BOOL:
+        return [_reduce_intrinsic(e, "or" if kind in ("add", "max") else "and", v, None)]
+    return [_reduce_intrinsic(e, {"add": "add", "mul": "mul", "max": "smax", "min": "smin"}[kind], v, None)]
+
+
+@handles("loop.prefetch")
+def _prefetch(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    buf = e.buf(op.operands[0])
+    n: ir.Value = ir.Constant(I64, 1)
+    for x in buf.extents:
+        n = e.b.mul(n, x)
+    last = e.b.sub(n, ir.Constant(I64, 1))
+    off = e.get(op.operands[1])
+    # unsigned min: a negative offset or one past the end lands on the last element
+    # (an empty buffer gives -1 -> the offset itself, never dereferenced: a hint only)
+    clamped = e.b.select(e.b.icmp_unsigned("<", off, last), off, last)
+    p = e.b.gep(buf.ptr, [clamped], source_etype=mem_type(t.dtype))
+    fn = e.mod.ll.globals.get("llvm.prefetch.p0")
+    if fn is None:
+        fn = ir.Function(e.mod.ll, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+    e.b.call(fn, [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
     return []
 
 

@@ -51,9 +51,17 @@ class LoweredKernel:
         return sum(slot_count(t) for t in self.result_types)
 
 
-def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]]) -> LoweredKernel:
+def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
+                 loop_pipeline: str = "") -> LoweredKernel:
+    """Lower ``kernel`` for ``shapes`` and run the loop passes: the default pipeline,
+    then the user's ``loop_pipeline`` (e.g. ``"tile{size=64},unroll{factor=4}"``).
+
+    The user's passes run after ``parallelize``/``fuse-parallel`` on purpose: those
+    outline parallel loops into new functions and need LoopBuilder's loop shapes;
+    afterwards every function (outlined bodies included) is transformed, and the
+    parallel regions (hence thread hand-offs) stay what the default gives."""
     loops = lower_module(module, {kernel: list(shapes)})
-    pipeline = default_loop_pipeline(THREADS)
+    pipeline = ",".join(p for p in (default_loop_pipeline(THREADS), loop_pipeline) if p)
     if pipeline:
         run_loop_passes(loops, pipeline)
     verify(loops)
@@ -143,15 +151,16 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
 
 
 def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]], level: int,
-                   symbol: str, config: GemmConfig | None, stages: Stages, passes: bool = True
-                   ) -> tuple[bytes, Layout]:
+                   symbol: str, config: GemmConfig | None, stages: Stages, passes: bool = True,
+                   loop_pipeline: str = "") -> tuple[bytes, Layout]:
     """Object code of ``kernel`` of ``module`` (optimized in place by the tensor passes
-    unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``."""
+    unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
+    ``loop_pipeline``: extra loop-level passes (``lower_kernel``)."""
     if passes:
         with stages.stage("passes"):
             module = tensor_passes(module, level)
     with stages.stage("lower"), use_config(config):
-        lowered = lower_kernel(module, kernel, shapes)
+        lowered = lower_kernel(module, kernel, shapes, loop_pipeline)
     with stages.stage("llvm-opt"):
         mod = build(lowered, level)
         mod.get_function("wia_entry").name = symbol

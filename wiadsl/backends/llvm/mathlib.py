@@ -5,13 +5,19 @@ SIMD, so a scalar libm loop would lose to it. ``exp_f32`` and ``tanh_f32`` are
 Cephes' single-precision algorithms (range reduction + polynomial, about
 1 ulp), written with plain IR and intrinsics that have vector forms. Other
 functions use LLVM intrinsics or libm (f64 always libm: accuracy first).
+
+Vectors (``<8 x float>``): ``intrinsic`` names the vector overload
+(``llvm.sqrt.v8f32``), ``exp_f32``/``tanh_f32`` work lane-wise on float vectors,
+and ``libm`` refuses them (no vector libm here: the vectorize pass leaves such
+loops scalar).
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .types import F32, F64, I32, I64
+from ...diagnostics import WiaIRError
+from .types import F32, F64, I32, I64, element, like
 
 LOG2E = 1.44269504088896341
 C1, C2 = 0.693359375, -2.12194440e-4
@@ -21,11 +27,19 @@ TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.333144220
              -3.33332819422e-1)
 
 
+def type_suffix(t: ir.Type) -> str:
+    """The overload suffix of an intrinsic: ``f32``, ``i64``, ``v8f32``..."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{type_suffix(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    return {F32: "f32", F64: "f64"}.get(t, str(t))
+
+
 def intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     mod = b.module
     t = args[0].type
-    suffix = {F32: "f32", F64: "f64"}.get(t, str(t))
-    full = f"llvm.{name}.{suffix}"
+    full = f"llvm.{name}.{type_suffix(t)}"
     fn = mod.globals.get(full)
     if fn is None:
         fn = ir.Function(mod, ir.FunctionType(t, [t] * len(args)), full)
@@ -35,6 +49,8 @@ def intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
 def libm(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     mod = b.module
     t = args[0].type
+    if isinstance(t, ir.VectorType):
+        raise WiaIRError(f"no vector form of '{name}' in the LLVM backend")
     symbol = name + ("f" if t == F32 else "")
     fn = mod.globals.get(symbol)
     if fn is None:
@@ -42,36 +58,42 @@ def libm(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     return b.call(fn, args)
 
 
-def _f(v: float) -> ir.Constant:
-    return ir.Constant(F32, v)
-
-
 def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: tuple[float, ...]) -> ir.Value:
-    acc = _f(coeffs[0])
+    acc: ir.Value = ir.Constant(x.type, coeffs[0])
     for c in coeffs[1:]:
-        acc = b.fadd(b.fmul(acc, x), _f(c))
+        acc = b.fadd(b.fmul(acc, x), ir.Constant(x.type, c))
     return acc
 
 
 def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e**x for float: n = round(x log2 e), r = x - n ln 2, e**r by polynomial,
-    scaled by 2**n in two steps so subnormal results and overflow to inf come out right."""
+    scaled by 2**n in two steps so subnormal results and overflow to inf come out right.
+    ``x`` is a float or a vector of floats."""
+    t = x.type
+
+    def _f(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+    i32 = like(x, I32)
     xc = intrinsic(b, "minnum", [intrinsic(b, "maxnum", [x, _f(-104.0)]), _f(89.0)])
     n = intrinsic(b, "rint", [b.fmul(xc, _f(LOG2E))])
     r = b.fsub(b.fsub(xc, b.fmul(n, _f(C1))), b.fmul(n, _f(C2)))
     p = b.fadd(b.fadd(b.fmul(b.fmul(_poly(b, r, EXP_POLY), r), r), r), _f(1.0))
-    ni = b.fptosi(n, I32)
-    half = b.ashr(ni, ir.Constant(I32, 1))
+    ni = b.fptosi(n, i32)
+    half = b.ashr(ni, ir.Constant(i32, 1))
     rest = b.sub(ni, half)
 
     def pow2(k: ir.Value) -> ir.Value:
-        return b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+        return b.bitcast(b.shl(b.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23)), t)
     y = b.fmul(b.fmul(p, pow2(half)), pow2(rest))
     return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
 
 def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """tanh for float: an odd polynomial below |x| = 0.625, else 1 - 2/(e**2|x| + 1)."""
+    t = x.type
+
+    def _f(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
     ax = intrinsic(b, "fabs", [x])
     z = b.fmul(x, x)
     small = b.fadd(b.fmul(b.fmul(_poly(b, z, TANH_POLY), z), x), x)
@@ -82,18 +104,18 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return exp_f32(b, x) if x.type == F32 else libm(b, "exp", [x])
+    return exp_f32(b, x) if element(x.type) == F32 else libm(b, "exp", [x])
 
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return tanh_f32(b, x) if x.type == F32 else libm(b, "tanh", [x])
+    return tanh_f32(b, x) if element(x.type) == F32 else libm(b, "tanh", [x])
 
 
 def fptosi_sat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """float -> i64, truncating toward zero; NaN gives 0 and overflow saturates."""
-    suffix = {F32: "f32", F64: "f64"}[x.type]
-    name = f"llvm.fptosi.sat.i64.{suffix}"
+    out = like(x, I64)
+    name = f"llvm.fptosi.sat.{type_suffix(out)}.{type_suffix(x.type)}"
     fn = b.module.globals.get(name)
     if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(I64, [x.type]), name)
+        fn = ir.Function(b.module, ir.FunctionType(out, [x.type]), name)
     return b.call(fn, [x])

@@ -2,7 +2,10 @@
 
 Semantics are the interpreter's (NumPy's) element by element: floor division
 and remainder for integers (division by zero gives 0, as NumPy does, and never
-traps), NaN-propagating max/min, ``une`` for NumPy's ``!=``, bools as i1.
+traps), NaN-propagating max/min, ``une`` for NumPy's ``!=``, bools as i1. The same
+functions take LLVM vectors (``<8 x float>``) for ``vector<8xf32>`` values: every
+constant is built with the operand's type (a splat) and intrinsics take their
+vector overloads.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from . import mathlib as m
-from .types import I1, compute_dtype, constant, from_compute, reg_type, to_compute
+from .types import I1, compute_dtype, constant, element, from_compute, like, reg_type, to_compute
 
 B = ir.IRBuilder
 Fn = Callable[..., ir.Value]
@@ -141,7 +144,7 @@ BOOL: dict[str, Fn] = {
     "add": lambda b, x, y: b.or_(x, y), "mul": lambda b, x, y: b.and_(x, y),
     "max": lambda b, x, y: b.or_(x, y), "min": lambda b, x, y: b.and_(x, y),
     "and": lambda b, x, y: b.and_(x, y), "or": lambda b, x, y: b.or_(x, y),
-    "not": lambda b, x: b.xor(x, ir.Constant(I1, 1)),
+    "not": lambda b, x: b.xor(x, ir.Constant(x.type, 1)),
 }
 
 
@@ -183,7 +186,7 @@ def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
     instead of producing poison on NaN or overflow."""
     if src == dst or (src in (None, DType.I64) and dst in (None, DType.I64)):
         return v
-    t = reg_type(dst)
+    t = like(v, reg_type(dst))
     src_float = src is not None and src.is_float
     if dst is DType.BOOL:
         if src_float:
@@ -194,22 +197,23 @@ def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
         if src is DType.BOOL:
             return b.zext(v, t)
         if not src_float:
-            w_in, w_out = v.type.width, t.width
+            w_in, w_out = element(v.type).width, element(t).width
             return v if w_in == w_out else b.trunc(v, t) if w_in > w_out else b.sext(v, t)
         x = to_compute(b, v, src)  # type: ignore[arg-type]
         wide = m.fptosi_sat(b, x)
-        return b.trunc(wide, t) if t.width < 64 else wide
+        return b.trunc(wide, t) if element(t).width < 64 else wide
     if src is DType.BOOL:
-        x = b.uitofp(v, reg_type(compute_dtype(dst)))
+        x = b.uitofp(v, like(v, reg_type(compute_dtype(dst))))
     elif not src_float:
-        x = b.sitofp(v, reg_type(compute_dtype(dst)))
+        x = b.sitofp(v, like(v, reg_type(compute_dtype(dst))))
     else:
         x = to_compute(b, v, src)  # type: ignore[arg-type]
         if dst is DType.F16:
             return b.fptrunc(_f32_round_to_odd(b, x) if str(x.type) == "double" else x, t)
-        target = reg_type(compute_dtype(dst))
+        target = like(v, reg_type(compute_dtype(dst)))
         if x.type != target:
-            x = b.fpext(x, target) if _width(x.type) < _width(target) else b.fptrunc(x, target)
+            x = b.fpext(x, target) if _width(element(x.type)) < _width(element(target)) \
+                else b.fptrunc(x, target)
     return from_compute(b, x, dst)
 
 

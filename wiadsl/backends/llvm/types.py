@@ -4,6 +4,7 @@ Invariants:
 - Registers: i1 for booleans, ``half`` for f16, ``float`` for bf16 (values whose
   low 16 bits are zero, as the interpreter keeps them), i64 for ``index``.
 - Memory: booleans are one byte (NumPy's bool), everything else as in registers.
+- ``vector<NxT>`` is the LLVM vector ``<N x reg(T)>`` (``<8 x float>``: one ymm).
 - f16 and bf16 arithmetic runs in float and is rounded back after every op
   (``compute_type``/``finish``), exactly as the interpreter does.
 """
@@ -14,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...dtypes import DType
-from ...ir.types import IndexType, IRType, ScalarType
+from ...ir.types import IndexType, IRType, ScalarType, VectorType
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -37,8 +38,21 @@ def dtype_of(t: IRType) -> DType | None:
 
 
 def scalar_type(t: IRType) -> ir.Type:
+    """The register type of a scalar, ``index`` or vector value."""
+    if isinstance(t, VectorType):
+        return ir.VectorType(reg_type(t.dtype), t.lanes)
     assert isinstance(t, (ScalarType, IndexType))
     return reg_type(dtype_of(t))
+
+
+def like(v: ir.Value, t: ir.Type) -> ir.Type:
+    """``t``, or a vector of ``t`` with ``v``'s lane count when ``v`` is a vector."""
+    return ir.VectorType(t, v.type.count) if isinstance(v.type, ir.VectorType) else t
+
+
+def element(t: ir.Type) -> ir.Type:
+    """The element type of a vector type; a scalar type itself."""
+    return t.element if isinstance(t, ir.VectorType) else t
 
 
 def compute_dtype(dtype: DType) -> DType:
