@@ -1,6 +1,6 @@
 """Sizes that take the native threaded paths: outlined parallel loops (elementwise,
-row reductions, softmax rows), the conv2d implicit GEMM split over output rows,
-the gemm row split with N blocking, errors raised inside worker threads, the
+row reductions, softmax rows), the conv2d implicit GEMM split over output pixels,
+the gemm column/row split with N blocking, errors raised inside worker threads, the
 precompiled helper library in ahead-of-time output, and the native copy-out of
 small results on repeated calls."""
 
@@ -81,7 +81,8 @@ def test_conv_strided_f64(mod):
     np.testing.assert_allclose(mod.conv2(x, w), _conv_ref(x, w, 2, 0), rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("m,k,n", [(131, 80, 97), (50, 600, 700), (300, 33, 257)])
+@pytest.mark.parametrize("m,k,n", [(131, 80, 97), (50, 600, 700), (300, 33, 257),
+                                   (2000, 300, 40), (777, 129, 63), (97, 577, 1000)])
 def test_gemm_row_split_and_column_blocks(mod, m, k, n):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)

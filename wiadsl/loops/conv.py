@@ -30,7 +30,7 @@ from ..ir.core import Operation, Value
 from ..ir.ops_base import OPS, attr_ints, expect_counts, expect_index, expect_tensor, register
 from ..ir.types import ScalarType
 from .builder import LoopBuilder
-from .expr import Leaf, ScalarExpr
+from .expr import Leaf
 
 NAME = "loop.conv2d"
 
@@ -70,18 +70,34 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     """Emit ``out = conv2d(x, w)`` for float ``x``: a zero-padded copy of the input
     (when padding) and one ``loop.conv2d`` per image.
 
-    ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy is a memset and
-    one contiguous ``loop.copy`` per input row, so the micro-kernel's packing reads
-    every patch without bounds checks (the "pre-padded copy" of border handling).
+    ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy is one contiguous
+    ``loop.copy`` per input row plus zeros in the border only (the top and bottom
+    ``ph`` rows of each plane, ``pw`` elements at each end of a row: not a memset
+    of the whole buffer first), so the micro-kernel's packing reads every patch
+    without bounds checks (the "pre-padded copy" of border handling).
     """
-    from .scalar import fill
     nb, c, h, wd, o, kh, kw, ho, wo = dims
     (sh, sw), (ph, pw) = stride, pad
     xbuf, hp, wp = x.buf, h, wd
     if ph or pw:
         hp, wp = lb.add(h, lb.idx(2 * ph)), lb.add(wd, lb.idx(2 * pw))
         xbuf = lb.alloc(x.dtype, [nb, c, hp, wp])
-        fill(lb, [ScalarExpr(lb.const(0.0, ScalarType(x.dtype)))], [xbuf], [nb, c, hp, wp])
+        st = ScalarType(x.dtype)
+
+        def zeros(lb2: LoopBuilder, start: Value, count: Value) -> None:
+            def one(lb3: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
+                lb3.store(lb3.const(0.0, st), xbuf, lb3.add(start, j))
+                return []
+            lb2.loop(lb2.idx(0), count, one)
+
+        if ph:  # the top and bottom padding rows of every plane
+            def border(lb2: LoopBuilder, ivs: list[Value]) -> None:
+                plane, r = ivs
+                first = lb2.mul(plane, hp)
+                zeros(lb2, lb2.mul(lb2.add(first, r), wp), wp)
+                last = lb2.sub(lb2.add(first, hp), lb2.idx(1))
+                zeros(lb2, lb2.mul(lb2.sub(last, r), wp), wp)
+            lb.nest([lb.mul(nb, c), lb.idx(ph)], border)
 
         def row(lb2: LoopBuilder, ivs: list[Value]) -> None:
             n, ci, hh = ivs
@@ -89,6 +105,9 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
             src = lb2.add(x.offset, lb2.mul(lb2.add(lb2.mul(plane, h), hh), wd))
             dst = lb2.add(lb2.mul(lb2.add(lb2.mul(plane, hp), lb2.add(hh, lb2.idx(ph))), wp), lb2.idx(pw))
             lb2.b.create("loop.copy", [x.buf, xbuf, src, dst, wd])
+            if pw:  # the left and right padding of this row
+                zeros(lb2, lb2.sub(dst, lb2.idx(pw)), lb2.idx(pw))
+                zeros(lb2, lb2.add(dst, wd), lb2.idx(pw))
         lb.nest([nb, c, h], row)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
 

@@ -1,20 +1,32 @@
 """The ``loop.conv2d`` kernel: implicit GEMM on the ``loop.gemm`` micro-kernel.
 
 The convolution of one image is the product W (O x K) @ P (K x HO*WO) with
-K = C*KH*KW and P the im2col matrix; P is never materialized. Loop order:
-    for ob in output rows by RB           (split over threads: disjoint rows of y)
-      for pc in K by KC:                  pack P[pc:pc+KC, rows ob..ob+RB] into NR-wide panels
+K = C*KH*KW and P the im2col matrix; P is never materialized. The output
+pixels are one flat index ``p = oh * wo + ow`` (the GEMM's N dimension, which
+is ``y``'s contiguous one), so a micro-kernel tile is 16 consecutive pixels of
+MR output channels, stored with plain vector stores even where it crosses from
+one output row into the next (only the image's last tile can be ragged).
+Loop order, per chunk of pixels (the unit ``parallel_for`` hands to a thread):
+    for pb in pixels by NB:               a block whose packed patches stay in L2
+      for pc in K by kc:                  kc = K split into equal blocks of <= KC
+        pack P[pc:pc+kc, pb:pb+NB] into NR-wide panels (each element once)
         for ic in O by MC:
-          for each output row, each NR-wide panel of it:
-            for ir in ic..ic+MC by MR:    micro-kernel (gemm.py) on W rows, C = y rows
-Panels never straddle two output rows: a panel is ``wo - t*NR`` columns wide at
-most, and the micro-kernel's masked C stores handle the ragged end, so C is
-``y`` itself with leading dimension HO*WO.
+          for each NR-wide panel:
+            for ir in ic..ic+MC by MR:    micro-kernel (gemm.py): W rows, C = y
+The pixel dimension is the one split over threads: every chunk packs only its
+own patches (no packing is duplicated, unlike a split over output channels), and
+chunks are claimed dynamically by the pool (parallel.py), several per thread.
 
-Packing: one K row ``q = (ci, i, j)`` of a panel is ``x[ci, oh*sh + i, (t*NR + jj)*sw + j]``
-for jj < NR; with ``sw == 1`` that is a contiguous run copied with masked vector
-loads (no per-element index math or clamping: the input is pre-padded by the
-lowering). The (ci, i, j) decode happens once per K row, not per element.
+Packing: the source of K row ``q = (ci, i, j)`` for pixel ``p`` is
+``x[base(q) + off(p)]`` with ``base(q) = (ci*hp + i)*wp + j`` (computed once per
+K block) and ``off(p) = oh*sh*wp + ow*sw``. With ``sw == 1`` a W-lane vector of
+pixels that stays in one output row is one contiguous (plain or, at the image's
+end, masked) load; one that crosses into the next row is two masked loads and a
+select (the input is pre-padded by the lowering: no clamping). With ``sw == 2``
+a vector inside one row is two masked loads and an even-lane shuffle. Otherwise
+(other strides, rows narrower than a vector) each lane is loaded from its own
+offset and inserted into the vector.
+The loop over K rows is innermost, so each vector's case is decided once.
 
 Invariants: reads stay inside the padded image (loops/conv.py); every y element
 of the image is written exactly once per K block (the first stores, later ones
@@ -23,6 +35,8 @@ accumulate), and K == 0 writes zeros.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from ...dtypes import DType
@@ -30,8 +44,10 @@ from .gemm import GemmBuilder, for_range
 from .parallel import THREADS, WORKER_TYPE, parallel_for, worth_threads
 from .types import I1, I32, I64, PTR
 
-NCOLS = 256   # output columns per packed block: KC x 256 floats = 256 KiB, in L2
+NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
+#: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
+CHUNK_PIXELS = 128
 
 
 def _i(v: int) -> ir.Constant:
@@ -42,117 +58,220 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
+def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
 class ConvBuilder(GemmBuilder):
     def __init__(self, mod: ir.Module, dtype: DType, stride: tuple[int, int]):
         super().__init__(mod, dtype)
         self.sh, self.sw = stride
         self.tag = f"{self.suffix}.s{self.sh}x{self.sw}"
+        self.nb = max(self.nr, NB // self.nr * self.nr)
 
-    def pack_row(self, b: ir.IRBuilder, src: ir.Value, dst: ir.Value, valid: ir.Value) -> None:
-        """dst[jj] = src[jj * sw] for jj < min(valid, NR), zero after (dst is aligned)."""
+    def lane_masks(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
+        """<W x i1>: lanes ``lo <= lane < hi``."""
         vi = ir.VectorType(I64, self.w)
-        zero = ir.Constant(self.vt, [0.0] * self.w)
-        if self.sw == 1:
-            mask_t = ir.VectorType(I1, self.w)
-            mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
-                                   [PTR, I32, mask_t, self.vt])
-            splat = self.splat(b, valid, vi)
-            for v in range(self.nr // self.w):
-                mask = b.icmp_signed(">", splat, ir.Constant(vi, [v * self.w + k for k in range(self.w)]))
-                x = b.call(mload, [b.gep(src, [_i(v * self.w)], source_etype=self.et),
-                                   ir.Constant(I32, self.size), mask, zero])
-                b.store(x, b.gep(dst, [_i(v * self.w)], source_etype=self.et), align=self.panel_align)
-            return
-        for jj in range(self.nr):
-            inside = b.icmp_signed(">", valid, _i(jj))
-            at = b.select(inside, _i(jj * self.sw), _i(0))
-            x = b.load(b.gep(src, [at], source_etype=self.et), typ=self.et)
-            b.store(b.select(inside, x, ir.Constant(self.et, 0.0)),
-                    b.gep(dst, [_i(jj)], source_etype=self.et))
+        lanes = ir.Constant(vi, list(range(self.w)))
+        return b.and_(b.icmp_signed("<=", self.splat(b, lo, vi), lanes),
+                      b.icmp_signed(">", self.splat(b, hi, vi), lanes))
 
-    def rows(self) -> ir.Function:
-        """``conv.rows(x, w, y, c, hp, wp, o, kh, kw, ho, wo, oh_lo, oh_hi)``: output rows
-        ``[oh_lo, oh_hi)`` of one image, single-threaded."""
-        name = f"wia.conv.rows.{self.tag}"
+    def pack_vector(self, b: ir.IRBuilder, x: ir.Value, kbase: ir.Value, kc: ir.Value, dst: ir.Value,
+                    offs: ir.Value, ows: ir.Value, valid: ir.Value, wo: ir.Value, wp: ir.Value) -> None:
+        """dst[p * NR + jj] = x[kbase[p] + offs[jj]] for p < kc and jj < min(valid, W),
+        zero for the other lanes; ``offs``/``ows`` hold the source offset and output
+        column of the vector's pixels (``dst`` is aligned)."""
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        mask_t = ir.VectorType(I1, self.w)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        align = ir.Constant(I32, self.size)
+        valid = _min(b, valid, _i(self.w))
+
+        def rows(load: Callable[[ir.Value], ir.Value]) -> None:
+            def body(p: ir.Value) -> None:
+                base = b.load(b.gep(kbase, [p], source_etype=I64), typ=I64)
+                b.store(load(base), b.gep(dst, [b.mul(p, _i(self.nr))], source_etype=self.et),
+                        align=self.panel_align)
+            for_range(b, _i(0), kc, 1, body, "pk")
+
+        def lanes() -> None:  # any stride or row width: one scalar load per lane
+            live = self.lane_masks(b, _i(0), valid)
+            lane_offs = [b.select(b.icmp_signed(">", valid, _i(jj)),
+                                  b.load(b.gep(offs, [_i(jj)], source_etype=I64), typ=I64), _i(0))
+                         for jj in range(self.w)]
+
+            def gather(base: ir.Value) -> ir.Value:
+                vec: ir.Value = ir.Constant(self.vt, ir.Undefined)
+                for jj, off in enumerate(lane_offs):
+                    v = b.load(b.gep(x, [b.add(base, off)], source_etype=self.et), typ=self.et)
+                    vec = b.insert_element(vec, v, ir.Constant(I32, jj))
+                return b.select(live, vec, zero)
+            rows(gather)
+
+        def every_other(off: ir.Value) -> None:
+            """stride 2 inside one output row: two masked loads of the 2W - 1 elements
+            from ``off``, then the even ones."""
+            span = b.sub(b.mul(valid, _i(2)), _i(1))
+            lo, hi = self.lane_masks(b, _i(0), span), self.lane_masks(b, _i(0), b.sub(span, _i(self.w)))
+            even = ir.Constant(ir.VectorType(I32, self.w), [2 * jj for jj in range(self.w)])
+
+            def pick(base: ir.Value) -> ir.Value:
+                at = b.gep(x, [b.add(base, off)], source_etype=self.et)
+                va = b.call(mload, [at, align, lo, zero])
+                vb = b.call(mload, [b.gep(at, [_i(self.w)], source_etype=self.et), align, hi, zero])
+                return b.shuffle_vector(va, vb, even)
+            rows(pick)
+        if self.sw == 2:
+            ow = b.load(ows, typ=I64)
+            with b.if_else(b.icmp_signed(">=", b.sub(wo, ow), valid)) as (one_row, other):
+                with one_row:
+                    every_other(b.load(offs, typ=I64))
+                with other:
+                    lanes()
+            return
+        if self.sw != 1:
+            lanes()
+            return
+        off_a = b.load(offs, typ=I64)
+        ow = b.load(ows, typ=I64)
+        in_row = b.sub(wo, ow)  # lanes [0, in_row) are in the first pixel's output row
+        one_row = b.icmp_signed(">=", in_row, valid)
+        two_rows = b.icmp_signed("<=", b.sub(valid, in_row), wo)
+        with b.if_else(one_row) as (contiguous, other):
+            with contiguous:
+                with b.if_else(b.icmp_signed("==", valid, _i(self.w))) as (full, part):
+                    with full:
+                        rows(lambda base: b.load(b.gep(x, [b.add(base, off_a)], source_etype=self.et),
+                                                 typ=self.vt, align=self.size))
+                    with part:
+                        mask = self.lane_masks(b, _i(0), valid)
+                        rows(lambda base: b.call(mload, [b.gep(x, [b.add(base, off_a)], source_etype=self.et),
+                                                         align, mask, zero]))
+            with other:
+                with b.if_else(two_rows) as (split, scattered):
+                    with split:
+                        # lane jj >= in_row is column jj - in_row of the next output row
+                        off_b = b.sub(b.add(b.sub(off_a, ow), b.mul(_i(self.sh), wp)), in_row)
+                        mask_a = self.lane_masks(b, _i(0), in_row)
+                        mask_b = self.lane_masks(b, in_row, valid)
+
+                        def two(base: ir.Value) -> ir.Value:
+                            va = b.call(mload, [b.gep(x, [b.add(base, off_a)], source_etype=self.et),
+                                                align, mask_a, zero])
+                            vb = b.call(mload, [b.gep(x, [b.add(base, off_b)], source_etype=self.et),
+                                                align, mask_b, zero])
+                            return b.select(mask_a, va, vb)
+                        rows(two)
+                    with scattered:
+                        lanes()
+
+    def pixels(self) -> ir.Function:
+        """``conv.pixels(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
+        ``[p_lo, p_hi)`` (flat ``oh * wo + ow``; ``p_lo`` a multiple of NR) of every output
+        channel of one image, single-threaded."""
+        name = f"wia.conv.pixels.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64]), name)
         fn.linkage = "internal"
-        x, w, y, c, hp, wp, o, kh, kw, ho, wo, oh_lo, oh_hi = fn.args
+        x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi = fn.args
         for p in (x, w, y):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        kbase = b.alloca(I64, size=self.kc)
+        offs, ows = b.alloca(I64, size=self.nb), b.alloca(I64, size=self.nb)
+        kci, ki, kj, koh, kow = (b.alloca(I64) for _ in range(5))
         khw = b.mul(kh, kw)
         k = b.mul(c, khw)
         ldc = b.mul(ho, wo)
-        npanel = b.sdiv(b.add(wo, _i(self.nr - 1)), _i(self.nr))
-        row_cols = b.mul(npanel, _i(self.nr))
-        rb = b.sdiv(_i(NCOLS), row_cols)
-        rb = b.select(b.icmp_signed("<", rb, _i(1)), _i(1), rb)
-        nbytes = b.mul(b.mul(b.mul(rb, row_cols), _i(self.kc)), _i(self.size))
+        # K in equal blocks of at most KC (576 = 3 x 192, not 256 + 256 + 64)
+        nkb = _max(b, b.sdiv(b.add(k, _i(self.kc - 1)), _i(self.kc)), _i(1))
+        kcb = b.sdiv(b.add(k, b.sub(nkb, _i(1))), nkb)
+        # pixels in equal blocks of at most NB, multiples of NR
+        span = b.sub(p_hi, p_lo)
+        nblk = _max(b, b.sdiv(b.add(span, _i(self.nb - 1)), _i(self.nb)), _i(1))
+        blk = b.sdiv(b.add(span, b.sub(nblk, _i(1))), nblk)
+        blk = b.mul(b.sdiv(b.add(blk, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
-        packed = b.call(alloc, [_i(64), b.add(nbytes, _i(64))])
+        packed = b.call(alloc, [_i(64), _i(self.nb * self.kc * self.size + 64)])
         big = self.ukernel(self.mr)
 
-        def per_block(ob: ir.Value) -> None:
-            oe = _min(b, b.add(ob, rb), oh_hi)
+        def per_block(pb: ir.Value) -> None:
+            pe = _min(b, b.add(pb, blk), p_hi)
+            # whole panels: lanes past pe (the image's end) are packed as zeros
+            pend = b.add(pb, b.mul(b.sdiv(b.add(b.sub(pe, pb), _i(self.nr - 1)), _i(self.nr)), _i(self.nr)))
+            # offs[r] / ows[r]: source offset and output column of pixel pb + r (one
+            # division per block, then stepped)
+            b.store(b.sdiv(pb, wo), koh)
+            b.store(b.srem(pb, wo), kow)
+
+            def pixel(r: ir.Value) -> None:
+                oh, ow = b.load(koh, typ=I64), b.load(kow, typ=I64)
+                b.store(b.add(b.mul(b.mul(oh, _i(self.sh)), wp), b.mul(ow, _i(self.sw))),
+                        b.gep(offs, [r], source_etype=I64))
+                b.store(ow, b.gep(ows, [r], source_etype=I64))
+                ow1 = b.add(ow, _i(1))
+                wrap = b.icmp_signed("==", ow1, wo)
+                b.store(b.select(wrap, _i(0), ow1), kow)
+                b.store(b.select(wrap, b.add(oh, _i(1)), oh), koh)
+            for_range(b, _i(0), b.sub(pend, pb), 1, pixel, "px")
 
             def per_pc(pc: ir.Value) -> None:
-                kc = _min(b, b.sub(k, pc), _i(self.kc))
+                kc = _min(b, b.sub(k, pc), kcb)
 
-                def pack_p(p: ir.Value) -> None:
-                    q = b.add(pc, p)
-                    ci, r = b.sdiv(q, khw), b.srem(q, khw)
-                    i, j = b.sdiv(r, kw), b.srem(r, kw)
-                    base = b.add(b.mul(b.add(b.mul(ci, hp), i), wp), j)
+                # kbase[p]: the offset of K row pc + p = (ci, i, j), stepped without divisions
+                b.store(b.sdiv(pc, khw), kci)
+                b.store(b.sdiv(b.srem(pc, khw), kw), ki)
+                b.store(b.srem(pc, kw), kj)
 
-                    def pack_oh(oh: ir.Value) -> None:
-                        src_row = b.add(base, b.mul(b.mul(oh, _i(self.sh)), wp))
-                        slot = b.mul(b.sub(oh, ob), npanel)
+                def decode(p: ir.Value) -> None:
+                    ci, i, j = (b.load(v, typ=I64) for v in (kci, ki, kj))
+                    b.store(b.add(b.mul(b.add(b.mul(ci, hp), i), wp), j), b.gep(kbase, [p], source_etype=I64))
+                    j1 = b.add(j, _i(1))
+                    wrap_j = b.icmp_signed("==", j1, kw)
+                    i1 = b.select(wrap_j, b.add(i, _i(1)), i)
+                    wrap_i = b.icmp_signed("==", i1, kh)
+                    b.store(b.select(wrap_j, _i(0), j1), kj)
+                    b.store(b.select(wrap_i, _i(0), i1), ki)
+                    b.store(b.select(wrap_i, b.add(ci, _i(1)), ci), kci)
+                for_range(b, _i(0), kc, 1, decode, "kb")
 
-                        def pack_t(t: ir.Value) -> None:
-                            col = b.mul(t, _i(self.nr))
-                            src = b.gep(x, [b.add(src_row, b.mul(col, _i(self.sw)))], source_etype=self.et)
-                            off = b.mul(b.add(b.mul(b.add(slot, t), kc), p), _i(self.nr))
-                            self.pack_row(b, src, b.gep(packed, [off], source_etype=self.et), b.sub(wo, col))
-                        for_range(b, _i(0), npanel, 1, pack_t, "pt")
-                    for_range(b, ob, oe, 1, pack_oh, "po")
-                for_range(b, _i(0), kc, 1, pack_p, "pp")
+                def pack_v(p0: ir.Value) -> None:
+                    rel = b.sub(p0, pb)
+                    t, lane0 = b.sdiv(rel, _i(self.nr)), b.srem(rel, _i(self.nr))
+                    dst = b.gep(packed, [b.add(b.mul(b.mul(t, kc), _i(self.nr)), lane0)], source_etype=self.et)
+                    self.pack_vector(b, x, kbase, kc, dst, b.gep(offs, [rel], source_etype=I64),
+                                     b.gep(ows, [rel], source_etype=I64), b.sub(pe, p0), wo, wp)
+                for_range(b, pb, pend, self.w, pack_v, "pv")
                 load_c = b.icmp_signed(">", pc, _i(0))
 
                 def per_ic(ic: ir.Value) -> None:
                     iend = _min(b, b.add(ic, _i(self.mc)), o)
                     full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
 
-                    def per_oh(oh: ir.Value) -> None:
-                        slot = b.mul(b.sub(oh, ob), npanel)
+                    def per_t(col: ir.Value) -> None:
+                        panel = b.gep(packed, [b.mul(b.sub(col, pb), kc)], source_etype=self.et)
+                        valid = b.sub(pe, col)
 
-                        def per_t(t: ir.Value) -> None:
-                            col = b.mul(t, _i(self.nr))
-                            panel = b.gep(packed, [b.mul(b.mul(b.add(slot, t), kc), _i(self.nr))],
-                                          source_etype=self.et)
-                            valid = b.sub(wo, col)
-                            cbase = b.add(b.mul(oh, wo), col)
-
-                            def call(kernel: ir.Function, row: ir.Value) -> None:
-                                ap = b.gep(w, [b.add(b.mul(row, k), pc)], source_etype=self.et)
-                                cp = b.gep(y, [b.add(b.mul(row, ldc), cbase)], source_etype=self.et)
-                                b.call(kernel, [ap, k, panel, cp, ldc, kc, valid, load_c])
-                            for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
-                            self.tail_rows(b, full_end, iend, call)
-                        for_range(b, _i(0), npanel, 1, per_t, "jt")
-                    for_range(b, ob, oe, 1, per_oh, "oh")
+                        def call(kernel: ir.Function, row: ir.Value) -> None:
+                            ap = b.gep(w, [b.add(b.mul(row, k), pc)], source_etype=self.et)
+                            cp = b.gep(y, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
+                            b.call(kernel, [ap, k, panel, cp, ldc, kc, valid, load_c])
+                        for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
+                        self.tail_rows(b, full_end, iend, call)
+                    for_range(b, pb, pe, self.nr, per_t, "jt")
                 for_range(b, _i(0), o, self.mc, per_ic, "ic")
-            for_range(b, _i(0), k, self.kc, per_pc, "pc")
-        for_range(b, oh_lo, oh_hi, rb, per_block, "ob")
+            for_range(b, _i(0), k, kcb, per_pc, "pc")
+        with b.if_then(b.icmp_signed(">", k, _i(0))):
+            for_range(b, p_lo, p_hi, blk, per_block, "pb")
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
-            self.zero_fill(b, b.gep(y, [b.mul(oh_lo, wo)], source_etype=self.et), o,
-                           b.mul(b.sub(oh_hi, oh_lo), wo), ldc, ir.Constant(I1, 0))
+            self.zero_fill(b, b.gep(y, [p_lo], source_etype=self.et), o, span, ldc, ir.Constant(I1, 0))
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
         b.ret_void()
         return fn
 
-    def conv_worker(self, rows: ir.Function) -> ir.Function:
+    def conv_worker(self, pixels: ir.Function) -> ir.Function:
         """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: ctx holds ARGS."""
         name = f"wia.conv.worker.{self.tag}"
         if name in self.mod.globals:
@@ -162,32 +281,33 @@ class ConvBuilder(GemmBuilder):
         ctx, lo, hi = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(len(ARGS))]
-        b.call(rows, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi])
+        b.call(pixels, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi])
         b.ret(ir.Constant(I32, 0))
         return fn
 
     def driver(self, name: str | None = None) -> ir.Function:
-        """``conv(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: output rows split over threads
-        when the multiply-adds pay for it."""
+        """``conv(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: output pixels split over the
+        pool in chunks of whole panels when the multiply-adds pay for it."""
         name = name or f"wia.conv.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        rows = self.rows()
+        pixels = self.pixels()
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
         fn.linkage = "internal"
         args = list(fn.args)
         c, o, kh, kw, ho, wo = args[3], args[6], args[7], args[8], args[9], args[10]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        macs = b.mul(b.mul(b.mul(o, b.mul(ho, wo)), c), b.mul(kh, kw))
-        go = b.and_(worth_threads(b, macs), b.icmp_signed(">=", ho, _i(2)))
+        npix = b.mul(ho, wo)
+        macs = b.mul(b.mul(b.mul(o, npix), c), b.mul(kh, kw))
+        go = b.and_(worth_threads(b, macs), b.icmp_signed(">=", npix, _i(2 * self.nr)))
         with b.if_else(go) as (par, ser):
             with par:
                 ctx = b.alloca(I64, size=len(ARGS))
                 for j, v in enumerate(args):
                     b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
-                b.call(parallel_for(self.mod), [self.conv_worker(rows), ctx, _i(0), ho, _i(1), _i(THREADS)])
+                chunks = _min(b, _max(b, b.sdiv(npix, _i(CHUNK_PIXELS)), _i(THREADS)), _i(4 * THREADS))
+                b.call(parallel_for(self.mod), [self.conv_worker(pixels), ctx, _i(0), npix, _i(self.nr), chunks])
             with ser:
-                b.call(rows, [*args, _i(0), ho])
+                b.call(pixels, [*args, _i(0), npix])
         b.ret_void()
         return fn
-

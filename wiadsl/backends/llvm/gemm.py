@@ -1,9 +1,10 @@
 """The ``loop.gemm`` kernel: packed B panels, cache blocking, an explicit-vector
-register-blocked micro-kernel, and a row split over native threads.
+register-blocked micro-kernel, and a column (or row) split over the thread pool.
 
 Structure (BLIS's loop order, seed 5.5-5.6):
     for jc in N by NC:                 column block: its packed B slab stays in L2
-      for pc in K by KC:               pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels (vector copies)
+      for pc in K by kc:               pack B[pc:pc+kc, jc:jc+NC] into NR-wide panels (vector copies);
+                                       kc: K cut into equal blocks of at most KC
         for ic in M by MC:
           for jr in jc..jc+NC by NR:   one packed panel: KC x NR, stays in L1
             for ir in ic..ic+MC by MR: micro-kernel: MR x NR accumulators in registers
@@ -12,9 +13,10 @@ with AVX-512, 6 x 2 x <8 x float> with AVX2: every accumulator stays in a
 register), broadcasts one A element per row and issues ``llvm.fmuladd`` on
 vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run 4-, 2- and 1-row micro-kernels.
-Above ``PARALLEL_FLOPS`` the rows (or, when n > m, the columns) are split across
-``THREADS`` threads with ``parallel.parallel_for`` (each packs its own B panels:
-no synchronization but the join). Full C tiles move with plain vector loads and
+Above ``PARALLEL_FLOPS`` the columns (the rows, when there are too few columns)
+are cut into ``CHUNKS`` chunks per thread for ``parallel.parallel_for``: a column
+chunk packs only its own B panels, so nothing is packed twice, and there is no
+synchronization but the pool's join. Full C tiles move with plain vector loads and
 stores; only ragged column tails use masked ones. The driver is compiled once
 per process (library.py), not into every kernel module.
 
@@ -48,6 +50,8 @@ KC, MC = 256, 96
 #: streams past it (item "N blocking": at n = 2048 the whole packed K-slab was 2 MiB).
 NC = 256
 PARALLEL_FLOPS = 96 ** 3
+#: chunks per thread of a parallel gemm (parallel.py hands them out dynamically)
+CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -291,12 +295,13 @@ class GemmBuilder:
         nc_max = max(self.nr, NC // self.nr * self.nr)
         packed = b.call(alloc, [_i(64), _i(nc_max * self.kc * self.size + 64)])
         big = self.ukernel(self.mr)
+        kcb = self.k_block(b, k)
 
         def per_jc(jc: ir.Value) -> None:
             jend = b.select(b.icmp_signed("<", b.add(jc, _i(nc_max)), n), b.add(jc, _i(nc_max)), n)
 
             def per_pc(pc: ir.Value) -> None:
-                kc = b.select(b.icmp_signed("<", b.sub(k, pc), _i(self.kc)), b.sub(k, pc), _i(self.kc))
+                kc = b.select(b.icmp_signed("<", b.sub(k, pc), kcb), b.sub(k, pc), kcb)
                 self.pack(b, bm, ldb, pc, kc, jc, jend, n, packed)
                 load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
@@ -316,13 +321,23 @@ class GemmBuilder:
                         self.tail_rows(b, full_end, iend, call)
                     for_range(b, jc, jend, self.nr, per_jr, "jr")
                 for_range(b, _i(0), m, self.mc, per_ic, "ic")
-            for_range(b, _i(0), k, self.kc, per_pc, "pc")
-        for_range(b, _i(0), n, nc_max, per_jc, "jc")
+            for_range(b, _i(0), k, kcb, per_pc, "pc")
+        with b.if_then(b.icmp_signed(">", k, _i(0))):
+            for_range(b, _i(0), n, nc_max, per_jc, "jc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):
             self.zero_fill(b, c, m, n, ldc, acc)
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
         b.ret_void()
         return fn
+
+    def k_block(self, b: ir.IRBuilder, k: ir.Value) -> ir.Value:
+        """The k block for depth ``k``: ``k`` cut into equal blocks of at most KC
+        (576 = 3 x 192 rather than 256 + 256 + 64: no short last block, whose
+        C tile loads and stores cost as much as a long one's). 1 when k == 0."""
+        nkb = b.sdiv(b.add(k, _i(self.kc - 1)), _i(self.kc))
+        nkb = b.select(b.icmp_signed("<", nkb, _i(1)), _i(1), nkb)
+        kcb = b.sdiv(b.add(k, b.sub(nkb, _i(1))), nkb)
+        return b.select(b.icmp_signed("<", kcb, _i(1)), _i(1), kcb)
 
     def zero_fill(self, b: ir.IRBuilder, c: ir.Value, m: ir.Value, n: ir.Value, ldc: ir.Value,
                   acc: ir.Value) -> None:
@@ -366,12 +381,13 @@ class GemmBuilder:
     # --------------------------------------------------------- threads
 
     def driver(self, name: str | None = None) -> ir.Function:
-        """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``, split over threads when large:
-        by rows (multiples of MR) when m >= n, else by columns (multiples of NR).
-        Each thread packs the B panels of its own part, so a row split packs all of
-        B once per thread; with fewer rows than columns (64 x 576 x 3136) a column
-        split packs every panel once and shares only A's reads (no measurable
-        change on this loaded 2-core machine; it removes the duplicated work)."""
+        """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``, split over the pool when large:
+        by columns (multiples of NR) when there are enough, else by rows (multiples
+        of MR). Each chunk packs the B panels of its own part, so a column split
+        packs every panel once (A is read, never packed, so sharing it costs
+        nothing), while a row split packs all of B once per chunk. ``CHUNKS``
+        chunks per thread, claimed dynamically: a thread that starts late (a
+        busy core on a shared machine) leaves its chunks to the others."""
         name = name or f"wia.gemm.{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
@@ -382,26 +398,36 @@ class GemmBuilder:
         m, n, k = args[3], args[4], args[5]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         flops = b.mul(b.mul(m, n), k)
-        by_rows = b.icmp_signed(">=", m, n)
-        big = b.icmp_signed(">=", b.select(by_rows, m, n), _i(2 * self.nr * THREADS))
-        go = b.and_(b.icmp_signed(">=", flops, _i(PARALLEL_FLOPS)), big)
+        by_cols = b.icmp_signed(">=", n, _i(2 * self.nr * THREADS))
+        by_rows = b.icmp_signed(">=", m, _i(2 * self.mr * THREADS))
+        go = b.and_(b.icmp_signed(">=", flops, _i(PARALLEL_FLOPS)), b.or_(by_cols, by_rows))
         with b.if_else(b.and_(go, ir.Constant(I1, int(THREADS > 1)))) as (par, ser):
             with par:
                 ctx = b.alloca(I64, size=10)
                 for j, v in enumerate(args):
                     raw = b.ptrtoint(v, I64) if j < 3 else b.zext(v, I64) if j == 9 else v
                     b.store(raw, b.gep(ctx, [_i(j)], source_etype=I64))
-                with b.if_else(by_rows) as (split_rows, split_cols):
-                    with split_rows:
-                        b.call(parallel_for(self.mod), [self.worker(rows, True), ctx, _i(0), m,
-                                                        _i(self.mr), _i(THREADS)])
+                with b.if_else(by_cols) as (split_cols, split_rows):
                     with split_cols:
+                        chunks = self.chunks(b, n, 2 * self.nr)
                         b.call(parallel_for(self.mod), [self.worker(rows, False), ctx, _i(0), n,
-                                                        _i(self.nr), _i(THREADS)])
+                                                        _i(self.nr), chunks])
+                    with split_rows:
+                        chunks = self.chunks(b, m, 8 * self.mr)
+                        b.call(parallel_for(self.mod), [self.worker(rows, True), ctx, _i(0), m,
+                                                        _i(self.mr), chunks])
             with ser:
                 b.call(rows, args)
         b.ret_void()
         return fn
+
+    @staticmethod
+    def chunks(b: ir.IRBuilder, extent: ir.Value, least: int) -> ir.Value:
+        """``CHUNKS * THREADS`` chunks, fewer when a chunk would be under ``least`` wide
+        (at least THREADS)."""
+        most = b.sdiv(extent, _i(least))
+        most = b.select(b.icmp_signed("<", most, _i(CHUNKS * THREADS)), most, _i(CHUNKS * THREADS))
+        return b.select(b.icmp_signed("<", most, _i(THREADS)), _i(THREADS), most)
 
     def worker(self, rows: ir.Function, by_rows: bool) -> ir.Function:
         """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: rows [lo, hi)

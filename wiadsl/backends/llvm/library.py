@@ -1,4 +1,5 @@
-"""Helper kernels compiled once per process and linked by symbol: the gemm and conv drivers.
+"""Helper kernels compiled once per process and linked by symbol: the thread pool
+(parallel.py) and the gemm and conv drivers.
 
 The packed gemm (gemm.py) and the implicit-GEMM convolution (conv.py) are the
 same LLVM code in every kernel that uses them (they depend only on dtype, the
@@ -9,8 +10,18 @@ builds that helper's own module, optimizes it at -O3, compiles it and loads it
 into the engine (``ensure_loaded``), after which every kernel object that
 references the symbol links against it.
 
+The thread pool (``POOL_SPEC``) is a helper too, one per process (its globals are
+the pool's state), but it is loaded on demand: modules never link against it.
+They call it through ``parallel.SLOT_SYMBOL``, a pointer cell owned by this module
+(registered with LLVM at import, so it always resolves), and when the cell is
+still null through ``parallel.LOAD_SYMBOL``, a ctypes callback that loads the
+pool (``ensure_pool``) and fills the cell; a null answer runs the region serially.
+So a process that never runs a parallel region never compiles the pool, and no
+object can fail to link for want of it.
+
 Invariants:
-- A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``.
+- A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
+  (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``THREADS``).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
   fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
@@ -20,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 from typing import Any
@@ -29,6 +41,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from .gemm import GemmConfig, current_config
+from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
 from .types import I1, I64, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
@@ -37,9 +50,13 @@ _LOADED: dict[str, int] = {}
 _LOCK = threading.Lock()
 
 Spec = dict[str, Any]
+#: The thread pool's spec (its code depends on the threads per region).
+POOL_SPEC: Spec = {"kind": "pool", "threads": THREADS}
 
 
 def symbol(spec: Spec) -> str:
+    if spec["kind"] == "pool":
+        return POOL_SYMBOL
     cfg = GemmConfig(**spec["config"])
     name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
     if spec["kind"] == "conv":
@@ -70,6 +87,9 @@ def library_ir(spec: Spec) -> str:
     from .target import host
     mod = ir.Module(name=symbol(spec))
     mod.triple = host().triple
+    if spec["kind"] == "pool":
+        pool_module(mod, symbol(spec), int(spec["threads"]))
+        return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
         if spec["kind"] == "gemm":
@@ -101,17 +121,55 @@ def ensure_loaded(specs: list[Spec]) -> None:
             # A helper's code depends only on its spec (and the CPU and compiler
             # version, which the cache key adds): a warm process loads it from the
             # compile cache instead of optimizing and compiling it again (~0.5 s).
-            obj = cached_object(name, json.dumps(spec, sort_keys=True),
-                                lambda spec=spec, eng=eng: eng.emit_jit_object(_optimized(spec)))
+            def build(spec: Spec = spec, eng: Any = eng) -> bytes:
+                return eng.emit_jit_object(_optimized(spec))
+            obj = cached_object(name, json.dumps(spec, sort_keys=True), build)
             address = eng.add_object(obj, name)
             llvm.add_symbol(name, address)
             _LOADED[name] = address
 
 
+#: The pool's ``parallel_for`` once loaded (null before): modules read it at SLOT_SYMBOL.
+_SLOT = ctypes.c_void_p(0)
+
+
+def ensure_pool() -> int:
+    """Load the thread pool (parallel.py) into this process; its ``parallel_for``."""
+    ensure_loaded([POOL_SPEC])
+    address = _LOADED[POOL_SYMBOL]
+    _SLOT.value = address
+    return address
+
+
+def _load_pool() -> int:
+    """The LOAD_SYMBOL callback (native code calls it with the GIL released): the
+    pool's address, or 0 (the caller then runs its region serially)."""
+    try:
+        return ensure_pool()
+    except Exception:  # noqa: BLE001 - must not unwind into native code
+        return 0
+
+
+pool_address = ensure_pool
+_LOADER = ctypes.CFUNCTYPE(ctypes.c_void_p)(_load_pool)
+llvm.add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
+llvm.add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
+
+
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
-    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output)."""
+    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
+    and the pool's when anything in it runs a parallel region (with a slot that
+    points at it from the start: no loader outside this process)."""
     for spec in specs:
         mod.link_in(_optimized(spec))
+    if any(g.name == SLOT_SYMBOL and g.is_declaration for g in mod.global_variables):
+        from .target import parse_and_verify
+        mod.link_in(_optimized(POOL_SPEC))
+        glue = ir.Module(name="wia.lib.pool.glue")
+        glue.triple = mod.triple
+        pool_glue(glue)
+        mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["declare", "ensure_loaded", "library_ir", "link_into", "symbol"]
+__all__ = ["POOL_SPEC", "declare", "ensure_loaded", "ensure_pool", "library_ir", "link_into", "pool_address",
+           "symbol"]

@@ -1,26 +1,46 @@
-"""Native fork-join over an index range: ``wia.parallel_for`` with pthreads.
+"""Native parallel loops over an index range: ``wia.parallel_for`` on a persistent
+thread pool.
 
-    i32 @wia.parallel_for(ptr %worker, ptr %ctx, i64 %lo, i64 %hi, i64 %align, i64 %threads)
+    i32 @wia.lib.pool.parallel_for(ptr %worker, ptr %ctx, i64 %lo, i64 %hi, i64 %align, i64 %chunks)
     i32 %worker(ptr %ctx, i64 %lo, i64 %hi)      ; 0 on success, else an error code
 
-``[lo, hi)`` is cut into at most ``threads`` contiguous chunks whose sizes are
-multiples of ``align`` (the last one takes the rest); chunk 0 runs on the
-calling thread, the others on fresh pthreads, joined before returning. The
-result is the first non-zero code of the chunks in order (so an error is
-reported as the serial loop would, when only one chunk fails).
+``[lo, hi)`` is cut into at most ``chunks`` contiguous chunks whose sizes are
+multiples of ``align`` (the last one takes the rest). The calling thread and the
+pool's ``THREADS - 1`` worker threads claim chunks one at a time from a shared
+counter (so a worker that the OS schedules late, or never, only means the caller
+runs more chunks). The result is the first non-zero code of the chunks in chunk
+order (an error is reported as the serial loop would, when only one chunk fails).
+
+The pool is one library helper per process, loaded on first use: each module's
+``wia.parallel_for`` calls it through the cell ``SLOT_SYMBOL`` and, while that is
+null, asks ``LOAD_SYMBOL`` (library.py) to load it. Its workers
+are created by the first parallel region of the process, detached, and then
+sleep on a condition variable between regions after spinning ``SPIN_CYCLES``
+(a kernel called in a loop finds them awake: a wake-up costs microseconds, a
+``pthread_create`` + join per call cost tens).
 
 Invariants:
-- No shared state but ``ctx`` (read-only to workers) and what the workers
-  write: callers hand disjoint output ranges to the chunks.
-- A thread that cannot be created runs its chunk on the caller instead (no
-  work is lost under resource limits).
-- Thread hand-off costs tens of microseconds (PERFORMANCE.md): callers decide
-  by a size threshold whether to call this at all (``worth_threads``).
+- One parallel region uses the pool at a time (the ``busy`` flag, taken with a
+  compare-and-swap): a concurrent call from another Python thread, or a nested
+  call from inside a chunk, runs its whole range serially on its own thread
+  (``worker(ctx, lo, hi)``), never waits for the pool: no deadlock.
+- ``ticket`` = generation << 32 | active workers << 1 | closed. A worker joins a
+  region by incrementing ``active`` with a compare-and-swap only while the ticket
+  is open and of the generation it woke for; the caller closes the ticket after
+  its own chunks and returns once ``active`` is zero, so no worker touches a
+  region's context (on the caller's stack) after the caller returns.
+- A forked child (pid differs from the one that started the workers) starts a
+  fresh pool: its mutex, condition variables and flags are re-initialized and new
+  workers created, so a fork taken in the middle of a region cannot deadlock it.
+- No shared state but ``ctx`` (read-only to workers) and what the workers write:
+  callers hand disjoint output ranges to the chunks.
+- A pool whose threads cannot be created runs everything on the caller.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -40,7 +60,23 @@ def _cpus() -> int:
 THREADS = max(1, min(_cpus(), 8))
 
 WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
-_REC = 5  # per chunk: worker, ctx, lo, hi, rc (i64 slots)
+POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
+POOL_SYMBOL = "wia.lib.pool.parallel_for"
+#: A process-wide cell holding POOL_SYMBOL's address once the pool is loaded (library.py).
+SLOT_SYMBOL = "wia.lib.pool.slot"
+#: ``ptr load()``: loads the pool and returns its ``parallel_for`` (null: run serially).
+LOAD_SYMBOL = "wia.lib.pool.load"
+#: Cycles (``llvm.readcyclecounter``) a worker spins for the next region before it
+#: sleeps, and the caller spins for the workers before it sleeps (~30-60 us).
+SPIN_CYCLES = 1 << 17
+MAX_CHUNKS = 1024
+_STATE_FIELDS = ("pid", "busy", "ticket", "next", "worker", "ctx", "lo", "hi", "per", "nchunks",
+                 "rcs", "nworkers")
+_MUTEX_BYTES = 128  # room for pthread_mutex_t / pthread_cond_t of any libc
+
+
+#: A condition evaluated (re-read) at the builder's position.
+_Cond = Callable[[ir.IRBuilder], ir.Value]
 
 
 def _i(v: int) -> ir.Constant:
@@ -63,79 +99,297 @@ class _Callee:
         return self.ptr.get_reference()
 
 
-def _trampoline(mod: ir.Module) -> ir.Function:
-    """``ptr @wia.par.tramp(ptr %rec)``: the pthread start routine of one chunk."""
-    name = "wia.par.tramp"
-    if name in mod.globals:
-        return mod.globals[name]
-    fn = ir.Function(mod, ir.FunctionType(PTR, [PTR]), name)
-    fn.linkage = "internal"
-    (rec,) = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    slot = [b.gep(rec, [_i(j)], source_etype=I64) for j in range(_REC)]
-    worker = _Callee(b.inttoptr(b.load(slot[0], typ=I64), PTR), WORKER_TYPE)
-    ctx = b.inttoptr(b.load(slot[1], typ=I64), PTR)
-    rc = b.call(worker, [ctx, b.load(slot[2], typ=I64), b.load(slot[3], typ=I64)])
-    b.store(b.sext(rc, I64), slot[4])
-    b.ret(ir.Constant(PTR, None))
-    return fn
-
-
 def parallel_for(mod: ir.Module) -> ir.Function:
-    """Declare (once per module) and return ``wia.parallel_for``."""
+    """``wia.parallel_for`` in ``mod`` (defined once per module): calls the pool through
+    SLOT_SYMBOL, loading it through LOAD_SYMBOL on first use; with no pool, runs
+    ``worker(ctx, lo, hi)`` itself."""
     name = "wia.parallel_for"
     if name in mod.globals:
         return mod.globals[name]
-    fn = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64]), name)
+    slot = mod.globals.get(SLOT_SYMBOL)
+    if slot is None:
+        slot = ir.GlobalVariable(mod, PTR, SLOT_SYMBOL)
+    load = _declare(mod, LOAD_SYMBOL, PTR, [])
+    fn = ir.Function(mod, POOL_TYPE, name)
     fn.linkage = "internal"
-    worker, ctx, lo, hi, align, threads = fn.args
+    worker, ctx, lo, hi, align, chunks = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    tramp = _trampoline(mod)
-    create = _declare(mod, "pthread_create", I32, [PTR, PTR, PTR, PTR])
-    join = _declare(mod, "pthread_join", I32, [I64, PTR])
-    recs = b.alloca(I64, size=_REC * THREADS)
-    tids = b.alloca(I64, size=THREADS)
-    started = b.alloca(I1, size=THREADS)
-    # per = ceil(ceil(n / threads) / align) * align, so chunks stay aligned
-    n = b.sub(hi, lo)
-    t = b.select(b.icmp_signed("<", threads, _i(1)), _i(1), threads)
-    t = b.select(b.icmp_signed(">", t, _i(THREADS)), _i(THREADS), t)
-    per = b.sdiv(b.add(n, b.sub(t, _i(1))), t)
-    per = b.mul(b.sdiv(b.add(per, b.sub(align, _i(1))), align), align)
-    wi, ci = b.ptrtoint(worker, I64), b.ptrtoint(ctx, I64)
-    for k in range(THREADS):
-        c_lo = b.add(lo, b.mul(per, _i(k)))
-        c_lo = b.select(b.icmp_signed("<", c_lo, hi), c_lo, hi)
+    seen = b.load_atomic(slot, "acquire", 8, typ=PTR)
+    entry = b.block
+    with b.if_then(b.icmp_unsigned("==", seen, ir.Constant(PTR, None)), likely=False):
+        loaded = b.call(load, [])
+        loader = b.block
+    pool = b.phi(PTR)
+    pool.add_incoming(seen, entry)
+    pool.add_incoming(loaded, loader)
+    with b.if_then(b.icmp_unsigned("==", pool, ir.Constant(PTR, None)), likely=False):
+        with b.if_then(b.icmp_signed(">=", lo, hi)):
+            b.ret(ir.Constant(I32, 0))
+        b.ret(b.call(_Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
+    b.ret(b.call(_Callee(pool, POOL_TYPE), [worker, ctx, lo, hi, align, chunks]))
+    return fn
+
+
+def pool_glue(mod: ir.Module) -> None:
+    """SLOT_SYMBOL and LOAD_SYMBOL defined in ``mod`` to point at POOL_SYMBOL (for
+    ahead-of-time output, where the pool is linked in)."""
+    pool = mod.globals.get(POOL_SYMBOL) or ir.Function(mod, POOL_TYPE, POOL_SYMBOL)
+    slot = ir.GlobalVariable(mod, PTR, SLOT_SYMBOL)
+    slot.initializer = pool.bitcast(PTR)
+    slot.align = 8
+    load = ir.Function(mod, ir.FunctionType(PTR, []), LOAD_SYMBOL)
+    b = ir.IRBuilder(load.append_basic_block("entry"))
+    b.ret(b.bitcast(pool, PTR))
+
+
+class _Pool:
+    """Emits the pool module: its globals, the worker thread loop and ``parallel_for``."""
+
+    def __init__(self, mod: ir.Module, threads: int, x86: bool):
+        self.mod, self.threads, self.x86 = mod, threads, x86
+        self.state: dict[str, ir.GlobalVariable] = {}
+        for field in _STATE_FIELDS:  # 64-byte aligned: the atomics do not share cache lines
+            g = ir.GlobalVariable(mod, I64, f"wia.pool.{field}")
+            g.linkage = "internal"
+            g.initializer = _i(0)
+            g.align = 64
+            self.state[field] = g
+        self.sync: dict[str, ir.GlobalVariable] = {}
+        for field in ("mutex", "work", "done"):
+            g = ir.GlobalVariable(mod, ir.ArrayType(ir.IntType(8), _MUTEX_BYTES), f"wia.pool.{field}")
+            g.linkage = "internal"
+            g.initializer = ir.Constant(g.value_type, None)
+            g.align = 64
+            self.sync[field] = g
+        decl = lambda name, ret, args: _declare(mod, name, ret, args)  # noqa: E731
+        self.lock = decl("pthread_mutex_lock", I32, [PTR])
+        self.unlock = decl("pthread_mutex_unlock", I32, [PTR])
+        self.mutex_init = decl("pthread_mutex_init", I32, [PTR, PTR])
+        self.cond_init = decl("pthread_cond_init", I32, [PTR, PTR])
+        self.cond_wait = decl("pthread_cond_wait", I32, [PTR, PTR])
+        self.broadcast = decl("pthread_cond_broadcast", I32, [PTR])
+        self.create = decl("pthread_create", I32, [PTR, PTR, PTR, PTR])
+        self.detach = decl("pthread_detach", I32, [I64])
+        self.getpid = decl("getpid", I32, [])
+        self.cycles = decl("llvm.readcyclecounter", I64, [])
+        self.pause = decl("llvm.x86.sse2.pause", ir.VoidType(), []) if x86 else None
+
+    # ------------------------------------------------------------ helpers
+
+    def ld(self, b: ir.IRBuilder, field: str) -> ir.Value:
+        return b.load_atomic(self.state[field], "seq_cst", 8, typ=I64)
+
+    def st(self, b: ir.IRBuilder, field: str, v: ir.Value) -> None:
+        b.store_atomic(v, self.state[field], "seq_cst", 8)
+
+    def null(self) -> ir.Constant:
+        return ir.Constant(PTR, None)
+
+    def spin_until(self, b: ir.IRBuilder, ready: _Cond) -> ir.Value:
+        """Spin (pausing) until ``ready(b)`` is true or SPIN_CYCLES pass; i1: ready."""
+        fn = b.function
+        head, body, done = (fn.append_basic_block(f"spin.{s}") for s in ("head", "body", "done"))
+        t0 = b.call(self.cycles, [])
+        b.branch(head)
+        b.position_at_end(head)
+        ok = ready(b)
+        late = b.icmp_unsigned(">", b.sub(b.call(self.cycles, []), t0), _i(SPIN_CYCLES))
+        b.cbranch(b.or_(ok, late), done, body)
+        b.position_at_end(body)
+        if self.pause is not None:
+            b.call(self.pause, [])
+        b.branch(head)
+        b.position_at_end(done)
+        return ok
+
+    def sleep_until(self, b: ir.IRBuilder, ready: _Cond, cond: str) -> None:
+        """``lock; while not ready: cond_wait(cond); unlock`` (the writer of what
+        ``ready`` reads broadcasts ``cond`` under the mutex)."""
+        fn = b.function
+        head, body, done = (fn.append_basic_block(f"sleep.{s}") for s in ("head", "body", "done"))
+        mutex = self.sync["mutex"]
+        b.call(self.lock, [mutex])
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(ready(b), done, body)
+        b.position_at_end(body)
+        b.call(self.cond_wait, [self.sync[cond], mutex])
+        b.branch(head)
+        b.position_at_end(done)
+        b.call(self.unlock, [mutex])
+
+    def wait(self, b: ir.IRBuilder, ready: _Cond, cond: str) -> None:
+        ok = self.spin_until(b, ready)
+        with b.if_then(b.not_(ok)):
+            self.sleep_until(b, ready, cond)
+
+    def run_chunks(self, b: ir.IRBuilder) -> None:
+        """Claim chunks from ``next`` until none is left; store each chunk's code."""
+        fn = b.function
+        head, body, done = (fn.append_basic_block(f"claim.{s}") for s in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.atomic_rmw("add", self.state["next"], _i(1), "seq_cst")
+        b.cbranch(b.icmp_signed("<", i, b.load(self.state["nchunks"], typ=I64)), body, done)
+        b.position_at_end(body)
+        lo, hi, per = (b.load(self.state[f], typ=I64) for f in ("lo", "hi", "per"))
+        c_lo = b.add(lo, b.mul(i, per))
         c_hi = b.add(c_lo, per)
         c_hi = b.select(b.icmp_signed("<", c_hi, hi), c_hi, hi)
-        rec = b.gep(recs, [_i(_REC * k)], source_etype=I64)
-        for j, v in enumerate((wi, ci, c_lo, c_hi, _i(0))):
-            b.store(v, b.gep(rec, [_i(j)], source_etype=I64))
-        flag = b.gep(started, [_i(k)], source_etype=I1)
-        b.store(ir.Constant(I1, 0), flag)
-        if k == 0:
-            continue
-        with b.if_then(b.and_(b.icmp_signed("<", c_lo, c_hi), b.icmp_signed("<", _i(k), t))):
-            err = b.call(create, [b.gep(tids, [_i(k)], source_etype=I64), ir.Constant(PTR, None), tramp, rec])
-            b.store(b.icmp_signed("==", err, ir.Constant(I32, 0)), flag)
-    b.call(tramp, [recs])
-    rc = ir.Constant(I64, 0)
-    for k in range(1, THREADS):
-        rec = b.gep(recs, [_i(_REC * k)], source_etype=I64)
-        flag = b.load(b.gep(started, [_i(k)], source_etype=I1), typ=I1)
-        with b.if_else(flag) as (joined, inline):
-            with joined:
-                b.call(join, [b.load(b.gep(tids, [_i(k)], source_etype=I64), typ=I64), ir.Constant(PTR, None)])
-            with inline:  # never started (empty chunk or no thread): run it here
-                lo_k = b.load(b.gep(rec, [_i(2)], source_etype=I64), typ=I64)
-                hi_k = b.load(b.gep(rec, [_i(3)], source_etype=I64), typ=I64)
-                with b.if_then(b.icmp_signed("<", lo_k, hi_k)):
-                    b.call(tramp, [rec])
-    for k in range(THREADS):
-        rc_k = b.load(b.gep(recs, [_i(_REC * k + 4)], source_etype=I64), typ=I64)
-        rc = b.select(b.icmp_signed("!=", rc, _i(0)), rc, rc_k)
-    b.ret(b.trunc(rc, I32))
-    return fn
+        worker = _Callee(b.load(self.state["worker"], typ=PTR), WORKER_TYPE)
+        rc = b.call(worker, [b.load(self.state["ctx"], typ=PTR), c_lo, c_hi])
+        rcs = b.load(self.state["rcs"], typ=PTR)
+        b.store(rc, b.gep(rcs, [i], source_etype=I32))
+        b.branch(head)
+        b.position_at_end(done)
+
+    # ------------------------------------------------------------ worker thread
+
+    def thread_main(self) -> ir.Function:
+        """``ptr main(ptr gen0)``: wait for a new generation, join it while it is open,
+        run chunks, leave; forever (the thread is detached)."""
+        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), "wia.pool.main")
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        my = b.alloca(I64)
+        b.store(b.ptrtoint(fn.args[0], I64), my)
+        top, join, cas, run = (fn.append_basic_block(s) for s in ("top", "join", "cas", "run"))
+        b.branch(top)
+        b.position_at_end(top)
+
+        def new_gen(bb: ir.IRBuilder) -> ir.Value:
+            return bb.icmp_signed("!=", bb.lshr(self.ld(bb, "ticket"), _i(32)), bb.load(my, typ=I64))
+        self.wait(b, new_gen, "work")
+        b.branch(join)
+        b.position_at_end(join)
+        t = self.ld(b, "ticket")
+        b.store(b.lshr(t, _i(32)), my)
+        closed = b.trunc(b.and_(t, _i(1)), I1)
+        b.cbranch(closed, top, cas)  # closed: wait for the next region
+        b.position_at_end(cas)
+        pair = b.cmpxchg(self.state["ticket"], t, b.add(t, _i(2)), "seq_cst", "seq_cst")
+        b.cbranch(b.extract_value(pair, 1), run, join)  # lost a race: look again
+        b.position_at_end(run)
+        self.run_chunks(b)
+        old = b.atomic_rmw("sub", self.state["ticket"], _i(2), "seq_cst")
+        new = b.sub(old, _i(2))
+        last = b.icmp_signed("==", b.and_(new, _i(0xFFFFFFFF)), _i(1))  # closed, nobody active
+        with b.if_then(last):
+            b.call(self.lock, [self.sync["mutex"]])
+            b.call(self.broadcast, [self.sync["done"]])
+            b.call(self.unlock, [self.sync["mutex"]])
+        b.branch(top)
+        return fn
+
+    # ------------------------------------------------------------ parallel_for
+
+    def start(self, b: ir.IRBuilder, main: ir.Function, pid: ir.Value) -> None:
+        """(Re)initialize the pool in this process: sync objects, flags, workers."""
+        for name in ("mutex", "work", "done"):
+            b.call(self.mutex_init if name == "mutex" else self.cond_init, [self.sync[name], self.null()])
+        for field in ("busy", "ticket", "next"):
+            self.st(b, field, _i(0))
+        tid = b.alloca(I64)
+        count = b.alloca(I64)
+        b.store(_i(0), count)
+        for _ in range(self.threads - 1):
+            err = b.call(self.create, [tid, self.null(), main, self.null()])
+            with b.if_then(b.icmp_signed("==", err, ir.Constant(I32, 0))):
+                b.call(self.detach, [b.load(tid, typ=I64)])
+                b.store(b.add(b.load(count, typ=I64), _i(1)), count)
+        self.st(b, "nworkers", b.load(count, typ=I64))
+        self.st(b, "pid", pid)
+
+    def parallel_for(self, name: str) -> ir.Function:
+        fn = ir.Function(self.mod, POOL_TYPE, name)
+        worker, ctx, lo, hi, align, chunks = fn.args
+        main = self.thread_main()
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        serial_bb = fn.append_basic_block("serial")
+        n = b.sub(hi, lo)
+        align = b.select(b.icmp_signed("<", align, _i(1)), _i(1), align)
+        chunks = b.select(b.icmp_signed("<", chunks, _i(1)), _i(1), chunks)
+        chunks = b.select(b.icmp_signed(">", chunks, _i(MAX_CHUNKS)), _i(MAX_CHUNKS), chunks)
+        # per = ceil(ceil(n / chunks) / align) * align; nchunks = ceil(n / per)
+        per = b.sdiv(b.add(n, b.sub(chunks, _i(1))), chunks)
+        per = b.mul(b.sdiv(b.add(per, b.sub(align, _i(1))), align), align)
+        per = b.select(b.icmp_signed("<", per, _i(1)), _i(1), per)
+        nchunks = b.sdiv(b.add(n, b.sub(per, _i(1))), per)
+        try_pool = fn.append_basic_block("try")
+        b.cbranch(b.or_(b.icmp_signed("<=", nchunks, _i(1)), ir.Constant(I1, int(self.threads <= 1))),
+                  serial_bb, try_pool)
+        with b.goto_block(serial_bb):
+            with b.if_then(b.icmp_signed("<=", n, _i(0))):
+                b.ret(ir.Constant(I32, 0))
+            b.ret(b.call(_Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
+        b.position_at_end(try_pool)
+        pid = b.sext(b.call(self.getpid, []), I64)
+        seen = self.ld(b, "pid")
+        fresh = fn.append_basic_block("fresh")
+        claim = fn.append_basic_block("claim")
+        b.cbranch(b.icmp_signed("==", seen, pid), claim, fresh)
+        b.position_at_end(fresh)  # first region of this process (or of a forked child)
+        init = fn.append_basic_block("init")
+        mine = b.and_(b.icmp_signed("!=", seen, b.neg(pid)),
+                      b.extract_value(b.cmpxchg(self.state["pid"], seen, b.neg(pid), "seq_cst", "seq_cst"), 1))
+        b.cbranch(mine, init, serial_bb)  # another thread of this process is starting it
+        b.position_at_end(init)
+        self.start(b, main, pid)
+        b.branch(claim)
+        b.position_at_end(claim)
+        got = b.extract_value(b.cmpxchg(self.state["busy"], _i(0), _i(1), "seq_cst", "seq_cst"), 1)
+        region, idle_pool = fn.append_basic_block("region"), fn.append_basic_block("no.workers")
+        b.cbranch(got, idle_pool, serial_bb)  # busy: another region (or this one, nested)
+        b.position_at_end(idle_pool)
+        with b.if_then(b.icmp_signed("==", self.ld(b, "nworkers"), _i(0))):
+            self.st(b, "busy", _i(0))  # no thread could be created: stay serial
+            b.branch(serial_bb)
+        b.branch(region)
+        b.position_at_end(region)
+        rcs = b.alloca(I32, size=nchunks)
+        for field, v in (("worker", b.ptrtoint(worker, I64)), ("ctx", b.ptrtoint(ctx, I64)), ("lo", lo),
+                         ("hi", hi), ("per", per), ("nchunks", nchunks), ("rcs", b.ptrtoint(rcs, I64))):
+            b.store(v, self.state[field])
+        self.st(b, "next", _i(0))
+        gen = b.add(b.lshr(self.ld(b, "ticket"), _i(32)), _i(1))
+        b.call(self.lock, [self.sync["mutex"]])
+        self.st(b, "ticket", b.shl(b.and_(gen, _i(0xFFFFFFFF)), _i(32)))
+        b.call(self.broadcast, [self.sync["work"]])
+        b.call(self.unlock, [self.sync["mutex"]])
+        self.run_chunks(b)
+        old = b.atomic_rmw("or", self.state["ticket"], _i(1), "seq_cst")  # close it
+
+        def idle(bb: ir.IRBuilder) -> ir.Value:
+            return bb.icmp_signed("==", bb.and_(self.ld(bb, "ticket"), _i(0xFFFFFFFE)), _i(0))
+        with b.if_then(b.icmp_signed("!=", b.and_(old, _i(0xFFFFFFFE)), _i(0))):
+            self.wait(b, idle, "done")
+        self.st(b, "busy", _i(0))
+        # the first non-zero code in chunk order
+        acc = b.alloca(I32)
+        b.store(ir.Constant(I32, 0), acc)
+        head, body, done = (fn.append_basic_block(f"rc.{s}") for s in ("head", "body", "done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(_i(0), pre)
+        cur = b.load(acc, typ=I32)
+        b.cbranch(b.and_(b.icmp_signed("<", i, nchunks), b.icmp_signed("==", cur, ir.Constant(I32, 0))),
+                  body, done)
+        b.position_at_end(body)
+        b.store(b.load(b.gep(rcs, [i], source_etype=I32), typ=I32), acc)
+        i.add_incoming(b.add(i, _i(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        b.ret(b.load(acc, typ=I32))
+        return fn
+
+
+def pool_module(mod: ir.Module, name: str = POOL_SYMBOL, threads: int = THREADS) -> ir.Function:
+    """Define the pool (``threads`` threads per region, the caller included) in ``mod``;
+    returns its ``parallel_for`` (external, named ``name``)."""
+    x86 = mod.triple.startswith(("x86_64", "i686", "i386"))
+    return _Pool(mod, threads, x86).parallel_for(name)
 
 
 def worth_threads(b: ir.IRBuilder, work: ir.Value) -> ir.Value:
@@ -215,8 +469,10 @@ def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) ->
 def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value, callee: ir.Function,
                        op: Operation, flat: list[ir.Value]) -> ir.Value:
     """The i32 code of ``func.call {parallel = cost}`` (parallelize.py): ``flat`` is
-    (lo, hi, captured...) flattened. Runs on ``THREADS`` when ``(hi - lo) * cost``
-    reaches ``MIN_PARALLEL_WORK``, else calls the outlined loop directly."""
+    (lo, hi, captured...) flattened. Runs on the pool when ``(hi - lo) * cost``
+    reaches ``MIN_PARALLEL_WORK``, else calls the outlined loop directly. The range
+    is cut into ``THREADS`` to ``4 * THREADS`` chunks of at least half that work each,
+    so a thread that starts late (a busy core) leaves its chunks to the others."""
     lo, hi, rest = flat[0], flat[1], flat[2:]
     with b.goto_block(alloca_block):
         ctx = b.alloca(I64, size=max(1, len(rest)))
@@ -228,7 +484,10 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
     with b.if_else(go) as (threaded, serial):
         with threaded:
             worker = call_worker(b.module, callee, [v.type for v in rest])
-            rc_par = b.call(parallel_for(b.module), [worker, ctx, lo, hi, _i(8), _i(THREADS)])
+            chunks = b.sdiv(work, _i(max(1, MIN_PARALLEL_WORK // 2)))
+            chunks = b.select(b.icmp_signed("<", chunks, _i(THREADS)), _i(THREADS), chunks)
+            chunks = b.select(b.icmp_signed(">", chunks, _i(4 * THREADS)), _i(4 * THREADS), chunks)
+            rc_par = b.call(parallel_for(b.module), [worker, ctx, lo, hi, _i(8), chunks])
             par_block = b.block
         with serial:
             rc_ser = b.call(callee, [arena, *flat, slots])
@@ -239,4 +498,5 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
     return rc
 
 
-__all__ = ["THREADS", "WORKER_TYPE", "emit_parallel_call", "parallel_for", "worth_threads"]
+__all__ = ["LOAD_SYMBOL", "POOL_SYMBOL", "SLOT_SYMBOL", "THREADS", "WORKER_TYPE", "emit_parallel_call",
+           "parallel_for", "pool_glue", "pool_module", "worth_threads"]

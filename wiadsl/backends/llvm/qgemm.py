@@ -17,15 +17,16 @@ Invariants:
   modulo 2**32, as NumPy's int32 matmul does.
 - An odd k is padded with a zero column in A (and a zero row in B): exact.
 - Column tails use masked loads/stores; leftover rows run the 1-row kernel.
-- Above ``PARALLEL_MACS`` rows are split over ``THREADS`` pthreads, each
-  packing its own A rows and B panels (no synchronization but the join).
+- Above ``PARALLEL_MACS`` rows are split over the thread pool (parallel.py),
+  one chunk per thread, each packing its own A rows and B panels.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import THREADS, for_range
+from .gemm import for_range
+from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)
@@ -258,41 +259,29 @@ class QGemmBuilder:
         b.call(rows, [a, bm, c, m, n, k, lda, ldb, ldc])
         b.ret_void()
         b.position_at_end(par_bb)
-        worker = self.worker(rows)
-        create = _declare(self.mod, "pthread_create", I32, [PTR, PTR, PTR, PTR])
-        join = _declare(self.mod, "pthread_join", I32, [I64, PTR])
-        # rows per thread: ceil(m / THREADS) rounded up to MR, so THREADS * per >= m
-        share = b.sdiv(b.add(m, _i(THREADS - 1)), _i(THREADS))
-        per = b.mul(b.sdiv(b.add(share, _i(MR - 1)), _i(MR)), _i(MR))
-        tids = b.alloca(I64, size=THREADS)
-        slots = b.alloca(I64, size=9 * THREADS)
-        for t in range(1, THREADS):
-            lo = _min(b, b.mul(per, _i(t)), m)
-            hi = _min(b, b.add(lo, per), m)
-            slot = b.gep(slots, [_i(9 * t)], source_etype=I64)
-            vals = [b.ptrtoint(b.gep(a, [b.mul(lo, lda)], source_etype=I8), I64), b.ptrtoint(bm, I64),
-                    b.ptrtoint(b.gep(c, [b.mul(lo, ldc)], source_etype=I32), I64),
-                    b.sub(hi, lo), n, k, lda, ldb, ldc]
-            for j, v in enumerate(vals):
-                b.store(v, b.gep(slot, [_i(j)], source_etype=I64))
-            b.call(create, [b.gep(tids, [_i(t)], source_etype=I64), ir.Constant(PTR, None), worker, slot])
-        b.call(rows, [a, bm, c, _min(b, per, m), n, k, lda, ldb, ldc])
-        for t in range(1, THREADS):
-            b.call(join, [b.load(b.gep(tids, [_i(t)], source_etype=I64), typ=I64), ir.Constant(PTR, None)])
+        ctx = b.alloca(I64, size=9)
+        for j, v in enumerate(fn.args):
+            b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
+        # one chunk per thread: every chunk packs all of B
+        b.call(parallel_for(self.mod), [self.worker(rows), ctx, _i(0), m, _i(MR), _i(THREADS)])
         b.ret_void()
         return fn
 
     def worker(self, rows: ir.Function) -> ir.Function:
+        """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: rows [lo, hi)."""
         name = "wia.qgemm.worker"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), name)
+        fn = ir.Function(self.mod, WORKER_TYPE, name)
         fn.linkage = "internal"
-        (arg,) = fn.args
+        ctx, lo, hi = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(arg, [_i(j)], source_etype=I64), typ=I64) for j in range(9)]
-        b.call(rows, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:]])
-        b.ret(ir.Constant(PTR, None))
+        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(9)]
+        a, bm, c = (b.inttoptr(v, PTR) for v in vals[:3])
+        lda, ldc = vals[6], vals[8]
+        b.call(rows, [b.gep(a, [b.mul(lo, lda)], source_etype=I8), bm,
+                      b.gep(c, [b.mul(lo, ldc)], source_etype=I32), b.sub(hi, lo), *vals[4:]])
+        b.ret(ir.Constant(I32, 0))
         return fn
 
 

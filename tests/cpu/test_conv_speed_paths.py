@@ -1,0 +1,101 @@
+"""conv2d's implicit GEMM on flat pixel panels (backends/llvm/conv.py): panels that
+cross output rows (one masked load per row part), rows narrower than a vector
+(per-lane loads), strides (per-lane loads), f64 (4-lane vectors), ragged last panels, pixel chunks split
+over the pool, equal K blocks, and channel counts that leave 4/2/1-row tails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+
+SRC = """
+kernel c11(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {
+    y = conv2d(x, w, stride=1, padding=1);
+}
+kernel c10(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {
+    y = conv2d(x, w, stride=1, padding=0);
+}
+kernel c21(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {
+    y = conv2d(x, w, stride=2, padding=1);
+}
+kernel d12(input x: f64[N, C, H, W], input w: f64[O, C, KH, KW], output y: f64[N, O, P, Q]) {
+    y = conv2d(x, w, stride=1, padding=2);
+}
+kernel d3(input x: f64[N, C, H, W], input w: f64[O, C, KH, KW], output y: f64[N, O, P, Q]) {
+    y = conv2d(x, w, stride=3, padding=0);
+}
+"""
+
+rng = np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return wiadsl.jit(SRC, target="cpu")
+
+
+def ref(x: np.ndarray, w: np.ndarray, s: tuple[int, int], p: int) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], axis=(2, 3))[:, :, ::s[0], ::s[1]]
+    return np.einsum("nchwij,ocij->nohw", win, w)
+
+
+def check(got: np.ndarray, want: np.ndarray) -> None:
+    tol = 1e-10 if got.dtype == np.float64 else 2e-4
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("hw", [1, 7, 33, 129])
+@pytest.mark.parametrize("co", [(3, 5), (16, 33)])
+def test_odd_sizes_pad1(mod, hw, co):
+    c, o = co
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    check(mod.c11(x, w), ref(x, w, (1, 1), 1))
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 7, 33), (1, 4, 33, 7), (3, 5, 9, 129), (1, 1, 129, 1)])
+def test_odd_sizes_stride2(mod, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((7, shape[1], 3, 3)).astype(np.float32)
+    check(mod.c21(x, w), ref(x, w, (2, 2), 1))
+
+
+@pytest.mark.parametrize("shape,k", [((1, 64, 56, 56), 3), ((2, 3, 20, 17), 1), ((1, 9, 12, 40), 5),
+                                     ((1, 300, 10, 10), 1)])
+def test_no_padding_and_kernel_sizes(mod, shape, k):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((33, shape[1], k, k)).astype(np.float32)
+    check(mod.c10(x, w), ref(x, w, (1, 1), 0))
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 1, 1), (2, 6, 13, 9), (1, 17, 31, 70)])
+def test_f64_rectangular_kernel(mod, shape):
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((5, shape[1], 3, 5))
+    check(mod.d12(x, w), ref(x, w, (1, 1), 2))
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 7, 7), (2, 5, 33, 34), (1, 8, 129, 40)])
+def test_f64_stride3(mod, shape):
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((9, shape[1], 4, 2))
+    check(mod.d3(x, w), ref(x, w, (3, 3), 0))
+
+
+def test_panels_crossing_rows_every_offset(mod):
+    # wo = 56 + 1: the 8-lane vectors start at every offset of an output row, and the
+    # pixel count (57 * 57) is not a multiple of 16 (a ragged last panel), threaded
+    x = rng.standard_normal((1, 32, 57, 57)).astype(np.float32)
+    w = rng.standard_normal((70, 32, 3, 3)).astype(np.float32)
+    check(mod.c11(x, w), ref(x, w, (1, 1), 1))
+
+
+def test_repeated_calls_are_stable(mod):
+    x = rng.standard_normal((1, 24, 40, 40)).astype(np.float32)
+    w = rng.standard_normal((24, 24, 3, 3)).astype(np.float32)
+    want = ref(x, w, (1, 1), 1)
+    for _ in range(20):
+        check(mod.c11(x, w), want)

@@ -1,0 +1,249 @@
+"""The native thread pool behind ``wia.parallel_for`` (backends/llvm/parallel.py):
+chunking and first-error order (driven directly through ctypes), nested regions,
+reuse of the same threads across many calls, concurrent regions from several
+Python threads, errors raised inside workers, and a forked child."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm.library import pool_address
+from wiadsl.backends.llvm.parallel import THREADS
+from wiadsl.diagnostics import WiaRuntimeError
+
+WORKER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+POOL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                        ctypes.c_int64, ctypes.c_int64)
+
+SRC = """
+kernel fused(input a: f32[N], input b: f32[N], input c: f32[N], output y: f32[N]) { y = relu(a * b + c); }
+kernel ipow(input a: i32[N], input b: i32[N], output y: i32[N]) { y = a ** b; }
+kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) { C = A @ B; }
+kernel conv(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {
+    y = conv2d(x, w, stride=1, padding=1);
+}
+"""
+
+rng = np.random.default_rng(3)
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return wiadsl.jit(SRC, target="cpu")
+
+
+def pool() -> Any:
+    """The pool's ``parallel_for`` as a ctypes function."""
+    return POOL(pool_address())
+
+
+def run(lo: int, hi: int, align: int, chunks: int, fail: dict[int, int] | None = None,
+        inner: bool = False) -> tuple[int, list[tuple[int, int, int]]]:
+    """parallel_for over [lo, hi); returns its code and the (lo, hi, thread) of each chunk."""
+    seen: list[tuple[int, int, int]] = []
+    lock = threading.Lock()
+    pf = pool()
+
+    def body(_ctx: int, a: int, b: int) -> int:
+        with lock:
+            seen.append((a, b, threading.get_ident()))
+        if inner:  # a nested region runs serially inside this chunk
+            rc = pf(ctypes.cast(nested, ctypes.c_void_p), None, 0, 100, 1, 4)
+            if rc != 0:
+                return rc
+        for start, code in (fail or {}).items():
+            if a <= start < b:
+                return code
+        return 0
+
+    def nested_body(_ctx: int, a: int, b: int) -> int:
+        return 0 if (a, b) == (0, 100) else 99  # the whole range in one call
+    nested = WORKER(nested_body)
+    cb = WORKER(body)
+    rc = pf(ctypes.cast(cb, ctypes.c_void_p), None, lo, hi, align, chunks)
+    return rc, sorted(seen)
+
+
+@pytest.mark.parametrize("lo,hi,align,chunks", [(0, 1000, 1, 4), (5, 1005, 16, 3), (0, 7, 8, 8),
+                                                (-3, 40, 6, 100), (0, 1, 1, 2), (10, 10, 1, 2),
+                                                (0, 100000, 8, 5000)])
+def test_chunks_cover_the_range_once(lo, hi, align, chunks):
+    rc, seen = run(lo, hi, align, chunks)
+    assert rc == 0
+    if hi <= lo:
+        assert seen == []
+        return
+    assert seen[0][0] == lo and seen[-1][1] == hi
+    for (a0, b0, _), (a1, _, _) in zip(seen, seen[1:], strict=False):
+        assert b0 == a1 and a0 < b0
+    per = seen[0][1] - seen[0][0]
+    assert all(b - a == per for a, b, _ in seen[:-1]) and per % align == 0 or len(seen) == 1
+    assert len(seen) <= max(1, chunks)
+
+
+def test_first_error_in_chunk_order():
+    for _ in range(20):
+        rc, _ = run(0, 64, 1, 8, fail={60: 7, 9: 5, 30: 6})
+        assert rc == 5
+    rc, _ = run(0, 64, 1, 8, fail={63: 4})
+    assert rc == 4
+    assert run(0, 64, 1, 8)[0] == 0  # the pool is usable after errors
+
+
+def test_nested_region_runs_serially():
+    rc, seen = run(0, 400, 1, 4, inner=True)
+    assert rc == 0 and len(seen) == 4
+
+
+@pytest.mark.skipif(THREADS < 2, reason="one CPU: no worker threads")
+def test_worker_threads_take_chunks():
+    threads: set[int] = set()
+    for _ in range(200):  # a worker that starts late may leave every chunk to the caller
+        pf = pool()
+
+        def slow(_ctx: int, a: int, b: int) -> int:
+            threads.add(threading.get_ident())
+            time.sleep(0.002)
+            return 0
+        cb = WORKER(slow)
+        assert pf(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
+        if len(threads) > 1:
+            break
+    assert len(threads) > 1
+
+
+def _native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+def test_threads_are_reused_across_calls(mod):
+    a, b, c = (rng.standard_normal((1 << 20) + 3).astype(np.float32) for _ in range(3))
+    x = rng.standard_normal((300, 200)).astype(np.float32)
+    y = rng.standard_normal((200, 333)).astype(np.float32)
+    want = np.maximum(a * b + c, 0)
+    mod.fused(a, b, c)
+    mod.mm(x, y)
+    before = _native_threads()
+    for _ in range(300):
+        np.testing.assert_allclose(mod.fused(a, b, c), want, rtol=1e-6, atol=1e-6)
+    for _ in range(50):
+        np.testing.assert_allclose(mod.mm(x, y), x @ y, rtol=1e-4, atol=1e-3)
+    assert _native_threads() == before  # no thread created per call
+
+
+def test_concurrent_calls_from_python_threads(mod):
+    xs = [rng.standard_normal((1, 16, 30, 30)).astype(np.float32) for _ in range(4)]
+    w = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
+    a = rng.standard_normal((257, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 129)).astype(np.float32)
+    mod.conv(xs[0], w)
+    mod.mm(a, b)
+    xp = [np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))) for x in xs]
+    wins = [np.lib.stride_tricks.sliding_window_view(p, (3, 3), axis=(2, 3)) for p in xp]
+    wants = [np.einsum("nchwij,ocij->nohw", v, w) for v in wins]
+    errors: list[BaseException] = []
+
+    def hammer(i: int) -> None:
+        try:
+            for _ in range(25):
+                np.testing.assert_allclose(mod.conv(xs[i], w), wants[i], rtol=1e-4, atol=1e-3)
+                np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-4, atol=1e-3)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a parallel region deadlocked"
+    assert not errors, errors[0]
+
+
+def test_worker_errors_propagate_every_time(mod):
+    n = 1 << 20
+    a = np.full(n, 2, np.int32)
+    for at in (0, n // 3, n - 1):
+        b = np.ones(n, np.int32)
+        b[at] = -1
+        for _ in range(10):
+            with pytest.raises(WiaRuntimeError, match="negative integer powers"):
+                mod.ipow(a, b)
+        np.testing.assert_array_equal(mod.ipow(a, np.ones(n, np.int32)), a)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # forking a threaded process
+def test_forked_child_gets_a_working_pool(mod):
+    x = rng.standard_normal((200, 300)).astype(np.float32)
+    y = rng.standard_normal((300, 250)).astype(np.float32)
+    want = x @ y
+    mod.mm(x, y)  # the parent's pool exists
+    stop = threading.Event()
+
+    def busy() -> None:  # keep a region running in the parent while it forks
+        while not stop.is_set():
+            mod.mm(x, y)
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        codes = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:  # the child: exit code 0 only when the threaded matmul is right
+                ok = all(np.allclose(mod.mm(x, y), want, rtol=1e-4, atol=1e-3) for _ in range(5))
+                os._exit(0 if ok else 1)
+            deadline = time.monotonic() + 60
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes.append(os.waitstatus_to_exitcode(status))
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    pytest.fail("the forked child deadlocked")
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join()
+    assert codes == [0, 0, 0]
+
+
+def test_ahead_of_time_output_defines_the_pool(mod):
+    from wiadsl.backends.llvm import emit_llvm
+    from wiadsl.backends.llvm.parallel import POOL_SYMBOL
+    text = emit_llvm(mod.kernels["fused"].ir_for({}), "fused", [((1 << 20),)] * 3)
+    if THREADS > 1:
+        assert any(line.startswith("define") and POOL_SYMBOL in line for line in text.splitlines())
+    assert not any(line.startswith("declare") and POOL_SYMBOL in line for line in text.splitlines())
+
+
+def test_pool_is_loaded_by_the_first_parallel_region():
+    import subprocess
+    code = """
+import numpy as np, wiadsl
+from wiadsl.backends.llvm import library
+from wiadsl.backends.llvm.parallel import POOL_SYMBOL, THREADS
+k = wiadsl.jit("kernel f(input a: f32[N], output b: f32[N]) { b = a * 2.0; }", kernel="f", target="cpu")
+small = np.ones(10, np.float32)
+assert (k(small) == 2).all() and POOL_SYMBOL not in library._LOADED
+big = np.ones(1 << 21, np.float32)
+assert (k(big) == 2).all()
+assert (POOL_SYMBOL in library._LOADED) == (THREADS > 1)
+print("ok")
+"""
+    env = dict(os.environ, WIADSL_CACHE="0")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
