@@ -36,12 +36,12 @@ def test_judge_verdicts() -> None:
     same = Outcome(values=[np.array([1.0, 2.0], np.float32)])
     off = Outcome(values=[np.array([1.0, 2.5], np.float32)])
     raised = Outcome(error="WiaRuntimeError: index out of range")
-    assert judge("t", ref, same, ["f32"]).kind == "ok"
-    assert judge("t", ref, off, ["f32"]).kind == "mismatch"
-    assert judge("t", ref, raised, ["f32"]).kind == "mismatch"
-    assert judge("t", raised, ref, ["f32"]).kind == "mismatch"
-    assert judge("t", raised, raised, ["f32"]).kind == "ok"
-    assert judge("t", ref, Outcome(error="boom", crashed=True), ["f32"]).kind == "crash"
+    assert judge("t", ref, same, "f32").kind == "ok"
+    assert judge("t", ref, off, "f32").kind == "mismatch"
+    assert judge("t", ref, raised, "f32").kind == "mismatch"
+    assert judge("t", raised, ref, "f32").kind == "mismatch"
+    assert judge("t", raised, raised, "f32").kind == "ok"
+    assert judge("t", ref, Outcome(error="boom", crashed=True), "f32").kind == "crash"
 
 
 def test_a_dying_child_is_detected() -> None:
