@@ -60,6 +60,33 @@ def sat(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
 
 
+_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's split of a 53-bit significand into halves
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once, as ``fma.rn.f64`` (NumPy has no fma; ``math.fma`` is
+    Python 3.13+). The product is exact as ``p + e`` (Dekker), the sum compensated
+    (Knuth's two-sum). A plain ``a * b + c`` rounds twice: ``384 * (1/3) - 128`` gives 0
+    instead of -7.1e-15, and a floor remainder built on it comes out wrong."""
+    with np.errstate(all="ignore"):
+        p = a * b
+        (ah, al), (bh, bl) = _split(a), _split(b)
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s = p + c
+        v = s - p
+        t = (p - (s - v)) + (c - v)
+        exact = s + (t + e)
+        plain = p + c
+    # infinities, NaNs and products near the overflow threshold: the plain formula
+    return np.where(np.isfinite(exact), exact, plain)
+
+
 def to_compute(x, t: PtxType) -> np.ndarray:
     """bf16 bits to float32; other types unchanged."""
     return bf16_to_f32(x) if t.kind == "bf" else np.asarray(x)

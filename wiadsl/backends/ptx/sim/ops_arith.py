@@ -44,6 +44,8 @@ _FLOAT_FLAGS = set(ROUND) | {"ftz", "sat", "approx", "full", "NaN", "relu", "oob
 def _float_compute(name: str, t: PtxType, flags: set[str]):
     """``f(*values of t) -> values of t`` implementing ``name`` with ``flags``."""
     fn = _FLOAT_FN[name]
+    if name in _FUSED and t.bits == 64:  # f32 operands multiply exactly in float64; f64 do not
+        fn = fmath.fma_f64
     if "NaN" in flags and name in ("min", "max"):
         fn = np.minimum if name == "min" else np.maximum
     mode = next((m for m in ROUND if m in flags), "rn")
