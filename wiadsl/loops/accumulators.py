@@ -41,16 +41,16 @@ from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import ScalarType
 from ..passes.base import Pass, PassContext
 from ..rewrite.utils import clone_op
-from .counted import CountedLoop, find_counted_loops
+from .counted import CountedLoop
 from .loop_edit import (
     Emit,
     body_ops,
     entry_emit,
-    erase_loop,
     escapes,
-    give_exits_iteration_values,
+    finish_main_loop,
     main_bound,
     single_block,
+    transform_innermost,
 )
 
 REDUCTIONS = ("arith.add", "arith.mul", "arith.max", "arith.min")
@@ -136,32 +136,15 @@ def split_loop(func: FuncOp, loop: CountedLoop, count: int) -> list[Block]:
         return values
 
     outs = e.loop(lo, stop, step * count, main_inits, body, loop.parallel)
-    main_header = e.last_header
-    assert main_header is not None
     finals = [outs[s[0]] if k not in reductions else
               _combine(e, reductions[k], reductions[k].operands.index(loop.iters[k]), [outs[i] for i in s])
               for k, s in enumerate(slots)]
-    if trip is not None and trip % count == 0:
-        e.br(loop.exit, finals)
-        erase_loop(loop)
-        return [main_header]
-    e.br(loop.header, [stop, *finals])
-    return [main_header, loop.header]
+    return finish_main_loop(e, loop, stop, finals, trip, count)
 
 
 def split_func(func: FuncOp, count: int) -> int:
     """Split the accumulators of every qualifying loop of ``func``; how many loops."""
-    give_exits_iteration_values(func)
-    seen: dict[int, Block] = {}  # headers handled (kept alive so ids stay unique)
-    changed = 0
-    while True:
-        todo = [lp for lp in find_counted_loops(func) if id(lp.header) not in seen and single_block(lp)]
-        if not todo:
-            return changed
-        seen[id(todo[0].header)] = todo[0].header
-        made = split_loop(func, todo[0], count)
-        changed += bool(made)
-        seen.update((id(b), b) for b in made)
+    return transform_innermost(func, lambda loop: split_loop(func, loop, count))
 
 
 @dataclass(frozen=True)

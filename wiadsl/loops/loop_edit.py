@@ -26,7 +26,7 @@ from ..ir.ops import create_op
 from ..ir.types import IRType
 from ..rewrite.utils import clone_op, erase_blocks
 from .builder import I1, const_value
-from .counted import CountedLoop
+from .counted import CountedLoop, find_counted_loops
 from .parallelize import natural_loop, predecessors
 
 _FOLD: dict[str, Callable[[int, int], int]] = {
@@ -135,6 +135,38 @@ def main_bound(e: Emit, lo: Value, hi: Value, step: int, factor: int) -> Value:
     trips = e.arith("max", span, e.const(0, lo.type))
     whole = e.arith("mul", e.arith("div", trips, e.const(factor, lo.type)), e.const(factor * step, lo.type))
     return e.arith("add", lo, whole)
+
+
+def finish_main_loop(e: Emit, loop: CountedLoop, stop: Value, outs: Sequence[Value],
+                     trip: int | None, factor: int) -> list[Block]:
+    """End the code after a main loop that ran ``factor`` iterations at a time up to
+    ``stop``: the original ``loop`` runs the rest from ``stop`` with ``outs``, unless a
+    static trip count divides evenly (then ``loop`` is erased). The headers made."""
+    main_header = e.last_header
+    assert main_header is not None
+    if trip is not None and trip % factor == 0:
+        e.br(loop.exit, list(outs))
+        erase_loop(loop)
+        return [main_header]
+    e.br(loop.header, [stop, *outs])
+    return [main_header, loop.header]
+
+
+def transform_innermost(func: FuncOp, transform: Callable[[CountedLoop], list[Block]]) -> int:
+    """Apply ``transform`` once to every innermost single-block counted loop of ``func``,
+    including loops it creates (it returns the headers it made, or [] when it left the
+    loop alone: those are not visited again); how many loops it changed."""
+    give_exits_iteration_values(func)
+    seen: dict[int, Block] = {}  # headers handled (kept alive so ids stay unique)
+    changed = 0
+    while True:
+        todo = [lp for lp in find_counted_loops(func) if id(lp.header) not in seen and single_block(lp)]
+        if not todo:
+            return changed
+        seen[id(todo[0].header)] = todo[0].header
+        made = transform(todo[0])
+        changed += bool(made)
+        seen.update((id(b), b) for b in made)
 
 
 def body_ops(loop: CountedLoop) -> list[Operation]:

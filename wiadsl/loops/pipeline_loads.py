@@ -36,19 +36,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..ir.core import Block, BlockArgument, Operation, OpResult, Trait, Value
+from ..ir.core import BlockArgument, Operation, OpResult, Trait, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..passes.base import Pass, PassContext
-from .counted import CountedLoop, find_counted_loops
+from .counted import CountedLoop
 from .loop_edit import (
     Emit,
     body_ops,
     defined_inside,
     entry_emit,
     escapes,
-    give_exits_iteration_values,
     is_param,
     single_block,
+    transform_innermost,
 )
 from .parallelize import predecessors
 
@@ -153,15 +153,7 @@ def _zero(t: object) -> int | float | bool:
 
 def pipeline_func(func: FuncOp) -> int:
     """Pipeline the loads of every qualifying loop of ``func``; how many loops."""
-    give_exits_iteration_values(func)
-    seen: dict[int, Block] = {}  # headers handled (kept alive so ids stay unique)
-    count = 0
-    while True:
-        todo = [lp for lp in find_counted_loops(func) if id(lp.header) not in seen and single_block(lp)]
-        if not todo:
-            return count
-        seen[id(todo[0].header)] = todo[0].header
-        count += pipeline_loop(func, todo[0])
+    return transform_innermost(func, lambda loop: [loop.header] if pipeline_loop(func, loop) else [])
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,17 @@ from ..diagnostics import WiaUsageError
 from ..ir.core import Block, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..passes.base import Pass, PassContext
-from .counted import CountedLoop, find_counted_loops
+from .counted import CountedLoop
 from .loop_edit import (
     Emit,
     body_ops,
     entry_emit,
     erase_loop,
     escapes,
-    give_exits_iteration_values,
+    finish_main_loop,
     main_bound,
     single_block,
+    transform_innermost,
 )
 
 
@@ -68,30 +69,12 @@ def unroll_loop(func: FuncOp, loop: CountedLoop, factor: int) -> list[Block]:
     stop = main_bound(e, lo, hi, step, factor)
     outs = e.loop(lo, stop, step * factor, inits,
                   lambda e2, iv, its: copies(e2, loop, iv, its, factor), loop.parallel)
-    main_header = e.last_header
-    assert main_header is not None
-    if trip is not None and trip % factor == 0:
-        e.br(loop.exit, outs)
-        erase_loop(loop)
-        return [main_header]
-    e.br(loop.header, [stop, *outs])
-    return [main_header, loop.header]
+    return finish_main_loop(e, loop, stop, outs, trip, factor)
 
 
 def unroll_func(func: FuncOp, factor: int) -> int:
     """Unroll every qualifying innermost loop of ``func``; how many."""
-    give_exits_iteration_values(func)
-    seen: dict[int, Block] = {}  # headers handled (kept alive so ids stay unique)
-    count = 0
-    while True:
-        todo = [lp for lp in find_counted_loops(func) if id(lp.header) not in seen and single_block(lp)]
-        if not todo:
-            return count
-        loop = todo[0]
-        seen[id(loop.header)] = loop.header
-        done = unroll_loop(func, loop, factor)
-        count += bool(done)
-        seen.update((id(b), b) for b in done)
+    return transform_innermost(func, lambda loop: unroll_loop(func, loop, factor))
 
 
 @dataclass(frozen=True)
