@@ -40,7 +40,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .gemm import GemmBuilder, for_range
+from .gemm import GemmBuilder, _i, for_range, imax, imin
 from .parallel import THREADS, WORKER_TYPE, parallel_for, worth_threads
 from .types import I1, I32, I64, PTR
 
@@ -48,18 +48,6 @@ NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 #: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
 CHUNK_PIXELS = 128
-
-
-def _i(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed(">", x, y), x, y)
 
 
 class ConvBuilder(GemmBuilder):
@@ -86,7 +74,7 @@ class ConvBuilder(GemmBuilder):
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
         align = ir.Constant(I32, self.size)
-        valid = _min(b, valid, _i(self.w))
+        valid = imin(b, valid, _i(self.w))
 
         def rows(load: Callable[[ir.Value], ir.Value]) -> None:
             def body(p: ir.Value) -> None:
@@ -186,11 +174,11 @@ class ConvBuilder(GemmBuilder):
         k = b.mul(c, khw)
         ldc = b.mul(ho, wo)
         # K in equal blocks of at most KC (576 = 3 x 192, not 256 + 256 + 64)
-        nkb = _max(b, b.sdiv(b.add(k, _i(self.kc - 1)), _i(self.kc)), _i(1))
+        nkb = imax(b, b.sdiv(b.add(k, _i(self.kc - 1)), _i(self.kc)), _i(1))
         kcb = b.sdiv(b.add(k, b.sub(nkb, _i(1))), nkb)
         # pixels in equal blocks of at most NB, multiples of NR
         span = b.sub(p_hi, p_lo)
-        nblk = _max(b, b.sdiv(b.add(span, _i(self.nb - 1)), _i(self.nb)), _i(1))
+        nblk = imax(b, b.sdiv(b.add(span, _i(self.nb - 1)), _i(self.nb)), _i(1))
         blk = b.sdiv(b.add(span, b.sub(nblk, _i(1))), nblk)
         blk = b.mul(b.sdiv(b.add(blk, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
@@ -198,7 +186,7 @@ class ConvBuilder(GemmBuilder):
         big = self.ukernel(self.mr)
 
         def per_block(pb: ir.Value) -> None:
-            pe = _min(b, b.add(pb, blk), p_hi)
+            pe = imin(b, b.add(pb, blk), p_hi)
             # whole panels: lanes past pe (the image's end) are packed as zeros
             pend = b.add(pb, b.mul(b.sdiv(b.add(b.sub(pe, pb), _i(self.nr - 1)), _i(self.nr)), _i(self.nr)))
             # offs[r] / ows[r]: source offset and output column of pixel pb + r (one
@@ -218,7 +206,7 @@ class ConvBuilder(GemmBuilder):
             for_range(b, _i(0), b.sub(pend, pb), 1, pixel, "px")
 
             def per_pc(pc: ir.Value) -> None:
-                kc = _min(b, b.sub(k, pc), kcb)
+                kc = imin(b, b.sub(k, pc), kcb)
 
                 # kbase[p]: the offset of K row pc + p = (ci, i, j), stepped without divisions
                 b.store(b.sdiv(pc, khw), kci)
@@ -246,22 +234,7 @@ class ConvBuilder(GemmBuilder):
                 for_range(b, pb, pend, self.w, pack_v, "pv")
                 load_c = b.icmp_signed(">", pc, _i(0))
 
-                def per_ic(ic: ir.Value) -> None:
-                    iend = _min(b, b.add(ic, _i(self.mc)), o)
-                    full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
-
-                    def per_t(col: ir.Value) -> None:
-                        panel = b.gep(packed, [b.mul(b.sub(col, pb), kc)], source_etype=self.et)
-                        valid = b.sub(pe, col)
-
-                        def call(kernel: ir.Function, row: ir.Value) -> None:
-                            ap = b.gep(w, [b.add(b.mul(row, k), pc)], source_etype=self.et)
-                            cp = b.gep(y, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                            b.call(kernel, [ap, k, panel, cp, ldc, kc, valid, load_c])
-                        for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
-                        self.tail_rows(b, full_end, iend, call)
-                    for_range(b, pb, pe, self.nr, per_t, "jt")
-                for_range(b, _i(0), o, self.mc, per_ic, "ic")
+                self.multiply_panels(b, w, k, pc, kc, packed, pb, pe, pe, y, ldc, o, load_c, big)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             for_range(b, p_lo, p_hi, blk, per_block, "pb")
@@ -305,7 +278,7 @@ class ConvBuilder(GemmBuilder):
                 ctx = b.alloca(I64, size=len(ARGS))
                 for j, v in enumerate(args):
                     b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
-                chunks = _min(b, _max(b, b.sdiv(npix, _i(CHUNK_PIXELS)), _i(THREADS)), _i(4 * THREADS))
+                chunks = imin(b, imax(b, b.sdiv(npix, _i(CHUNK_PIXELS)), _i(THREADS)), _i(4 * THREADS))
                 b.call(parallel_for(self.mod), [self.conv_worker(pixels), ctx, _i(0), npix, _i(self.nr), chunks])
             with ser:
                 b.call(pixels, [*args, _i(0), npix])

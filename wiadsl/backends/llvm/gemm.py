@@ -111,6 +111,14 @@ def _i(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
+def imin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def imax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
 def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
               body: Callable[[ir.Value], None], name: str = "l") -> None:
     """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position
@@ -298,29 +306,14 @@ class GemmBuilder:
         kcb = self.k_block(b, k)
 
         def per_jc(jc: ir.Value) -> None:
-            jend = b.select(b.icmp_signed("<", b.add(jc, _i(nc_max)), n), b.add(jc, _i(nc_max)), n)
+            jend = imin(b, b.add(jc, _i(nc_max)), n)
 
             def per_pc(pc: ir.Value) -> None:
-                kc = b.select(b.icmp_signed("<", b.sub(k, pc), kcb), b.sub(k, pc), kcb)
+                kc = imin(b, b.sub(k, pc), kcb)
                 self.pack(b, bm, ldb, pc, kc, jc, jend, n, packed)
                 load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
-                def per_ic(ic: ir.Value) -> None:
-                    iend = b.select(b.icmp_signed("<", b.add(ic, _i(self.mc)), m), b.add(ic, _i(self.mc)), m)
-                    full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
-
-                    def per_jr(jr: ir.Value) -> None:
-                        panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
-                        valid = b.sub(n, jr)
-
-                        def call(kernel: ir.Function, i: ir.Value) -> None:
-                            ap = b.gep(a, [b.add(b.mul(i, lda), pc)], source_etype=self.et)
-                            cp = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=self.et)
-                            b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
-                        for_range(b, ic, full_end, self.mr, lambda i: call(big, i), "ir")
-                        self.tail_rows(b, full_end, iend, call)
-                    for_range(b, jc, jend, self.nr, per_jr, "jr")
-                for_range(b, _i(0), m, self.mc, per_ic, "ic")
+                self.multiply_panels(b, a, lda, pc, kc, packed, jc, jend, n, c, ldc, m, load_c, big)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             for_range(b, _i(0), n, nc_max, per_jc, "jc")
@@ -329,6 +322,31 @@ class GemmBuilder:
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
         b.ret_void()
         return fn
+
+    def multiply_panels(self, b: ir.IRBuilder, a: ir.Value, lda: ir.Value, pc: ir.Value, kc: ir.Value,
+                        packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
+                        c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
+                        big: ir.Function) -> None:
+        """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
+        those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
+        ``valid_end``): MC-row blocks of MR-row micro-kernel calls, leftovers by
+        ``tail_rows``. Shared by gemm (B panels) and conv2d (patch panels)."""
+        def per_ic(ic: ir.Value) -> None:
+            iend = imin(b, b.add(ic, _i(self.mc)), m)
+            full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
+
+            def per_col(col: ir.Value) -> None:
+                panel = b.gep(packed, [b.mul(b.sub(col, col_lo), kc)], source_etype=self.et)
+                valid = b.sub(valid_end, col)
+
+                def call(kernel: ir.Function, row: ir.Value) -> None:
+                    ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
+                    cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
+                for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
+                self.tail_rows(b, full_end, iend, call)
+            for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
+        for_range(b, _i(0), m, self.mc, per_ic, "ic")
 
     def k_block(self, b: ir.IRBuilder, k: ir.Value) -> ir.Value:
         """The k block for depth ``k``: ``k`` cut into equal blocks of at most KC

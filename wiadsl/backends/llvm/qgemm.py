@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import for_range
+from .gemm import _i, for_range, imin
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .types import I1, I8, I32, I64, PTR
 
@@ -38,14 +38,6 @@ V8 = ir.VectorType(I32, W)
 V16S = ir.VectorType(I16, 2 * W)
 V16W = ir.VectorType(I32, 2 * W)
 ARGS = [PTR, PTR, PTR] + [I64] * 6
-
-
-def _i(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
 
 
 def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -213,7 +205,7 @@ class QGemmBuilder:
         full_end = b.sub(m, b.srem(m, _i(MR)))
 
         def per_pc(pc: ir.Value) -> None:
-            kcp = _min(b, b.sub(kp, pc), _i(KCP))
+            kcp = imin(b, b.sub(kp, pc), _i(KCP))
             self.pack_b(b, bm, ldb, k, n, npad, pc, kcp, bpack)
             load_c = b.icmp_signed(">", pc, _i(0))
 
