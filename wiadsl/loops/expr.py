@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -40,7 +41,7 @@ def same_extents(a: Sequence[Value], b: Sequence[Value]) -> bool:
     return True
 
 
-class Expr:
+class Expr(ABC):
     """A tensor value that can be evaluated element by element."""
 
     extents: list[Value]
@@ -50,14 +51,17 @@ class Expr:
     def rank(self) -> int:
         return len(self.extents)
 
+    @abstractmethod
     def at(self, lb: LoopBuilder, ivs: Sequence[Value]) -> Value:
-        raise NotImplementedError
+        """The element at the loop indices ``ivs`` (one per axis), emitted at ``lb``."""
 
+    @abstractmethod
     def is_flat(self, extents: Sequence[Value]) -> bool:
-        raise NotImplementedError
+        """Whether ``at_flat`` may index this value linearly over ``extents``."""
 
+    @abstractmethod
     def at_flat(self, lb: LoopBuilder, i: Value) -> Value:
-        raise NotImplementedError
+        """The element at linear index ``i`` (only when ``is_flat``), emitted at ``lb``."""
 
 
 @dataclass(eq=False)

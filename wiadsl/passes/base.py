@@ -17,6 +17,7 @@ import dataclasses
 import sys
 import time
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TextIO
@@ -47,13 +48,14 @@ class PassContext:
 
 
 @dataclass(frozen=True)
-class Pass:
+class Pass(ABC):
     """Base of every pass. Subclasses set ``name`` and implement ``run``."""
 
     name: ClassVar[str] = ""
 
+    @abstractmethod
     def run(self, module: ModuleOp, ctx: PassContext) -> None:
-        raise NotImplementedError
+        """Transform ``module`` in place; count and remark through ``ctx``."""
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> Pass:

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -29,14 +30,15 @@ from ..ir.types import TensorType
 MAX_FOLD_ELEMENTS = 1 << 16
 
 
-class RewritePattern:
+class RewritePattern(ABC):
     """One local rewrite; subclasses set ``root`` and implement ``match_and_rewrite``."""
 
     root: ClassVar[str | None] = None
     benefit: ClassVar[int] = 1
 
+    @abstractmethod
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
-        raise NotImplementedError
+        """Rewrite ``op`` through ``rewriter`` when it matches; whether it did."""
 
     @property
     def label(self) -> str:
