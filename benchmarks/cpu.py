@@ -1,7 +1,7 @@
 """CPU backend benchmark: target="cpu" vs NumPy (and Numba where installed), one run.
 
 Usage (unset the OpenBLAS tuning variables for this command only, see README):
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick] [--markdown]
 
 Prints one table: median times of both sides measured in this process, in
 alternating batches (a load change on a shared machine hits both sides), and the
@@ -27,6 +27,8 @@ from wiadsl.runtime.binding import bind_call  # noqa: E402
 from wiadsl.runtime.cache import clear_memory  # noqa: E402
 
 QUICK = "--quick" in sys.argv
+#: ``--markdown``: print the table as Markdown (what benchmarks/README.md holds)
+MARKDOWN = "--markdown" in sys.argv
 ROWS: list[tuple[str, float, float, str]] = []
 
 SRC = """
@@ -86,7 +88,17 @@ def paired(ours: Callable[[], object], theirs: Callable[[], object] | None, repe
 
 def row(name: str, ours: float, theirs: float, unit: str) -> None:
     ROWS.append((name, ours, theirs, unit))
-    print(f"{name:44s} {ours * 1e3:10.3f} ms {theirs * 1e3:10.3f} ms {theirs / ours:7.2f}x  {unit}", flush=True)
+    if MARKDOWN:
+        print(f"| {name} | {ours * 1e3:.3f} ms | {theirs * 1e3:.3f} ms | {theirs / ours:.2f}× | {unit} |",
+              flush=True)
+    else:
+        print(f"{name:44s} {ours * 1e3:10.3f} ms {theirs * 1e3:10.3f} ms {theirs / ours:7.2f}x  {unit}",
+              flush=True)
+
+
+def note(name: str, text: str) -> None:
+    """A table line without a ratio (a sub-measurement of the row above, a total)."""
+    print(f"| {name.strip()} | {text} | | | |" if MARKDOWN else f"{name:44s} {text}", flush=True)
 
 
 def main() -> None:
@@ -96,7 +108,10 @@ def main() -> None:
     from wiadsl.backends.llvm.target import host
     print(f"host {host().cpu}, {THREADS} threads; load average at start "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'benchmark':44s} {'wiadsl':>13s} {'reference':>13s} {'ratio':>8s}")
+    if MARKDOWN:
+        print("\n| benchmark | wiadsl | reference | ratio | |\n|---|---|---|---|---|")
+    else:
+        print(f"{'benchmark':44s} {'wiadsl':>13s} {'reference':>13s} {'ratio':>8s}")
     for n in ([256, 512, 1024] if QUICK else [256, 512, 1024, 2048]):
         a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
         np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-3, atol=1e-2)
@@ -118,8 +133,8 @@ def main() -> None:
     ours, ref = paired(lambda: mod.fused(a, b, c), numpy_out, repeat=7)
     row("relu(a*b+c) 16M (vs numpy out=)", ours, ref, f"{16 * n / ours / 1e9:.1f} GB/s")
     copy = median_time(lambda: np.copyto(out, a), repeat=5)
-    print(f"{'  copy bandwidth (np.copyto, 8 B/elem)':44s} {8 * n / copy / 1e9:10.1f} GB/s; fused reaches "
-          f"{gbs / (8 * n / copy / 1e9) * 100:.0f}% of it")
+    note("  copy bandwidth (np.copyto, 8 B/elem)", f"{8 * n / copy / 1e9:10.1f} GB/s; fused reaches "
+         f"{gbs / (8 * n / copy / 1e9) * 100:.0f}% of it")
 
     x = rng.standard_normal((4096, 1024), np.float32)
     g, bb = rng.standard_normal(1024, np.float32), rng.standard_normal(1024, np.float32)
@@ -156,11 +171,11 @@ def main() -> None:
     inputs = list(bind_call(fn.signature, (a4, b4), {}).inputs.values())
     compiled = fn.compiled_for(inputs)
     native = median_time(lambda: compiled.run(inputs), min_time=0.2)
-    print(f"{'  of which backend run() (args + native + output)':44s} {native * 1e6:10.1f} us")
+    note("  of which backend run() (args + native + output)", f"{native * 1e6:10.1f} us")
     checked = median_time(lambda: mod.add4(a4, b=b4), min_time=0.2)
-    print(f"{'  the checking path (an input by keyword)':44s} {checked * 1e6:10.1f} us")
+    note("  the checking path (an input by keyword)", f"{checked * 1e6:10.1f} us")
     cold_compile()
-    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"\nload average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def examples(rng: np.random.Generator) -> None:
@@ -199,8 +214,8 @@ def cold_compile() -> None:
             ms = (time.perf_counter() - t0) * 1e3
             total, count = total + ms, count + 1
             worst = max(worst, (f"{path.stem}.{name}", ms), key=lambda t: t[1])
-    print(f"cold compile + first call: mean {total / count:.0f} ms over {count} kernels, "
-          f"worst {worst[1]:.0f} ms ({worst[0]})")
+    note("cold compile + first call", f"mean {total / count:.0f} ms over {count} kernels, "
+         f"worst {worst[1]:.0f} ms ({worst[0]})")
 
 
 if __name__ == "__main__":
