@@ -234,14 +234,17 @@ class OpsMixin(ProductsMixin):
             count = " * ".join(f"({src[a]})" for a in axes) or "1"
             self.check(f"{count} > 0", f"'{op.name}' of an empty tensor")
         outs = []
+        # an operand may have added stages of its own (a keepdims reduction fused in
+        # as a stage): this op's reductions are the stages after those
+        first = len(spec.stages)
         for k, (kind, v, r) in enumerate(zip(kinds, values, op.results, strict=False)):
             dtype = value_dtype(r)
             spec.stages.append(ReduceStage(kind, v, dtype))  # type: ignore[arg-type]
             out = self.alloc(dtype, self.shape_of_result(op, r))  # type: ignore[arg-type]
-            spec.outputs.append((Stage(dtype, k), self.reduced_arg(out, kept, axes, perm, op)))  # type: ignore[arg-type]
+            spec.outputs.append((Stage(dtype, first + k), self.reduced_arg(out, kept, axes, perm, op)))  # type: ignore[arg-type]
             outs.append(out)
         if len(op.regions) == 2:
-            stages: list[Node] = [Stage(s.dtype, k) for k, s in enumerate(spec.stages)]
+            stages: list[Node] = [Stage(s.dtype, first + k) for k, s in enumerate(spec.stages[first:])]
             for n, r in zip(expand_body(op.regions[1].blocks[0], args + stages),
                             op.results[len(kinds):], strict=True):
                 out = self.alloc(value_dtype(r), src)  # type: ignore[arg-type]
