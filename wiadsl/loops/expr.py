@@ -55,13 +55,14 @@ class Expr(ABC):
     def at(self, lb: LoopBuilder, ivs: Sequence[Value]) -> Value:
         """The element at the loop indices ``ivs`` (one per axis), emitted at ``lb``."""
 
-    @abstractmethod
     def is_flat(self, extents: Sequence[Value]) -> bool:
-        """Whether ``at_flat`` may index this value linearly over ``extents``."""
+        """Whether ``at_flat`` may index this value linearly over ``extents`` (by default
+        not: elements are then reached through ``at``)."""
+        return False
 
-    @abstractmethod
     def at_flat(self, lb: LoopBuilder, i: Value) -> Value:
-        """The element at linear index ``i`` (only when ``is_flat``), emitted at ``lb``."""
+        """The element at linear index ``i``, emitted at ``lb``; callers ask ``is_flat`` first."""
+        raise AssertionError(f"{type(self).__name__} has no linear indexing (is_flat is False)")
 
 
 @dataclass(eq=False)

@@ -153,9 +153,6 @@ class _IndexExpr(Expr):
     def at(self, lb, ivs):  # type: ignore[no-untyped-def]
         return self.fn(lb, list(ivs))
 
-    def is_flat(self, extents) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
 
 @lowering("tensor.constant")
 def _constant(ctx: Ctx, op: Operation) -> list[Lowered]:
