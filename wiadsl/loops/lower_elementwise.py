@@ -9,7 +9,8 @@ from __future__ import annotations
 from ..dtypes import DType
 from ..ir.core import Operation, Value
 from ..ir.ops import ELEMENTWISE_FNS
-from ..ir.types import IndexType, ScalarType, TensorType
+from ..ir.types import IndexType, ScalarType, TensorType, shape_of
+from .builder import const_value
 from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_extents, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .scalar import arith_fn, body_fn, cast_fn, clone_body, cmp_fn, fill, quant_fn, select_fn
@@ -73,7 +74,18 @@ def _select(ctx: Ctx, op: Operation) -> list[Lowered]:
 
 @lowering("tensor.cast")
 def _cast(ctx: Ctx, op: Operation) -> list[Lowered]:
-    return map_op(ctx, op, cast_fn(_result_dtype(op)), _result_dtype(op))
+    """A dtype cast, and a shape cast to static extents: each one the result type fixes
+    is checked at run time (a call-time shape the kernel's types did not allow) and
+    then used, so the buffer has the result type (``tensor<1x?>`` to ``tensor<1x1>``)."""
+    (expr,) = map_op(ctx, op, cast_fn(_result_dtype(op)), _result_dtype(op))
+    assert isinstance(expr, MapExpr)
+    lb = ctx.lb
+    for axis, want in enumerate(shape_of(op.result.type)):
+        if want is not None and const_value(expr.extents[axis]) != want:
+            lb.check(lb.cmp("eq", expr.extents[axis], lb.idx(want)),
+                     ctx.message(op, f"shape: axis {axis} must have extent {want}"))
+            expr.extents[axis] = lb.idx(want)
+    return [expr]
 
 
 @lowering("tensor.quantize", "tensor.dequantize", "tensor.fake_quant")
