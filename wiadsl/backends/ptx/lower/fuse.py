@@ -146,6 +146,10 @@ class SpecBuilder:
             self.spec.n_outer = rank - k
         expr = self.node(src, amap)
         kind = REDUCE_KIND[op.name]
+        if kind in ("max", "min"):  # as OpsPlanner.reduce: no value over zero elements
+            shape = self.planner.shape(src)
+            count = " * ".join(f"({shape[a]})" for a in axes) or "1"
+            self.planner.check(f"{count} > 0", f"'{op.name}' of an empty tensor")
         dtype = value_dtype(op.results[0])
         self.spec.stages.append(ReduceStage(kind, expr, dtype))  # type: ignore[arg-type]
         return Stage(dtype, len(self.spec.stages) - 1)  # type: ignore[arg-type]
