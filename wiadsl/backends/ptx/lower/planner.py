@@ -36,6 +36,18 @@ def sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
+def unique_block_names(blocks: list[Block]) -> dict[int, str]:
+    """Plan names of blocks: their hints, numbered apart where two share one (an
+    inlined function's ``then`` beside the caller's, or a function inlined twice)."""
+    names: dict[int, str] = {}
+    for i, b in enumerate(blocks):
+        name = sanitize(b.name_hint or f"bb{i}")
+        while name in names.values():
+            name = f"{name}_{i}"
+        names[id(b)] = name
+    return names
+
+
 class Planner(OpsMixin):
     """Plans one function; ``run()`` returns the plan dict (kernels in ``self.kernels``)."""
 
@@ -58,8 +70,7 @@ class Planner(OpsMixin):
         self.inputs: list[dict[str, Any]] = []
         self.temps: dict[str, dict[str, Any]] = {}
         self.counter = 0
-        self.block_names = {id(b): sanitize(b.name_hint or f"bb{i}")
-                            for i, b in enumerate(func.blocks)}
+        self.block_names = unique_block_names(func.blocks)
 
     # ------------------------------------------------------------ names
     def fresh(self, stem: str) -> str:
