@@ -16,6 +16,10 @@ OPS: dict[str, tuple[str, dict[str, tuple]]] = {
     "unary": ("kernel k(input a: f32[M, N], output y: f32[M, N]) { y = exp(a) + log(abs(a) + 1.0)"
               " + sqrt(abs(a)) + tanh(a) + sigmoid(a) + sin(a) + cos(a) + floor(a) + ceil(a)"
               " + erf(a) + rsqrt(abs(a) + 1.0) - neg(a); }", {"a": ("M", "N")}),
+    "unary_f64": ("kernel k(input a: f64[M, N], output y: f64[M, N]) { y = exp(a) + log(abs(a) + 1.0)"
+                  " + tanh(a) + sigmoid(a) + sin(a) + cos(a) + erf(a); }", {"a": ("M", "N")}),
+    "pow_f64": ("kernel k(input a: f64[M, N], input b: f64[M, N], output y: f64[M, N]) {"
+                " y = abs(a) ** b + a ** 3.0; }", {"a": ("M", "N"), "b": ("M", "N")}),
     "binary": ("kernel k(input a: f32[M, N], input b: f32[M, N], output y: f32[M, N]) {"
                " y = a / (abs(b) + 0.5) - max(a, b) * min(a, b) + (a % (abs(b) + 1.0)) + abs(a) ** 1.5; }",
                {"a": ("M", "N"), "b": ("M", "N")}),

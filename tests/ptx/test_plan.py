@@ -85,12 +85,6 @@ def test_unsupported_op_names_the_op() -> None:
         emit_ptx(module, "k")
 
 
-def test_unsupported_f64_transcendental_names_the_op() -> None:
-    src = "kernel k(input a: f64[N], output y: f64[N]) { y = exp(a); }"
-    with pytest.raises(WiaError, match="f64 'exp'"):
-        emit_ptx(corpus_module(src), "k")
-
-
 def test_executor_checks_equal_dims() -> None:
     src = "kernel k(input a: f32[M, N], input b: f32[N], output y: f32[M, N]) { y = a + b; }"
     text, plan = emit_ptx(corpus_module(src), "k")

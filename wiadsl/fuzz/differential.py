@@ -10,8 +10,8 @@ Verdicts per target (``Verdict.kind``):
 - ``crash``: an exception that is not a ``WiaError``, or a ``WiaIRError`` (an
   internal error: the compiler built IR it then rejected);
 - ``unsupported``: the target refused the program at compile time with a
-  ``WiaError`` other than ``WiaRuntimeError`` (e.g. the PTX backend has no f64
-  ``cos``); counted per target with the reasons, never silently.
+  ``WiaError`` other than ``WiaRuntimeError`` (an op or dtype that target does
+  not implement); counted per target with the reasons, never silently.
 The pseudo-target ``passes`` runs the -O3 pipeline one pass at a time and the
 interpreter after each pass that changed the IR: its failure names that pass.
 """

@@ -26,6 +26,11 @@ def _f32(v: float) -> str:
     return "0f" + struct.pack(">f", float(v)).hex().upper()
 
 
+def _f64(v: float) -> str:
+    """An exact f64 immediate."""
+    return "0d" + struct.pack(">d", float(v)).hex().upper()
+
+
 class MathEmitter:
     """Mixin of ScalarEmitter: helpers that need several instructions."""
 
@@ -211,25 +216,45 @@ class MathEmitter:
         return out
 
     def f_pow(self, x: str, y: str) -> str:
-        a, lg, prod, r, neg, half, fr = (self._r() for _ in range(7))
-        pneg, pint, podd, pzero, pnan = (self._r("pred") for _ in range(5))
+        a, lg, prod, r = (self._r() for _ in range(4))
         self._e(f"abs.f32 {a}, {x}")
         self._e(f"lg2.approx.f32 {lg}, {a}")
         self._e(f"mul.rn.f32 {prod}, {lg}, {y}")
         self._e(f"ex2.approx.f32 {r}, {prod}")
-        # negative base: integral y keeps |x|^y with the parity's sign, else NaN
-        self._e(f"setp.lt.f32 {pneg}, {x}, {_f32(0.0)}")
-        self._e(f"cvt.rzi.f32.f32 {fr}, {y}")
-        self._e(f"setp.eq.f32 {pint}, {fr}, {y}")
-        self._e(f"mul.rn.f32 {half}, {y}, {_f32(0.5)}")
-        self._e(f"cvt.rzi.f32.f32 {fr}, {half}")
-        self._e(f"setp.ne.f32 {podd}, {fr}, {half}")
-        self._e(f"neg.f32 {neg}, {r}")
+        return self.pow_signs("f32", x, y, r)
+
+    def pow_signs(self, t: str, x: str, y: str, magnitude: str) -> str:
+        """``x ** y`` from ``|x| ** y`` with NumPy's rules: a base with the sign bit
+        set (-0 too) and an odd integral y gives a negative result; a finite
+        negative base with a non-integral y gives NaN; ``x ** 0 = 1``,
+        ``1 ** y = 1`` and ``(-1) ** +-inf = 1`` (even for NaN)."""
+        lit = _f32 if t == "f32" else _f64
+        r, neg, half, fr, ax, ay, sign = (self._r(t) for _ in range(7))
+        pneg, pint, podd, pnan, pone, pinf = (self._r("pred") for _ in range(6))
+        self._e(f"copysign.{t} {sign}, {x}, {lit(1.0)}")
+        self._e(f"setp.lt.{t} {pneg}, {sign}, {lit(0.0)}")
+        self._e(f"cvt.rzi.{t}.{t} {fr}, {y}")
+        self._e(f"setp.eq.{t} {pint}, {fr}, {y}")
+        self._e(f"mul.rn.{t} {half}, {y}, {lit(0.5)}")
+        self._e(f"cvt.rzi.{t}.{t} {fr}, {half}")
+        self._e(f"setp.ne.{t} {podd}, {fr}, {half}")
+        self._e(f"neg.{t} {neg}, {magnitude}")
         self._e(f"and.pred {podd}, {podd}, {pneg}")
-        self._e(f"selp.f32 {r}, {neg}, {r}, {podd}")
-        self._e(f"not.pred {pnan}, {pint}")
-        self._e(f"and.pred {pnan}, {pnan}, {pneg}")
-        self._e(f"selp.f32 {r}, {_f32(float('nan'))}, {r}, {pnan}")
-        self._e(f"setp.eq.f32 {pzero}, {y}, {_f32(0.0)}")
-        self._e(f"selp.f32 {r}, {_f32(1.0)}, {r}, {pzero}")
+        self._e(f"and.pred {podd}, {podd}, {pint}")
+        self._e(f"selp.{t} {r}, {neg}, {magnitude}, {podd}")
+        self._e(f"abs.{t} {ax}, {x}")
+        self._e(f"setp.lt.{t} {pnan}, {x}, {lit(0.0)}")
+        self._e(f"setp.ne.and.{t} {pnan}, {ax}, {lit(float('inf'))}, {pnan}")
+        self._e(f"not.pred {pint}, {pint}")
+        self._e(f"and.pred {pnan}, {pnan}, {pint}")
+        self._e(f"selp.{t} {r}, {lit(float('nan'))}, {r}, {pnan}")
+        self._e(f"abs.{t} {ay}, {y}")
+        self._e(f"setp.eq.{t} {pone}, {ax}, {lit(1.0)}")
+        self._e(f"setp.eq.{t} {pinf}, {ay}, {lit(float('inf'))}")
+        self._e(f"and.pred {pinf}, {pinf}, {pone}")
+        self._e(f"setp.eq.{t} {pone}, {x}, {lit(1.0)}")
+        self._e(f"or.pred {pinf}, {pinf}, {pone}")
+        self._e(f"setp.eq.{t} {pone}, {y}, {lit(0.0)}")
+        self._e(f"or.pred {pinf}, {pinf}, {pone}")
+        self._e(f"selp.{t} {r}, {lit(1.0)}, {r}, {pinf}")
         return r

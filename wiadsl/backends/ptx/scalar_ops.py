@@ -11,7 +11,7 @@ Invariants:
   to their width after every op.
 - Transcendentals are computed with range reduction around the ``.approx``
   instructions so results stay within a few ulp (see each helper), never the
-  raw ~2^-11 ``tanh.approx``.
+  raw ~2^-11 ``tanh.approx``; f64 ones in software (``scalar_math_f64``).
 - An op or dtype this table does not cover raises ``WiaError`` naming it.
 """
 
@@ -23,7 +23,7 @@ from ...diagnostics import WiaError
 from ...dtypes import DType
 from .builder import KernelBuilder
 from .isa import float_literal, info
-from .scalar_math import MathEmitter
+from .scalar_math_f64 import F64MathEmitter
 
 FLOAT_BINARY = {"add": "add.rn", "sub": "sub.rn", "mul": "mul.rn", "div": "div.rn"}
 INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul.lo"}
@@ -32,11 +32,12 @@ FLOAT_CMP = {"oeq": "eq", "one": "ne", "une": "neu", "olt": "lt", "ole": "le",
              "ogt": "gt", "oge": "ge"}
 INT_CMP = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge"}
 ROUNDING = {"floor": "rmi", "ceil": "rpi", "rint": "rni"}
+TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "pow")
 PRED_FN = {"add": "or", "max": "or", "or": "or", "mul": "and", "min": "and", "and": "and"}
 
 
 @dataclass
-class ScalarEmitter(MathEmitter):
+class ScalarEmitter(F64MathEmitter):
     """Emits scalar ops into ``kb``; registers are typed by ``isa.DTYPES[d].reg``."""
 
     kb: KernelBuilder
@@ -93,10 +94,8 @@ class ScalarEmitter(MathEmitter):
             kb.emit(f"cvt.{ROUNDING[fn]}.{t}.{t} {out}, {regs[0]}")
         elif fn == "rem":
             return self.fremainder(t, regs[0], regs[1])
-        elif dtype is DType.F64:
-            raise WiaError(f"the PTX backend has no f64 '{fn}' (only f32, f16 and bf16)")
-        elif fn in ("exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "pow"):
-            return getattr(self, f"f_{fn}")(*regs)
+        elif fn in TRANSCENDENTAL:  # f_exp (f32, f16/bf16 computed in f32) or d_exp (f64)
+            return getattr(self, f"{'d' if dtype is DType.F64 else 'f'}_{fn}")(*regs)
         else:
             raise WiaError(f"the PTX backend has no '{fn}' for {dtype} values")
         return out
