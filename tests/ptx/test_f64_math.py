@@ -8,11 +8,14 @@ underflow, subnormals) must match exactly.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from .helpers import jit_kernel
+from wiadsl.backends.ptx.emit import emit_ptx
+
+from .helpers import corpus_module, jit_kernel
 
 pytest.importorskip("wiadsl.backends.ptx.sim")
 
@@ -64,12 +67,42 @@ def test_f64_function_within_stated_ulps(name: str) -> None:
     assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, NumPy {want[worst]!r}"
 
 
-def test_f64_sin_cos_beyond_reduction_range_give_nan() -> None:
-    # no Payne-Hanek reduction (documented): NaN instead of a plausible wrong value
-    x = np.array([2.0**50, -1e300, 1e20])
+HUGE = np.concatenate([10.0 ** RNG.uniform(15, 308, 129), -(2.0 ** RNG.uniform(49, 60, 33)),
+                       [2.0**50, 2.0**50 * (1 - 2**-53), 1.7976931348623157e308]])
+
+
+def test_f64_sin_cos_of_huge_arguments_payne_hanek() -> None:
     src = "kernel k(input x: f64[N], output s: f64[N], output c: f64[N]) { s = sin(x); c = cos(x); }"
-    s, c = jit_kernel(src, "k", "ptxsim")(x)
-    assert np.isnan(s).all() and np.isnan(c).all()
+    s, c = jit_kernel(src, "k", "ptxsim")(HUGE)
+    assert ulps(s, np.sin(HUGE)).max() <= 2
+    assert ulps(c, np.cos(HUGE)).max() <= 2
+
+
+def _exact_cos(x: float) -> float:
+    """cos(x) from x - k*pi/2 in exact rational arithmetic (pi by Machin's formula)."""
+    scale = 1500
+
+    def atan_inv(n: int) -> int:
+        total, power, k = 0, (1 << scale) // n, 0
+        while power:
+            total += (-1) ** k * (power // (2 * k + 1))
+            power //= n * n
+            k += 1
+        return total
+
+    half_pi = Fraction(16 * atan_inv(5) - 4 * atan_inv(239), 2 << scale)
+    k = round(Fraction(x) / half_pi)
+    r = float(Fraction(x) - k * half_pi)
+    return [math.cos(r), -math.sin(r), -math.cos(r), math.sin(r)][k % 4]
+
+
+def test_f64_cos_near_a_multiple_of_half_pi_is_exactly_reduced() -> None:
+    # x is within 5e-19 of a multiple of pi/2: reduction needs ~120 bits of 2/pi
+    x = np.array([5.319372648326541e255, -5.319372648326541e255])
+    src = "kernel k(input x: f64[N], output y: f64[N]) { y = cos(x); }"
+    got = jit_kernel(src, "k", "ptxsim")(x)
+    want = np.array([_exact_cos(float(v)) for v in x])
+    assert ulps(got, want).max() <= 2
 
 
 POW_X = np.concatenate([RNG.uniform(-5, 5, 33), RNG.uniform(0.5, 2, 33), SPECIAL, [2.0, -2.0, 0.5]])
@@ -95,3 +128,17 @@ def test_pow_matches_numpy_including_special_cases(dtype: str, bound: int | None
     else:  # f32 uses the ex2/lg2 approximations: relative accuracy, away from underflow
         normal = ~exact & (np.abs(want) > 1e-30) & (np.abs(want) < 1e30)
         np.testing.assert_allclose(got[normal], want[normal], rtol=5e-4)
+
+
+def test_trig_table_is_declared_once_per_module() -> None:
+    # sin fused into the matmul's operand load and cos into a reduction: two device
+    # kernels use the 2/pi table, the module declares it once
+    src = ("kernel k(input x: f64[M, N], output y: f64[M, M], output z: f64[M]) {"
+           " y = sin(x) @ transpose(x); z = reduce_sum(cos(x * 1e20), axis=1); }")
+    text, _ = emit_ptx(corpus_module(src), "k")
+    assert text.count(".const .align 8 .b64 __wia_two_over_pi") == 1
+    x = RNG.standard_normal((7, 33))
+    got = jit_kernel(src, "k", "ptxsim")(x)
+    want = jit_kernel(src, "k", "interp")(x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

@@ -40,6 +40,8 @@ class KernelBuilder:
     counts: dict[str, int] = field(default_factory=dict)
     labels: int = 0
     max_threads: int | None = None
+    #: module-scope declarations this kernel uses (a ``.const`` table), by name
+    module_decls: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ registers
     def reg(self, cls: str) -> str:
@@ -114,4 +116,8 @@ def module_text(kernels: list[KernelBuilder], arch: str, comment: str = "") -> s
     """The whole PTX module: header then every kernel."""
     header = [f"// {line}" for line in comment.splitlines()] if comment else []
     header += [f".version {isa_version(arch)}", f".target {arch}", ".address_size 64", ""]
+    decls: dict[str, str] = {}
+    for k in kernels:  # shared by name: two kernels using one table declare it once
+        decls.update(k.module_decls)
+    header += list(decls.values()) + ([""] if decls else [])
     return "\n".join(header) + "\n".join(k.text() for k in kernels)

@@ -14,9 +14,9 @@ Invariants (accuracy vs. NumPy's float64 results, measured in tests/ptx):
 - ``tanh``: ``expm1(2|x|) / (expm1(2|x|) + 2)`` (no cancellation near 0), 1 for
   |x| >= 22: <= 4 ulp. ``sigmoid``: ``1 / (1 + exp(-x))``.
 - ``sin/cos``: ``x - k*pi/2`` with pi/2 in three 53-bit parts (the first step is
-  exact), polynomials to r^21 / r^20, quadrant from k: <= 2 ulp for |x| < 2^50.
-  Larger |x| needs Payne-Hanek reduction, which is not implemented: those
-  elements give NaN (never a plausible wrong number).
+  exact) for |x| < 2^50; above, Payne-Hanek: the 192 bits of 2/pi that matter
+  for x's exponent (a ``.const`` table) times x's mantissa in 64-bit integer
+  limbs; polynomials to r^21 / r^20, quadrant from k: <= 2 ulp.
 - ``erf``: a Taylor series at 0 for |x| < 1, then ``1 - exp(-x^2) * erfcx(|x|)``
   with erfcx's Taylor polynomial around 1.5, 2.75 or 4.7 (coefficients from its
   ODE in 110-digit decimals, at first use), 1 from 5.9 on: <= 2 ulp.
@@ -57,8 +57,29 @@ LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
 LN2 = _split(Fraction(LN2_HI) + Fraction(LN2_LO), 2)
 LOG2E = 1.4426950408889634
 SQRT_HALF_BITS = 0x3FE6A09E667F3BCD
-#: Sin/cos arguments at or above this give NaN (no Payne-Hanek reduction).
+#: Sin/cos arguments at or above this are reduced by Payne-Hanek (Cody-Waite's
+#: k = rint(x * 2/pi) is no longer within one of the true quotient).
 TRIG_LIMIT = 2.0 ** 50
+
+
+@functools.cache
+def _two_over_pi_words(count: int = 20) -> list[int]:
+    """2/pi's first ``64 * count`` bits as u64 words after one word of zeros (so a
+    window may start above 2/pi's first bit); pi by Machin's formula in integers."""
+    scale = 64 * count + 64  # 64 guard bits
+
+    def atan_inv(n: int) -> int:  # atan(1/n) * 2^scale
+        total, power, k = 0, (1 << scale) // n, 0
+        while power:
+            total += (-1) ** k * (power // (2 * k + 1))
+            power //= n * n
+            k += 1
+        return total
+
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    value = (2 << (scale + 64 * count)) // pi  # floor(2/pi * 2^(64 count)), nearly
+    mask = (1 << 64) - 1
+    return [0] + [(value >> (64 * (count - 1 - j))) & mask for j in range(count)]
 
 
 #: erf: a Taylor series at 0 below ERF_SERIES_END; above, ``1 - exp(-x^2) * erfcx(x)``
@@ -277,13 +298,12 @@ class F64MathEmitter(MathEmitter):
         return self._nan_through(x, out)
 
     # ------------------------------------------------------------ sin / cos
-    def _quadrant(self, x: str) -> tuple[str, str, str, str]:
-        """(sin r, cos r, k mod 4 as b32, |x| too large?) with x = k*pi/2 + r."""
-        k, r, z, kc, sr, cr = (self._r("f64") for _ in range(6))
+    def _quadrant(self, x: str) -> tuple[str, str, str]:
+        """(sin r, cos r, k mod 4 as b32) with x = k*pi/2 + r, |r| <= pi/4:
+        Cody-Waite below TRIG_LIMIT, Payne-Hanek at and above it."""
+        k, r, z, kc, sr, cr, ax = (self._r("f64") for _ in range(7))
         q, huge = self._r("b32"), self._r("pred")
-        ax = self._r("f64")
         self._e(f"abs.f64 {ax}, {x}")
-        self._e(f"setp.ge.f64 {huge}, {ax}, {_d(TRIG_LIMIT)}")
         self._e(f"mul.rn.f64 {k}, {x}, {_d(TWO_OVER_PI)}")
         self._e(f"cvt.rni.f64.f64 {k}, {k}")
         self._e(f"min.f64 {kc}, {k}, {_d(TRIG_LIMIT)}")  # keep the s64 conversion in range
@@ -291,20 +311,116 @@ class F64MathEmitter(MathEmitter):
         self._e(f"fma.rn.f64 {r}, {k}, {_d(-HALF_PI[0])}, {x}")
         self._e(f"fma.rn.f64 {r}, {k}, {_d(-HALF_PI[1])}, {r}")
         self._e(f"fma.rn.f64 {r}, {k}, {_d(-HALF_PI[2])}, {r}")
+        wide = self._r("b64")
+        self._e(f"cvt.rni.s64.f64 {wide}, {kc}")
+        self._e(f"cvt.u32.u64 {q}, {wide}")
+        big_r, big_q = self._payne_hanek(x, ax)
+        self._e(f"setp.ge.f64 {huge}, {ax}, {_d(TRIG_LIMIT)}")
+        self._e(f"selp.f64 {r}, {big_r}, {r}, {huge}")
+        self._e(f"selp.b32 {q}, {big_q}, {q}, {huge}")
+        self._e(f"and.b32 {q}, {q}, 3")
         self._e(f"mul.rn.f64 {z}, {r}, {r}")
         sp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(21, 0, -2)], z)
         self._e(f"mul.rn.f64 {sr}, {sp}, {r}")
         cp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(20, -1, -2)], z)
         self._e(f"mov.f64 {cr}, {cp}")
-        wide = self._r("b64")
-        self._e(f"cvt.rni.s64.f64 {wide}, {kc}")
-        self._e(f"cvt.u32.u64 {q}, {wide}")
-        self._e(f"and.b32 {q}, {q}, 3")
-        return sr, cr, q, huge
+        return sr, cr, q
+
+    def _payne_hanek(self, x: str, ax: str) -> tuple[str, str]:
+        """(r, k mod 4) for x = k*pi/2 + r by exact integer arithmetic: |x| = M * 2^E
+        (M the 53-bit mantissa); bits of 2/pi worth >= 4 after the product with
+        2^E drop out mod 4, so only a 192-bit window W of 2/pi starting at bit E-1
+        matters, and x*2/pi mod 4 = M*W / 2^190 mod 4. Meaningful for |x| >= 2^50."""
+        name = "__wia_two_over_pi"
+        words = _two_over_pi_words()
+        self.kb.module_decls[name] = (  # type: ignore[attr-defined]
+            f".const .align 8 .b64 {name}[{len(words)}] = {{{', '.join(map(str, words))}}};")
+        bits, mant = self._r("b64"), self._r("b64")
+        e, p, sh, rsh, j = (self._r("b32") for _ in range(5))
+        self._e(f"mov.b64 {bits}, {ax}")
+        self._e(f"shr.u64 {mant}, {bits}, 52")
+        self._e(f"cvt.u32.u64 {e}, {mant}")
+        # window start (1-based bit of the table, whose word 0 is zeros): E - 1 + 64
+        self._e(f"sub.s32 {p}, {e}, {1075 + 1 - 64}")
+        self._e(f"max.s32 {p}, {p}, 1")
+        self._e(f"min.s32 {p}, {p}, {64 * (len(words) - 3)}")  # inf/NaN stay in the table
+        self._e(f"sub.s32 {p}, {p}, 1")
+        self._e(f"shr.u32 {j}, {p}, 6")
+        self._e(f"and.b32 {sh}, {p}, 63")
+        self._e(f"sub.s32 {rsh}, 64, {sh}")
+        addr, off = self._r("b64"), self._r("b64")
+        self._e(f"mov.u64 {addr}, {name}")
+        self._e(f"mul.wide.u32 {off}, {j}, 8")
+        self._e(f"add.u64 {addr}, {addr}, {off}")
+        t = [self._r("b64") for _ in range(4)]
+        for i, reg in enumerate(t):
+            self._e(f"ld.const.u64 {reg}, [{addr}+{8 * i}]")
+        w = []
+        for i in range(3):  # W2 (most significant), W1, W0
+            a, b = self._r("b64"), self._r("b64")
+            self._e(f"shl.b64 {a}, {t[i]}, {sh}")
+            self._e(f"shr.u64 {b}, {t[i + 1]}, {rsh}")  # a shift by 64 gives 0
+            self._e(f"or.b64 {a}, {a}, {b}")
+            w.append(a)
+        self._e(f"and.b64 {mant}, {bits}, 0x000FFFFFFFFFFFFF")
+        self._e(f"or.b64 {mant}, {mant}, 0x0010000000000000")
+        hi0, lo1, hi1, lo2, carry = (self._r("b64") for _ in range(5))
+        pc = self._r("pred")
+        self._e(f"mul.hi.u64 {hi0}, {mant}, {w[2]}")
+        self._e(f"mul.lo.u64 {lo1}, {mant}, {w[1]}")
+        self._e(f"mul.hi.u64 {hi1}, {mant}, {w[1]}")
+        self._e(f"mul.lo.u64 {lo2}, {mant}, {w[0]}")
+        # bits 128..191 of M*W: limb2 (its top two bits are k mod 4); bits 64..127: limb1
+        self._e(f"add.u64 {lo1}, {lo1}, {hi0}")
+        self._e(f"setp.lt.u64 {pc}, {lo1}, {hi0}")
+        self._e(f"selp.u64 {carry}, 1, 0, {pc}")
+        self._e(f"add.u64 {lo2}, {lo2}, {hi1}")
+        self._e(f"add.u64 {lo2}, {lo2}, {carry}")
+        return self._fraction_to_angle(x, lo2, lo1)
+
+    def _fraction_to_angle(self, x: str, limb2: str, limb1: str) -> tuple[str, str]:
+        """(r, k) from the fixed-point x*2/pi mod 4 in limb2:limb1 (2 integer bits):
+        rounds k to nearest (negating the 126-bit fraction when it is >= 1/2)."""
+        q64, f2, f1, half = (self._r("b64") for _ in range(4))
+        q = self._r("b32")
+        up, nonzero, neg = self._r("pred"), self._r("pred"), self._r("pred")
+        self._e(f"shr.u64 {q64}, {limb2}, 62")
+        self._e(f"cvt.u32.u64 {q}, {q64}")
+        self._e(f"and.b64 {f2}, {limb2}, 0x3FFFFFFFFFFFFFFF")
+        self._e(f"and.b64 {half}, {limb2}, 0x2000000000000000")
+        self._e(f"setp.ne.u64 {up}, {half}, 0")
+        # 2^126 - f: the low limb negates, the high one borrows when the low is not 0
+        n1, n2 = self._r("b64"), self._r("b64")
+        self._e(f"neg.s64 {n1}, {limb1}")
+        self._e(f"setp.ne.u64 {nonzero}, {limb1}, 0")
+        self._e(f"sub.u64 {n2}, 0x4000000000000000, {f2}")
+        self._e(f"@{nonzero} sub.u64 {n2}, {n2}, 1")
+        self._e(f"selp.b64 {f1}, {n1}, {limb1}, {up}")
+        self._e(f"selp.b64 {f2}, {n2}, {f2}, {up}")
+        self._e(f"@{up} add.s32 {q}, {q}, 1")
+        hi, lo, f, r, nr = (self._r("f64") for _ in range(5))
+        self._e(f"cvt.rn.f64.u64 {hi}, {f2}")
+        self._e(f"cvt.rn.f64.u64 {lo}, {f1}")
+        self._e(f"mul.rn.f64 {lo}, {lo}, {_d(2.0 ** -64)}")
+        self._e(f"add.rn.f64 {f}, {hi}, {lo}")
+        self._e(f"mul.rn.f64 {f}, {f}, {_d(2.0 ** -62)}")  # exact: a power of two
+        self._e(f"mul.rn.f64 {r}, {f}, {_d(HALF_PI[1])}")
+        self._e(f"fma.rn.f64 {r}, {f}, {_d(HALF_PI[0])}, {r}")
+        self._e(f"neg.f64 {nr}, {r}")
+        self._e(f"selp.f64 {r}, {nr}, {r}, {up}")
+        # x < 0: x*2/pi = -(|x|*2/pi), so r and k change sign
+        nq = self._r("b32")
+        self._e(f"setp.lt.f64 {neg}, {x}, {_d(0.0)}")
+        self._e(f"neg.f64 {nr}, {r}")
+        self._e(f"selp.f64 {r}, {nr}, {r}, {neg}")
+        self._e(f"neg.s32 {nq}, {q}")
+        self._e(f"selp.b32 {q}, {nq}, {q}, {neg}")
+        return r, q
 
     def _trig(self, x: str, shift: int) -> str:
         """sin (shift 0) or cos (shift 1): the quadrant picks +-sin r or +-cos r."""
-        sr, cr, q, huge = self._quadrant(x)
+        sr, cr, q = self._quadrant(x)
+        inf = self._r("pred")
         if shift:
             self._e(f"add.s32 {q}, {q}, {shift}")
         odd, neg, bit = self._r("pred"), self._r("pred"), self._r("b32")
@@ -316,7 +432,9 @@ class F64MathEmitter(MathEmitter):
         self._e(f"selp.f64 {v}, {cr}, {sr}, {odd}")
         self._e(f"neg.f64 {nv}, {v}")
         self._e(f"selp.f64 {out}, {nv}, {v}, {neg}")
-        self._e(f"selp.f64 {out}, {_d(math.nan)}, {out}, {huge}")  # includes +-inf
+        self._e(f"setp.eq.f64 {inf}, {x}, {_d(math.inf)}")
+        self._e(f"setp.eq.or.f64 {inf}, {x}, {_d(-math.inf)}, {inf}")
+        self._e(f"selp.f64 {out}, {_d(math.nan)}, {out}, {inf}")
         return self._nan_through(x, out)
 
     def d_sin(self, x: str) -> str:
