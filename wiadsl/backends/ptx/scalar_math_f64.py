@@ -36,9 +36,20 @@ from fractions import Fraction
 from .scalar_math import MathEmitter
 from .scalar_math import _f64 as _d
 
-#: pi to 100 decimal places: the three-part pi/2 split needs ~160 bits.
-PI = Fraction("3.1415926535897932384626433832795028841971693993751058209749445923078164062862"
-              "089986280348253421170679")
+
+def machin_pi(bits: int) -> Fraction:
+    """pi to ``bits`` bits (plus 64 guard bits) by Machin's formula in integers."""
+    scale = bits + 64
+
+    def atan_inv(n: int) -> int:  # atan(1/n) * 2^scale
+        total, power, k = 0, (1 << scale) // n, 0
+        while power:
+            total += (-1) ** k * (power // (2 * k + 1))
+            power //= n * n
+            k += 1
+        return total
+
+    return Fraction(16 * atan_inv(5) - 4 * atan_inv(239), 1 << scale)
 
 
 def _split(value: Fraction, parts: int) -> list[float]:
@@ -50,11 +61,17 @@ def _split(value: Fraction, parts: int) -> list[float]:
     return out
 
 
+PI = machin_pi(512)  # the three-part pi/2 split needs ~160 bits
 HALF_PI = _split(PI / 2, 3)
 TWO_OVER_PI = 2 / math.pi
-#: ln2 = LN2_HI + LN2_LO where LN2_HI has 21 trailing zero bits (e * LN2_HI is exact).
-LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-LN2 = _split(Fraction(LN2_HI) + Fraction(LN2_LO), 2)
+#: ln2 = sum 1 / (k 2^k), to ~310 bits
+LN2_EXACT = Fraction(sum((1 << 320) // (k << k) for k in range(1, 320)), 1 << 320)
+#: ln2 as two doubles, for exp's reduction
+LN2 = _split(LN2_EXACT, 2)
+#: ln2 = LN2_HI + LN2_LO with LN2_HI cut to 32 bits, so e * LN2_HI is exact for
+#: any exponent e (|e| < 2^21), for log's ``e * ln2``
+LN2_HI = math.ldexp(math.floor(math.ldexp(float(LN2_EXACT), 32)), -32)
+LN2_LO = float(LN2_EXACT - Fraction(LN2_HI))
 LOG2E = 1.4426950408889634
 SQRT_HALF_BITS = 0x3FE6A09E667F3BCD
 #: Sin/cos arguments at or above this are reduced by Payne-Hanek (Cody-Waite's
@@ -65,27 +82,18 @@ TRIG_LIMIT = 2.0 ** 50
 @functools.cache
 def _two_over_pi_words(count: int = 20) -> list[int]:
     """2/pi's first ``64 * count`` bits as u64 words after one word of zeros (so a
-    window may start above 2/pi's first bit); pi by Machin's formula in integers."""
-    scale = 64 * count + 64  # 64 guard bits
-
-    def atan_inv(n: int) -> int:  # atan(1/n) * 2^scale
-        total, power, k = 0, (1 << scale) // n, 0
-        while power:
-            total += (-1) ** k * (power // (2 * k + 1))
-            power //= n * n
-            k += 1
-        return total
-
-    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
-    value = (2 << (scale + 64 * count)) // pi  # floor(2/pi * 2^(64 count)), nearly
+    window may start above 2/pi's first bit)."""
+    bits = 64 * count
+    pi = machin_pi(bits + 64)
+    value = (2 << bits) * pi.denominator // pi.numerator  # floor(2/pi * 2^bits)
     mask = (1 << 64) - 1
     return [0] + [(value >> (64 * (count - 1 - j))) & mask for j in range(count)]
 
 
-#: erf: a Taylor series at 0 below ERF_SERIES_END; above, ``1 - exp(-x^2) * erfcx(x)``
-#: with erfcx (the scaled erfc) as a Taylor polynomial around each (center, start)
-#: below; from ERF_ONE on, erf rounds to 1. Term counts keep the truncation < 2^-57.
-ERF_SERIES_END = 1.0
+#: erf: a Taylor series at 0 below the first start; from each (center, start, terms)
+#: on, ``1 - exp(-x^2) * erfcx(x)`` with erfcx (the scaled erfc) as a Taylor
+#: polynomial around center; from ERF_ONE on, erf rounds to 1. Term counts keep
+#: the truncation < 2^-57.
 ERF_PIECES = ((1.5, 1.0, 22), (2.75, 2.0, 24), (4.7, 3.5, 26))
 ERF_ONE = 5.9
 
@@ -120,9 +128,9 @@ def _erf_coefficients() -> tuple[list[float], list[list[float]]]:
         return [float(v) for v in reversed(series)], pieces
 
 
-def _taylor(first: int, last: int, step: int = 2) -> list[float]:
-    """Coefficients ``sign / n!`` for n = last, last - step, ..., first (Horner order)."""
-    return [1.0 / math.factorial(n) for n in range(last, first - 1, -step)]
+def _taylor(first: int, last: int) -> list[float]:
+    """Coefficients ``1 / n!`` for n = last, last - 1, ..., first (Horner order)."""
+    return [1.0 / math.factorial(n) for n in range(last, first - 1, -1)]
 
 
 class F64MathEmitter(MathEmitter):
@@ -179,14 +187,14 @@ class F64MathEmitter(MathEmitter):
         self._e(f"max.f64 {c}, {x}, {_d(-746.0)}")  # exp(-746) is 0, exp(710) inf
         self._e(f"min.f64 {c}, {c}, {_d(710.0)}")
         k, r = self._reduce_ln2(c)
-        p = self._horner(_taylor(0, 13, 1), r)
+        p = self._horner(_taylor(0, 13), r)
         return self._nan_through(x, self._ldexp(p, k))
 
     def _expm1_nonneg(self, y: str) -> str:
         """``exp(y) - 1`` for y in [0, 44] without cancellation near 0."""
         k, r = self._reduce_ln2(y)
         q, scale, less = self._r("f64"), self._r("f64"), self._r("f64")
-        p = self._horner(_taylor(1, 14, 1), r)  # (exp(r) - 1) / r
+        p = self._horner(_taylor(1, 14), r)  # (exp(r) - 1) / r
         self._e(f"mul.rn.f64 {q}, {p}, {r}")
         one = self._r("f64")
         self._e(f"mov.f64 {one}, {_d(1.0)}")
