@@ -53,6 +53,19 @@ def test_fitted_model_refines_after_measurements():
     assert sum(after) < sum(before)
 
 
+@pytest.mark.parametrize("m,n", [(4, 4096), (4096, 4)])
+def test_analytic_model_splits_like_the_driver(monkeypatch, m, n):
+    # a wide, short gemm splits by columns and a tall, narrow one by rows (the
+    # driver's choice): with 4 threads each thread's share is about a quarter
+    from wiadsl.tune import model
+
+    shapes, config = [space.GemmShape(m, n, 4096)], default_config()
+    monkeypatch.setattr(model, "THREADS", 1)
+    serial = analytic(config, shapes, PEAKS, BITS)
+    monkeypatch.setattr(model, "THREADS", 4)
+    assert analytic(config, shapes, PEAKS, BITS) < serial / 2.5
+
+
 @pytest.mark.parametrize("config", [
     GemmConfig(mr=1, nv=1, vector_bits=128, kc=64, mc=24, unroll=1),
     GemmConfig(mr=3, nv=3, vector_bits=BITS, kc=64, mc=24, unroll=4),

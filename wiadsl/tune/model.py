@@ -38,10 +38,15 @@ def analytic(c: GemmConfig, shapes: list[GemmShape], peaks: Peaks, host_bits: in
     for s in shapes:
         lanes = c.vector_bits // (8 * s.itemsize)
         nr = c.nv * lanes
-        parallel = s.m * s.n * s.k >= PARALLEL_FLOPS and s.m >= 2 * c.mr * THREADS and THREADS > 1
-        m = math.ceil(s.m / THREADS) if parallel else s.m
+        # the driver's split (gemm.GemmBuilder.driver): columns when there are enough,
+        # else rows; the estimate is one thread's share
+        by_cols = s.n >= 2 * nr * THREADS
+        parallel = (THREADS > 1 and s.m * s.n * s.k >= PARALLEL_FLOPS
+                    and (by_cols or s.m >= 2 * c.mr * THREADS))
+        m = math.ceil(s.m / THREADS) if parallel and not by_cols else s.m
+        n = math.ceil(s.n / THREADS) if parallel and by_cols else s.n
         full, tail = (m // c.mr) * c.mr, m % c.mr
-        n_pad = math.ceil(s.n / nr) * nr
+        n_pad = math.ceil(n / nr) * nr
         width = c.vector_bits / host_bits
         latency = min(1.0, c.mr * c.nv / 8)          # 2 FMA pipes x 4 cycles in flight
         loads = min(1.0, c.mr * c.nv / (c.nv + c.mr))  # FMAs per load, 2 loads a cycle
@@ -50,9 +55,9 @@ def analytic(c: GemmConfig, shapes: list[GemmShape], peaks: Peaks, host_bits: in
         fma += 2 * tail * n_pad * s.k / (peak_thread * width * min(1.0, c.nv / 8))
         k_blocks = math.ceil(s.k / c.kc)
         pack = 2 * s.k * n_pad * s.itemsize / bw_thread
-        a_l2 = m * s.k * s.itemsize * math.ceil(s.n / nr) / (4 * bw_thread)
-        c_mem = 2 * m * s.n * s.itemsize * k_blocks / bw_thread
-        calls = math.ceil(m / c.mr) * math.ceil(s.n / nr) * k_blocks * CALL_S
+        a_l2 = m * s.k * s.itemsize * math.ceil(n / nr) / (4 * bw_thread)
+        c_mem = 2 * m * n * s.itemsize * k_blocks / bw_thread
+        calls = math.ceil(m / c.mr) * math.ceil(n / nr) * k_blocks * CALL_S
         total += s.count * (fma + pack + a_l2 + c_mem + calls)
     return total
 
