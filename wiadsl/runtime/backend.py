@@ -44,6 +44,18 @@ class FastKernel(CompiledKernel, Protocol):
         ...
 
 
+class IntoKernel(CompiledKernel, Protocol):
+    """A compiled kernel that can compute results in the caller's output buffers
+    (optional; the CPU's does, by destination passing). The jit uses it for calls
+    that pass output buffers (``f(x, y=buf)``)."""
+
+    def run_into(self, inputs: Sequence[np.ndarray],
+                 buffers: Sequence[np.ndarray | None]) -> Sequence[object]:
+        """``run``, with one buffer (or None) per output; an output computed in its
+        buffer comes back as that very array, any other as a fresh one."""
+        ...
+
+
 class Backend(Protocol):
     name: str
     #: True when the backend wants every extent static (it compiles per shape).

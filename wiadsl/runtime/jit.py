@@ -117,7 +117,11 @@ class KernelFunction:
                 self.stats = plan.stats
                 return self._deliver_planned(plan, results)
         compiled = self.compiled_for(inputs)
-        raw = compiled.run(inputs)
+        run_into = getattr(compiled, "run_into", None)  # optional (backend.py: IntoKernel)
+        if into_buffers and run_into is not None:
+            raw = run_into(inputs, [bound.out_buffers.get(p.name) for p in sig.outputs])
+        else:
+            raw = compiled.run(inputs)
         self.stats = dict(compiled.stats)
         outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, raw, strict=True)]
         if not into_buffers:
@@ -191,6 +195,8 @@ class KernelFunction:
         self._check_output_shape(param, array.shape, bound)
         buffer = bound.out_buffers.get(param.name)
         if buffer is not None:
+            if array is buffer:  # the backend computed the result in it (run_into)
+                return buffer
             if buffer.dtype != array.dtype and param.dtype is None:
                 # a ``tensor`` output: its dtype is known only now, before any write
                 raise WiaCallError(f"output '{param.name}': expected a buffer of "

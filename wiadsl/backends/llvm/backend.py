@@ -138,19 +138,27 @@ class CpuKernel:
     _shapes: tuple[tuple[int, ...], ...] | None = None
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
+        return self.run_into(inputs, ())
+
+    def run_into(self, inputs: Sequence[np.ndarray],
+                 buffers: Sequence[np.ndarray | None]) -> Sequence[object]:
+        """``run``, computing results in the caller's ``buffers`` (one per result, None
+        for none) where it can: such a result comes back as the buffer itself."""
         native = self._native
         if native is None:
             native = self._compile(tuple(a.shape for a in inputs), [a.dtype for a in inputs])
-        results = self.try_run(inputs)
-        return results if results is not None else self._run_checked(native, inputs)
+        results = self.try_run(inputs, buffers)
+        return results if results is not None else self._run_checked(native, inputs, buffers)
 
-    def try_run(self, args: Sequence[object]) -> list[object] | None:
+    def try_run(self, args: Sequence[object],
+                buffers: Sequence[np.ndarray | None] = ()) -> list[object] | None:
         """Run on ``args`` when each is exactly what this specialization was compiled
         for -- an ndarray (not a subclass) of its dtype and shape, C-contiguous and
         aligned -- and return the results; else return None, having run nothing.
 
         The per-call fast path (the jit's call plans use it): a few checks and a
         pointer write per argument, a fresh buffer per small result, one ctypes call.
+        ``buffers`` (see ``run_into``) replace the fresh ones where ``_usable`` says.
         """
         native = self._native
         if native is None or len(args) != native.n_inputs:
@@ -172,7 +180,14 @@ class CpuKernel:
                 else:
                     return None
             pre: list[np.ndarray | None] = []
-            for dst in native.outs:  # a fresh buffer per small tensor result (copy-out)
+            given = _usable(native, args, buffers) if buffers else {}
+            for j, dst in enumerate(native.outs):  # a fresh buffer per small tensor result
+                buffer = given.get(j)
+                if buffer is not None:  # the caller's: computed in place or copied there
+                    slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(buffer))
+                    slots[dst.slot + 1] = buffer.nbytes
+                    pre.append(buffer)
+                    continue
                 if dst.shape is None:
                     slots[dst.slot] = 0  # none: the result comes back as it is
                     pre.append(None)
@@ -193,8 +208,9 @@ class CpuKernel:
                     continue
                 buffer, dst = pre[j], native.outs[j]
                 # copied out natively, with the extents it was allocated for
+                extents = dst.extents if j not in given else list(given[j].shape)
                 if (buffer is None or slots[k] != slots[dst.slot]
-                        or slots[k + 1:k + 1 + rank] != dst.extents):
+                        or slots[k + 1:k + 1 + rank] != extents):
                     return self._results(native, slots, pre)
                 out.append(buffer)
                 j += 1
@@ -202,7 +218,8 @@ class CpuKernel:
         finally:
             pool.append((slots, address))
 
-    def _run_checked(self, native: Native, inputs: Sequence[np.ndarray]) -> list[object]:
+    def _run_checked(self, native: Native, inputs: Sequence[np.ndarray],
+                     buffers: Sequence[np.ndarray | None] = ()) -> list[object]:
         """``run`` for inputs ``try_run`` did not take: a WiaUsageError says what is wrong."""
         shapes = tuple(a.shape for a in inputs)
         if shapes != self._shapes:
@@ -216,7 +233,7 @@ class CpuKernel:
                                     f"aligned {native.in_dtypes[i]} array, got {got}")
         # Each input is a C-contiguous, aligned array of the compiled dtype and shape
         # (of an ndarray subclass, say): ``try_run`` takes it as a plain ndarray view.
-        results = self.try_run([np.asarray(a) for a in inputs])
+        results = self.try_run([np.asarray(a) for a in inputs], buffers)
         assert results is not None, "try_run takes what _run_checked lets through"
         return results
 
@@ -272,6 +289,25 @@ class CpuKernel:
                 out.append(result)
             j += 1
         return out
+
+
+def _usable(native: Native, inputs: Sequence[object],
+            buffers: Sequence[np.ndarray | None]) -> dict[int, np.ndarray]:
+    """Tensor result index -> the caller's buffer for it, for the buffers native code
+    may write: a writable, C-contiguous, aligned, non-empty plain ndarray of the
+    result's dtype that overlaps no input and no other such buffer (computing a
+    result in an input's memory would overwrite data the kernel still reads)."""
+    usable: dict[int, np.ndarray] = {}
+    j = 0
+    for (_, rank, dtype), buffer in zip(native.plan, buffers, strict=False):
+        if rank < 0:
+            continue
+        if (type(buffer) is np.ndarray and buffer.dtype == dtype and buffer.flags.carray
+                and buffer.size and not any(np.may_share_memory(buffer, other)
+                                            for other in (*inputs, *usable.values()))):
+            usable[j] = buffer
+        j += 1
+    return usable
 
 
 def _tensor(ptr: int, shape: tuple[int, ...], dtype: np.dtype, owned: dict[int, np.ndarray],

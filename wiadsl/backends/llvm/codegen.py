@@ -36,6 +36,7 @@ from ...ir.module import FuncOp, ModuleOp
 from ...ir.ops import ELEMENTWISE_FNS
 from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
+from .destinations import result_allocations
 from .mathlib import type_suffix
 from .runtime import alloc_function
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
@@ -104,6 +105,10 @@ class FunctionEmitter:
         self.b = ir.IRBuilder(self.alloca_block)
         self.arena = self.fn.args[0]
         self.results = self.fn.args[-1]
+        #: allocations that may take the caller's output buffer (destinations.py),
+        #: and where the entry ABI's copy-out pairs start (kernels only)
+        self.destinations = result_allocations(func) if func.is_kernel else {}
+        self.copy_out_slot = max(1, sum(slot_count(t) for t in func.result_types))
 
     # ------------------------------------------------------------- structure
 
@@ -307,10 +312,38 @@ def _alloc(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     too_big = f"cannot allocate {t}: the byte count exceeds this machine's memory " \
               f"({MEMORY_BYTES / 2**30:.1f} GiB) or overflows"
     e.fail_unless(ok, e.mod.code_for(too_big, op.loc))
-    ptr = e.b.call(alloc_function(e.mod.ll), [e.arena, n])
-    got = e.b.icmp_unsigned("!=", ptr, ir.Constant(ptr.type, None))
-    e.fail_unless(got, e.mod.code_for(f"out of memory allocating {t}", op.loc))
-    return [Buf(ptr, extents)]
+    def allocate() -> ir.Value:
+        ptr = e.b.call(alloc_function(e.mod.ll), [e.arena, n])
+        got = e.b.icmp_unsigned("!=", ptr, ir.Constant(ptr.type, None))
+        e.fail_unless(got, e.mod.code_for(f"out of memory allocating {t}", op.loc))
+        return ptr
+
+    j = e.destinations.get(id(op))
+    return [Buf(allocate() if j is None else _in_destination(e, j, n, allocate), extents)]
+
+
+def _in_destination(e: FunctionEmitter, j: int, nbytes: ir.Value,
+                    allocate: Callable[[], ir.Value]) -> ir.Value:
+    """The caller's buffer for tensor result ``j`` when it has exactly ``nbytes``, else
+    ``allocate()`` (destinations.py); the caller's buffer is not the arena's to free."""
+    b = e.b
+    target = b.load(e.slot(e.results, e.copy_out_slot + 2 * j), typ=I64)
+    size = b.load(e.slot(e.results, e.copy_out_slot + 2 * j + 1), typ=I64)
+    use = b.and_(b.icmp_unsigned("!=", target, ir.Constant(I64, 0)), b.icmp_signed("==", size, nbytes))
+    given, fresh, join = (e.fn.append_basic_block(n) for n in ("dest.given", "dest.fresh", "dest.join"))
+    b.cbranch(use, given, fresh)
+    b.position_at_end(given)
+    in_place = b.inttoptr(target, PTR)
+    b.branch(join)
+    b.position_at_end(fresh)
+    ptr = allocate()
+    allocated_in = b.block
+    b.branch(join)
+    b.position_at_end(join)
+    phi = b.phi(PTR)
+    phi.add_incoming(in_place, given)
+    phi.add_incoming(ptr, allocated_in)
+    return phi
 
 
 @handles("loop.load")

@@ -107,10 +107,12 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
 
 def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: Sequence[IRType],
               rc: ir.Value) -> None:
-    """Copy small tensor results into caller buffers: per tensor result, the slot pair
-    (pointer, bytes) after the result slots names a buffer; when it is non-null, the
-    call succeeded and the result has exactly that many bytes, the result is copied
-    there and its pointer slot rewritten to it (so the arena frees the original).
+    """Copy tensor results into caller buffers: per tensor result, the slot pair
+    (pointer, bytes) after the result slots names a buffer (a fresh one for a small
+    result, or the caller's output buffer); when it is non-null, the call succeeded,
+    the result has exactly that many bytes and is not already there (computed in
+    place, destinations.py), the result is copied there and its pointer slot
+    rewritten to it (so the arena frees the original).
     Python then skips a ctypes ``memmove`` and ``free`` per result (call overhead)."""
     memcpy = b.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
     ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
@@ -127,9 +129,12 @@ def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: S
             for a in range(t.rank):
                 extent = b.load(b.gep(results, [ir.Constant(I64, k + 1 + a)], source_etype=I64), typ=I64)
                 nbytes = b.mul(nbytes, extent)
-            with b.if_then(b.icmp_signed("==", nbytes, cap)):
-                src = b.inttoptr(b.load(slot, typ=I64), PTR)
-                b.call(memcpy, [b.inttoptr(target, PTR), src, nbytes, ir.Constant(I1, 0)])
+            src = b.load(slot, typ=I64)
+            # not when the kernel computed the result in the buffer (destinations.py)
+            copy = b.and_(b.icmp_signed("==", nbytes, cap), b.icmp_unsigned("!=", src, target))
+            with b.if_then(copy):
+                b.call(memcpy, [b.inttoptr(target, PTR), b.inttoptr(src, PTR), nbytes,
+                                ir.Constant(I1, 0)])
                 b.store(target, slot)
         k += 1 + t.rank
         j += 1

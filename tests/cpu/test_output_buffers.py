@@ -1,0 +1,145 @@
+"""Output buffers on the CPU backend: results computed in the caller's buffer.
+
+``kernel(x, y=buf)`` returns ``buf``. A result returned straight from an
+allocation that runs once per call is computed in ``buf`` (destination passing,
+``backends/llvm/destinations.py``); any other is copied there. A buffer that
+overlaps an input or another output buffer is never written by native code
+while the kernel runs. NumPy is the oracle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm.destinations import result_allocations
+from wiadsl.ir import parse_module
+from wiadsl.loops import lower_module
+
+SIZES = [0, 1, 7, 33, 129]
+LEVELS = [0, 3]
+
+SRC = """
+kernel fused(input a: f32[N], input b: f32[N], output y: f32[N]) { y = relu(a * b + 1.0); }
+kernel two(input a: f32[M, K], input b: f32[K, N], output y: f32[M, N], output s: f32[M]) {
+    y = a @ b;
+    s = reduce_sum(a, axis=1);
+}
+kernel carried(input a: f32[N], input n: i64, output y: f32[N]) {
+    y = a;
+    for i in range(n) { y = y * 0.5 + a; }
+}
+kernel both(input a: f32[N], output y: f32[N], output z: f32[N], output t: f32) {
+    y = a;
+    z = a * 2.0;
+    t = reduce_max(a);
+}
+"""
+
+
+def module(level: int):
+    return wiadsl.jit(SRC, target="cpu", opt_level=level)
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("n", SIZES)
+def test_elementwise_result_lands_in_the_buffer(level: int, n: int) -> None:
+    a, b = rand(n), rand(n, seed=1)
+    y = np.full(n, np.nan, np.float32)
+    assert module(level).fused(a, b, y=y) is y
+    np.testing.assert_allclose(y, np.maximum(a * b + 1, 0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_buffer_that_is_an_input_gets_the_right_result(level: int) -> None:
+    a, b = rand(129), rand(129, seed=1)
+    want = np.maximum(a * b + 1, 0)
+    module(level).fused(a, b, y=a)  # in place: the kernel must not write a while reading it
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
+    x = rand(33, 33)
+    want2 = x @ x
+    module(level).two(x, x, y=x, s=np.empty(33, np.float32))
+    np.testing.assert_allclose(x, want2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 33, 129), (33, 7, 1), (0, 3, 5)])
+def test_matmul_and_reduction_into_buffers(level: int, m: int, k: int, n: int) -> None:
+    a, b = rand(m, k), rand(k, n, seed=1)
+    y, s = np.empty((m, n), np.float32), np.empty(m, np.float32)
+    got = module(level).two(a, b, y=y, s=s)
+    assert got[0] is y and got[1] is s
+    np.testing.assert_allclose(y, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("trips", [0, 1, 5])
+def test_loop_carried_output_into_buffer(level: int, trips: int) -> None:
+    a = rand(33)
+    want = a.copy()
+    for _ in range(trips):
+        want = want * np.float32(0.5) + a
+    y = np.empty(33, np.float32)
+    assert module(level).carried(a, np.int64(trips), y=y) is y
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_passthrough_shared_buffer_and_scalar_outputs(level: int) -> None:
+    a = rand(7)
+    y, z = np.empty(7, np.float32), np.empty(7, np.float32)
+    got_y, got_z, t = module(level).both(a, y=y, z=z)
+    assert got_y is y and got_z is z
+    np.testing.assert_array_equal(y, a)
+    np.testing.assert_array_equal(z, a * 2)
+    assert t == a.max()
+    shared = np.empty(7, np.float32)  # one buffer for two outputs: the last one wins
+    module(level).both(a, y=shared, z=shared)
+    np.testing.assert_array_equal(shared, a * 2)
+
+
+CHAIN = """
+func @f(%a: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, f32) attributes {kernel, outputs = ["y", "z", "t"]} {
+^entry:
+  %0 = tensor.relu %a : tensor<?xf32>
+  %t = arith.constant 1.0 : f32
+  return %0, %0, %t : tensor<?xf32>, tensor<?xf32>, f32
+}
+"""
+
+CARRIED = """
+func @f(%A: tensor<?xf32>, %n: i64) -> tensor<?xf32> attributes {kernel, outputs = ["y"]} {
+^entry:
+  %z = arith.constant 0 : i64
+  %one = arith.constant 1 : i64
+  br ^loop(%z, %A : i64, tensor<?xf32>)
+^loop(%i: i64, %acc: tensor<?xf32>):
+  %c = arith.cmpi slt, %i, %n : i64
+  cond_br %c, ^body, ^exit
+^body:
+  %u = tensor.neg %acc : tensor<?xf32>
+  %next = arith.add %i, %one : i64
+  br ^loop(%next, %u : i64, tensor<?xf32>)
+^exit:
+  return %acc : tensor<?xf32>
+}
+"""
+
+
+def test_allocation_returned_directly_takes_the_first_buffer_only() -> None:
+    func = lower_module(parse_module(CHAIN), {"f": [(8,)]})["f"]
+    found = result_allocations(func)
+    allocs = [op for op in func.walk() if op.name == "loop.alloc"]
+    # the relu's buffer is returned as y and as z: only y's buffer may hold it
+    assert list(found.values()) == [0] and id(allocs[-1]) in found
+
+
+def test_allocation_in_a_loop_never_takes_a_buffer() -> None:
+    func = lower_module(parse_module(CARRIED), {"f": [(8,), ()]})["f"]
+    assert result_allocations(func) == {}
