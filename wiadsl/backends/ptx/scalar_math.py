@@ -14,7 +14,8 @@ Invariants (accuracy, f32, vs. NumPy's correctly rounded float32 results):
 
 from __future__ import annotations
 
-import struct
+from ...dtypes import DType
+from .isa import float_literal
 
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
@@ -23,12 +24,12 @@ TWO_PI_HI, TWO_PI_LO = 6.28125, 0.0019353071795864769
 
 def _f32(v: float) -> str:
     """An exact f32 immediate."""
-    return "0f" + struct.pack(">f", float(v)).hex().upper()
+    return float_literal(v, DType.F32)
 
 
 def _f64(v: float) -> str:
     """An exact f64 immediate."""
-    return "0d" + struct.pack(">d", float(v)).hex().upper()
+    return float_literal(v, DType.F64)
 
 
 class MathEmitter:

@@ -193,7 +193,7 @@ class F64MathEmitter(MathEmitter):
     def _expm1_nonneg(self, y: str) -> str:
         """``exp(y) - 1`` for y in [0, 44] without cancellation near 0."""
         k, r = self._reduce_ln2(y)
-        q, scale, less = self._r("f64"), self._r("f64"), self._r("f64")
+        q, less = self._r("f64"), self._r("f64")
         p = self._horner(_taylor(1, 14), r)  # (exp(r) - 1) / r
         self._e(f"mul.rn.f64 {q}, {p}, {r}")
         one = self._r("f64")
@@ -277,7 +277,7 @@ class F64MathEmitter(MathEmitter):
         self._e(f"cvt.rn.f64.s32 {e}, {e32}")
         self._e(f"fma.rn.f64 {tail}, {e}, {_d(LN2_LO)}, {tail}")
         # e*LN2_HI (exact) + 2s, summed exactly (Fast2Sum: |e*LN2_HI| >= |2s| or e = 0)
-        lead, two_s, hi, lo = (self._r("f64") for _ in range(4))
+        lead, two_s = self._r("f64"), self._r("f64")
         self._e(f"mul.rn.f64 {lead}, {e}, {_d(LN2_HI)}")
         self._e(f"add.rn.f64 {two_s}, {s}, {s}")
         hi, lo = self._two_sum(lead, two_s)
