@@ -3,6 +3,7 @@ constructs the issue asks for."""
 
 import collections
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,3 +63,50 @@ def test_coverage_over_a_hundred_programs() -> None:
               "transpose", "concat", "broadcast_to", "If", "For", "While", "SliceAssign",
               "AugAssign", "Func", "func-call", "slice", "exp", "zeros"}
     assert wanted <= set(seen), f"never generated: {wanted - set(seen)}"
+
+
+def _wide_features(case) -> set[str]:
+    """The issue-17 classes a program holds (as the fuzzer should make them itself)."""
+    found = set()
+    for _, node in walk(case.program):
+        if isinstance(node, ast.BinOp) and node.op == "@":
+            casts = [x for x in (node.lhs, node.rhs) if isinstance(x, ast.Call)
+                     and x.name == "cast" and getattr(x.args[1], "id", "") in ("i32", "i64")]
+            if len(casts) == 2:
+                found.add("int-matmul")
+                if any(isinstance(c.args[0], ast.Call) and c.args[0].name == "quantize"
+                       for c in casts):
+                    found.add("quantized-matmul")
+            if node.lhs != node.rhs and not (isinstance(node.rhs, ast.Call)
+                                             and node.rhs.args == (node.lhs,)):
+                found.add("independent-matmul")
+        if isinstance(node, ast.Call) and node.name in ("quantize", "dequantize", "fake_quant"):
+            found.add(node.name)
+        if isinstance(node, ast.Call) and node.name == "cast" and isinstance(node.args[0],
+                                                                            ast.IntLit | ast.FloatLit | ast.UnaryOp | ast.BinOp):
+            found.add(f"const-cast-{node.args[1].id}")  # type: ignore[union-attr]
+        if isinstance(node, ast.BinOp) and node.op in ("%", "**"):
+            found.add(node.op)
+        if isinstance(node, ast.FloatLit) and node.value in (1e38, float("inf")):
+            found.add(f"float-{node.value:g}")
+    k = case.program.kernels[0]
+    for p in k.params:
+        dims = [d.value for d in getattr(p.type, "dims", ())]
+        if any(isinstance(d, int) and d > 16 and d % 2 for d in dims):
+            found.add("odd-extent")
+    for v in case.inputs.values():
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            found.add("special-input")
+    return found
+
+
+def test_the_wider_classes_are_generated() -> None:
+    seen: collections.Counter = collections.Counter()
+    for seed in range(200):
+        seen.update(_wide_features(generate(seed)))
+    wanted = {"int-matmul", "quantized-matmul", "independent-matmul", "quantize", "dequantize",
+              "fake_quant", "%", "**", "float-1e+38", "float-inf", "odd-extent", "special-input",
+              *(f"const-cast-{d}" for d in ("f16", "bf16", "i8", "i32", "i64", "bool"))}
+    assert wanted <= set(seen), f"never generated: {wanted - set(seen)}"
+    # the old classes keep their share: most programs still have no wide matmul at all
+    assert seen["int-matmul"] < 100, seen

@@ -89,7 +89,7 @@ class ExprGen:
         """A random expression whose type satisfies ``pred`` (falls back to a variable)."""
         builders = [self.unary, self.binary, self.binary, self.reduce, self.matmul,
                     self.index, self.cast, self.where, self.shape_op, self.func_call,
-                    self.compare_scalar]
+                    self.compare_scalar, self.wide, self.wide]
         if depth > 0:
             for _ in range(6):
                 made = self.rng.choice(builders)(depth - 1)
@@ -109,6 +109,12 @@ class ExprGen:
             return None
 
     # ------------------------------------------------------------ builders
+
+    def wide(self, depth: int) -> Typed | None:
+        """One of the wider classes of issue 17 (genwide.py)."""
+        from .genwide import WideGen
+
+        return WideGen(self).build(depth)
 
     def unary(self, depth: int) -> Typed | None:
         x = self.operand(depth, lambda t: t.dtype is not DType.BOOL)

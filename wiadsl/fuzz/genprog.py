@@ -46,6 +46,10 @@ from .model import (
 INPUT_DTYPES = (DType.F32, DType.F32, DType.F64, DType.F16, DType.I32, DType.I64, DType.I8,
                 DType.BOOL)
 SYMBOLS = ("M", "N", "K")
+#: The share of programs with a pair of matmul inputs of odd extents, and the cap on
+#: their product's m * k * n (the simulators run it element by element).
+GEMM_SHARE = 0.3
+GEMM_VOLUME = 24_000
 KERNEL = "fz"
 
 
@@ -66,10 +70,27 @@ class FuzzCase:
         return unparse(self.program)
 
 
+#: The special values a float input may hold (issue 17); huge is positive only, so
+#: a sum of huge values overflows in every summation order or in none.
+SPECIALS = (np.nan, np.inf, -np.inf, -0.0, "huge")
+SPECIAL_SHARE = 0.15
+
+
 def random_array(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Inputs: floats ~ N(0, 1) rounded to 1/8 (exact in every float dtype), small ints, bools."""
+    """Inputs: floats ~ N(0, 1) rounded to 1/8 (exact in every float dtype), small ints, bools.
+
+    A float input of at least 2 elements gets, with probability ``SPECIAL_SHARE``, one to
+    three elements replaced by NaN, +-inf, -0.0 or a huge value (0.75 of the dtype's max).
+    """
     if dtype.is_float:
-        return (np.round(rng.standard_normal(shape) * 8) / 8).astype(dtype.numpy)
+        x = np.round(rng.standard_normal(shape) * 8) / 8
+        if x.size >= 2 and rng.random() < SPECIAL_SHARE:
+            flat = x.reshape(-1)
+            huge = 0.75 * float(np.finfo(np.float16 if dtype is DType.F16 else np.float32).max)
+            for _ in range(int(rng.integers(1, 4))):
+                v = SPECIALS[int(rng.integers(len(SPECIALS)))]
+                flat[int(rng.integers(flat.size))] = huge if v == "huge" else float(v)
+        return x.astype(dtype.numpy)
     if dtype.is_int:
         return rng.integers(-5, 6, size=shape).astype(dtype.numpy)
     return rng.random(shape) < 0.5
@@ -143,6 +164,25 @@ class ProgramGen:
             n = f"in{i}"
             self.env[n] = t
             params.append(ast.Param("input", n, type_expr(t), span=SPAN))
+        if rng.random() < GEMM_SHARE:
+            params += self.gemm_inputs(len(params))
+        return params
+
+    def gemm_inputs(self, first: int) -> list[ast.Param]:
+        """Two inputs whose inner extents agree: ``[m, k]`` and ``[k, n]`` (or ``[n, k]``),
+        extents from 1..67 with odd ones favoured (unaligned rows in every backend)."""
+        rng = self.rng
+        m, k, n = (_extent(rng) for _ in range(3))
+        while m * k * n > GEMM_VOLUME:
+            m, n = max(1, m // 2), max(1, n // 2)
+        dtype = rng.choice((DType.I8, DType.I8, DType.I8, DType.F32, DType.F16, DType.I32))
+        second = (k, n) if rng.random() < 0.7 else (n, k)
+        params = []
+        for i, shape in enumerate(((m, k), second)):
+            t = VType(dtype if i == 0 or rng.random() < 0.8 else DType.I8, shape)
+            nm = f"in{first + i}"
+            self.env[nm] = t
+            params.append(ast.Param("input", nm, type_expr(t), span=SPAN))
         return params
 
     def make_outputs(self, body: list[ast.Stmt]) -> list[ast.Param]:
@@ -319,6 +359,15 @@ class ProgramGen:
         body = self.nested(1, depth)
         body.append(assign(j, binop("+", name(j), lit(1))))
         return pre + [ast.While(binop("<", name(j), lit(limit)), block(body), span=SPAN)]
+
+
+def _extent(rng: random.Random) -> int:
+    r = rng.random()
+    if r < 0.15:
+        return 1
+    if r < 0.7:
+        return rng.randrange(3, 68, 2)
+    return rng.randint(2, 67)
 
 
 def _fits(t: VType, u: VType) -> bool:
