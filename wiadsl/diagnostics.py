@@ -10,6 +10,9 @@ raises a ``WiaError`` subclass; a source error carries a ``Span`` and renders as
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 from dataclasses import dataclass, field
 
 
@@ -20,12 +23,34 @@ class SourceFile:
     name: str
     text: str
 
+    @functools.cached_property
+    def line_starts(self) -> list[int]:
+        """The offset where each line starts, built once per file.
+
+        Lines end at '\n' only, as Lark counts them (splitlines() would also split
+        on \f, \x1c...). Every (line, column) <-> offset conversion goes through
+        this table, so none of them rescans the text.
+        """
+        lengths = (len(line) + 1 for line in self.text.split("\n"))
+        return list(itertools.accumulate(lengths, initial=0))[:-1]
+
+    def offset(self, line: int, column: int) -> int:
+        """The string offset of a 1-based (line, column); ``ValueError`` past the end."""
+        if not 1 <= line <= len(self.line_starts):
+            raise ValueError(f"line {line} is outside {self.name}")
+        return self.line_starts[line - 1] + column - 1
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """The 1-based (line, column) of ``offset``."""
+        line = bisect.bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
+
     def line_text(self, line: int) -> str:
-        # Lark counts lines by '\n' only; splitlines() would also split on \f, \x1c...
-        lines = self.text.split("\n")
-        if 1 <= line <= len(lines):
-            return lines[line - 1].rstrip("\r")
-        return ""
+        starts = self.line_starts
+        if not 1 <= line <= len(starts):
+            return ""
+        end = starts[line] - 1 if line < len(starts) else len(self.text)
+        return self.text[starts[line - 1]:end].rstrip("\r")
 
 
 @dataclass(frozen=True)

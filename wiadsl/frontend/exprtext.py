@@ -70,25 +70,20 @@ def expr_text(e: ast.Expr) -> str:
     raise TypeError(f"expr_text: unknown expression node {type(e).__name__}")
 
 
-def _offset(text: str, line: int, column: int) -> int:
-    """The string offset of a 1-based (line, column)."""
-    start = 0
-    for _ in range(line - 1):
-        start = text.index("\n", start) + 1
-    return start + column - 1
-
-
 def op_span(e: ast.BinOp) -> Span:
-    """The span of the operator token of ``e``; ``e.span`` when it cannot be found."""
+    """The span of the operator token of ``e``; ``e.span`` when it cannot be found.
+
+    Only the text between the operands is searched, and positions convert through
+    the source's line table, so this costs O(gap) and never rescans the file.
+    """
     source = e.span.source
     try:
-        lo = _offset(source.text, e.lhs.span.end_line, e.lhs.span.end_column)
-        hi = _offset(source.text, e.rhs.span.line, e.rhs.span.column)
+        lo = source.offset(e.lhs.span.end_line, e.lhs.span.end_column)
+        hi = source.offset(e.rhs.span.line, e.rhs.span.column)
     except ValueError:
         return e.span
     at = source.text.find(e.op, lo, hi)
     if at < 0:
         return e.span
-    line = source.text.count("\n", 0, at) + 1
-    column = at - (source.text.rfind("\n", 0, at) + 1) + 1
+    line, column = source.position(at)
     return Span(source, line, column, line, column + len(e.op))

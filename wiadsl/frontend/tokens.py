@@ -61,16 +61,9 @@ def _lexer() -> BasicLexer:
     return BasicLexer(lark_parser().lexer_conf)
 
 
-def position(text: str, offset: int) -> tuple[int, int]:
-    """The 1-based (line, column) of ``offset``, counting lines the way Lark does."""
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, column
-
-
 def offset_span(source: SourceFile, offset: int, length: int = 1) -> Span:
     """The span of ``length`` characters at ``offset`` (on one line)."""
-    line, column = position(source.text, offset)
+    line, column = source.position(offset)
     return Span(source, line, column, line, column + length)
 
 
