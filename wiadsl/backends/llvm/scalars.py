@@ -27,11 +27,14 @@ def _flags(reassoc: bool) -> list[str]:
 
 
 def _frem(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    """``np.remainder``: the exact ``fmod`` (``frem``), plus ``y`` where a nonzero result
+    has the other sign; a zero result takes ``y``'s sign (``-4 % 2`` is +0)."""
     r = b.frem(x, y)
     zero = ir.Constant(x.type, 0.0)
     fix = b.and_(b.fcmp_ordered("!=", r, zero),
                  b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
-    return b.select(fix, b.fadd(r, y), r)
+    out = b.select(fix, b.fadd(r, y), r)
+    return b.select(b.fcmp_ordered("==", r, zero), m.intrinsic(b, "copysign", [zero, y]), out)
 
 
 FLOAT: dict[str, Fn] = {

@@ -43,7 +43,7 @@ class MathEmitter:
     def _e(self, s: str) -> None:
         self.kb.emit(s)  # type: ignore[attr-defined]
 
-    # ------------------------------------------------------------ min/max/rem
+    # ------------------------------------------------------------ min/max/div/pow
     def fminmax(self, fn: str, t: str, a: str, b: str) -> str:
         out = self._r("f64" if t == "f64" else "f32")
         if t == "f32":
@@ -55,25 +55,6 @@ class MathEmitter:
         self._e(f"add.rn.f64 {s}, {a}, {b}")
         self._e(f"selp.f64 {out}, {s}, {m}, {p}")
         return out
-
-    def fremainder(self, t: str, a: str, b: str) -> str:
-        """NumPy float remainder: the result has the divisor's sign."""
-        cls = "f64" if t == "f64" else "f32"
-        q, r, fix = self._r(cls), self._r(cls), self._r(cls)
-        p1, p2, p3 = self._r("pred"), self._r("pred"), self._r("pred")
-        zero = "0d0000000000000000" if t == "f64" else "0f00000000"
-        self._e(f"div.rn.{t} {q}, {a}, {b}")
-        self._e(f"cvt.rzi.{t}.{t} {q}, {q}")
-        self._e(f"neg.{t} {q}, {q}")
-        self._e(f"fma.rn.{t} {r}, {q}, {b}, {a}")
-        self._e(f"setp.ne.{t} {p1}, {r}, {zero}")
-        self._e(f"setp.lt.{t} {p2}, {r}, {zero}")
-        self._e(f"setp.lt.{t} {p3}, {b}, {zero}")
-        self._e(f"xor.pred {p2}, {p2}, {p3}")
-        self._e(f"and.pred {p1}, {p1}, {p2}")
-        self._e(f"add.rn.{t} {fix}, {r}, {b}")
-        self._e(f"selp.{t} {r}, {fix}, {r}, {p1}")
-        return r
 
     def floor_divmod(self, fn: str, t: str, a: str, b: str) -> str:
         """Floor division / remainder (NumPy); a zero divisor gives 0."""

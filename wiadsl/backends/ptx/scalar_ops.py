@@ -7,7 +7,7 @@ Invariants:
 - Results follow the reference interpreter (NumPy 2 semantics): IEEE-rounded
   ``add/sub/mul/div/sqrt`` (``.rn``), NaN-propagating ``max/min``, floor
   division and remainder for integers (and 0 for a zero divisor, as NumPy
-  returns), i8 arithmetic wrapped to 8 bits after every op, f16/bf16 rounded
+  returns), the exact float remainder with the divisor's sign (``scalar_rem``), i8 arithmetic wrapped to 8 bits after every op, f16/bf16 rounded
   to their width after every op.
 - Transcendentals are computed with range reduction around the ``.approx``
   instructions so results stay within a few ulp (see each helper), never the
@@ -23,7 +23,7 @@ from ...diagnostics import WiaError
 from ...dtypes import DType
 from .builder import KernelBuilder
 from .isa import float_literal, info
-from .scalar_math_f64 import F64MathEmitter
+from .scalar_rem import RemainderEmitter
 
 FLOAT_BINARY = {"add": "add.rn", "sub": "sub.rn", "mul": "mul.rn", "div": "div.rn"}
 INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul.lo"}
@@ -37,7 +37,7 @@ PRED_FN = {"add": "or", "max": "or", "or": "or", "mul": "and", "min": "and", "an
 
 
 @dataclass
-class ScalarEmitter(F64MathEmitter):
+class ScalarEmitter(RemainderEmitter):
     """Emits scalar ops into ``kb``; registers are typed by ``isa.DTYPES[d].reg``."""
 
     kb: KernelBuilder

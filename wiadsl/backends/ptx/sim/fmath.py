@@ -10,6 +10,9 @@ to [0, 1] with NaN → 0.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from .ptxtypes import SINT, UINT, PtxType, bf16_to_f32, f32_to_bf16
@@ -74,6 +77,7 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     Python 3.13+). The product is exact as ``p + e`` (Dekker), the sum compensated
     (Knuth's two-sum). A plain ``a * b + c`` rounds twice: ``384 * (1/3) - 128`` gives 0
     instead of -7.1e-15, and a floor remainder built on it comes out wrong."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
     with np.errstate(all="ignore"):
         p = a * b
         (ah, al), (bh, bl) = _split(a), _split(b)
@@ -83,8 +87,33 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         t = (p - (s - v)) + (c - v)
         exact = s + (t + e)
         plain = p + c
-    # infinities, NaNs and products near the overflow threshold: the plain formula
-    return np.where(np.isfinite(exact), exact, plain)
+        finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+        ap = np.abs(p)
+        # Dekker's split overflows above ~2^996, and the product's error term loses
+        # bits to underflow below ~2^-916: there, exact rational arithmetic
+        zero_product = (a == 0) | (b == 0)
+        in_range = (zero_product | ((ap > _DEKKER_LO) & (ap < _DEKKER_HI))) \
+            & (np.abs(a) < _DEKKER_HI) & (np.abs(b) < _DEKKER_HI) & (np.abs(c) < _DEKKER_HI)
+    # infinities, NaNs and exact zero products (signed zeros) take the plain formula
+    out = np.where(finite & ~zero_product, exact, plain)
+    for i in map(tuple, np.argwhere(finite & ~in_range)):
+        out[i] = _fma_rational(float(a[i]), float(b[i]), float(c[i]))
+    return out
+
+
+_DEKKER_LO, _DEKKER_HI = 2.0 ** -900, 2.0 ** 990
+
+
+def _fma_rational(a: float, b: float, c: float) -> float:
+    """``a * b + c`` of finite doubles, rounded once (``float(Fraction)`` is correctly
+    rounded, subnormals included); an exact zero is +0 unless ``a * b`` is a zero."""
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return a * b + c if a == 0 or b == 0 else 0.0
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def to_compute(x, t: PtxType) -> np.ndarray:
