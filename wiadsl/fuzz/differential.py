@@ -12,8 +12,14 @@ Verdicts per target (``Verdict.kind``):
 - ``unsupported``: the target refused the program at compile time with a
   ``WiaError`` other than ``WiaRuntimeError`` (an op or dtype that target does
   not implement); counted per target with the reasons, never silently.
+- ``ambiguous``: not the oracle's result, but the one another branch gives where a
+  condition compared inexact floats within rounding of each other (the NumPy
+  evaluator finds these choice points and evaluates every path): either is right.
 The pseudo-target ``passes`` runs the -O3 pipeline one pass at a time and the
 interpreter after each pass that changed the IR: its failure names that pass.
+The pseudo-target ``numpy`` is the independent evaluator of the AST
+(numpy_eval.py), judged against the interpreter like a backend, so a frontend
+bug shows as its mismatch.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ TARGETS: dict[str, tuple[str, dict[str, Any]]] = {
     "ptxsim": ("ptxsim", {}),
     "cuda": ("cuda", {}),
 }
-ALL_TARGETS = ("passes", *TARGETS)
+ALL_TARGETS = ("passes", "numpy", *TARGETS)
 
 
 @dataclass
@@ -109,7 +115,40 @@ def _crash_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc} [{where}]"
 
 
-def judge(target: str, ref: Outcome, got: Outcome, precision: str | None) -> Verdict:
+def run_numpy(case: FuzzCase, precision: str | None) -> list[Outcome]:
+    """The NumPy evaluator's outcome on every path (the natural one first); one
+    unsupported or crashed outcome when it cannot evaluate the program."""
+    from .npvalues import Unsupported
+    from .numpy_eval import evaluate_paths
+
+    try:
+        paths = evaluate_paths(case.program, case.kernel, case.inputs, precision, case.dims)
+    except Unsupported as err:
+        return [Outcome(error=f"numpy evaluator: {err}", unsupported=True)]
+    except Exception as exc:  # noqa: BLE001 - a bug of the evaluator is a finding too
+        return [Outcome(error=f"numpy evaluator: {_crash_text(exc)}", crashed=True)]
+    return [Outcome(values=p.values, error=p.error) for p in paths]
+
+
+def judge(target: str, ref: Outcome, got: Outcome, precision: str | None,
+          paths: list[Outcome] | None = None) -> Verdict:
+    """``got`` against ``ref``; where the evaluator found several allowed paths
+    (``paths``, a near-threshold branch), a mismatch that matches one of them is
+    ``ambiguous``. ``got`` is itself ``paths[0]`` for the ``numpy`` target."""
+    verdict = _judge(target, ref, got, precision)
+    if verdict.kind != "mismatch" or not paths or len(paths) < 2:
+        return verdict
+    if got is paths[0]:  # the evaluator: does the oracle follow another path?
+        others = [_judge(target, p, ref, precision) for p in paths[1:]]
+    else:
+        others = [_judge(target, p, got, precision) for p in paths]
+    if any(v.kind == "ok" for v in others):
+        return Verdict(target, "ambiguous", f"another branch of a near-threshold condition "
+                       f"({len(paths)} paths); against the oracle: {verdict.detail}")
+    return verdict
+
+
+def _judge(target: str, ref: Outcome, got: Outcome, precision: str | None) -> Verdict:
     if got.crashed:
         return Verdict(target, "crash", got.error)
     if got.unsupported:
@@ -150,12 +189,18 @@ def check_case(case: FuzzCase, targets: tuple[str, ...]) -> CaseResult:
         return result
     result.oracle_error = ref.error
     precision = working_precision(case)
+    # the evaluator runs for every check: its paths decide near-threshold branches
+    paths = run_numpy(case, precision) if targets else []
+    usable = [p for p in paths if not (p.crashed or p.unsupported)]
     for t in targets:
         if t == "passes":
             from .passcheck import check_passes
 
-            result.verdicts.append(check_passes(case, ref))
-            continue
-        backend, options = TARGETS[t]
-        result.verdicts.append(judge(t, ref, run_jit(case, backend, options), precision))
+            result.verdicts.append(check_passes(case, ref, usable))
+        elif t == "numpy":
+            result.verdicts.append(judge(t, ref, paths[0], precision, usable))
+        else:
+            backend, options = TARGETS[t]
+            result.verdicts.append(judge(t, ref, run_jit(case, backend, options), precision,
+                                         usable))
     return result

@@ -25,7 +25,7 @@ from pathlib import Path
 from .differential import ALL_TARGETS, CaseResult
 from .worker import WorkerPool
 
-DEFAULT_TARGETS = ("passes", "cpu-O0", "cpu-O3", "systolic", "ptxsim")
+DEFAULT_TARGETS = ("passes", "numpy", "cpu-O0", "cpu-O3", "systolic", "ptxsim")
 
 
 @dataclass
@@ -50,6 +50,8 @@ class FuzzReport:
     mismatches: int = 0
     crashes: int = 0
     unsupported: Counter = field(default_factory=Counter)
+    #: per target: results that matched another branch of a near-threshold condition
+    ambiguous: Counter = field(default_factory=Counter)
     failures: list[Failure] = field(default_factory=list)
     invalid_reasons: Counter = field(default_factory=Counter)
     unsupported_reasons: Counter = field(default_factory=Counter)
@@ -72,6 +74,8 @@ class FuzzReport:
             if v.kind == "unsupported":
                 self.unsupported[v.target] += 1
                 self.unsupported_reasons[f"{v.target}: {v.detail.splitlines()[0][:90]}"] += 1
+            elif v.kind == "ambiguous":
+                self.ambiguous[v.target] += 1
             elif v.kind in ("mismatch", "crash"):
                 self.mismatches += v.kind == "mismatch"
                 self.crashes += v.kind == "crash"
@@ -89,6 +93,9 @@ class FuzzReport:
         if self.unsupported:
             lines.append("  unsupported: " + ", ".join(f"{t} {n}" for t, n in
                                                       sorted(self.unsupported.items())))
+        if self.ambiguous:
+            lines.append("  ambiguous (a near-threshold branch; either side is right): " +
+                         ", ".join(f"{t} {n}" for t, n in sorted(self.ambiguous.items())))
         for f in self.failures:
             where = f" -> {f.reproducer}" if f.reproducer else ""
             lines.append(f"  {f.kind} seed={f.seed} {f.target}: {f.detail[:200]}{where}")

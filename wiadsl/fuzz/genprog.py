@@ -304,11 +304,18 @@ class ProgramGen:
         return [ast.SliceAssign(n, tuple(items), value, span=SPAN)]
 
     def s_if(self, depth: int) -> list[ast.Stmt]:
-        x = self.x.var(lambda t: t.exact and t.dtype is not DType.BOOL)
+        if self.rng.random() < 0.2:
+            # a branch on a float sum: rounding may decide it, and then either branch is
+            # right (the judge asks the NumPy evaluator for every allowed path)
+            x = self.x.var(lambda t: t.dtype.is_float and t.rank >= 1)
+            red_fn = "reduce_sum"
+        else:
+            x = self.x.var(lambda t: t.exact and t.dtype is not DType.BOOL)
+            red_fn = self.rng.choice(("reduce_max", "reduce_min"))
         if x is None:
             return []
         e, t = x
-        red = call(self.rng.choice(("reduce_max", "reduce_min")), e) if t.rank else e
+        red = call(red_fn, e) if t.rank else e
         cond = binop(self.rng.choice(("<", ">", ">=")), red, self.x.literal_for(t)[0])
         v, tv = self.x.expr(2)
         n = self.fresh("cv")
