@@ -1,8 +1,8 @@
 """The bounded CI fuzz run, and checks that the differential machinery can fail.
 
-The run's size is a budget: ``WIADSL_FUZZ_COUNT`` programs (default 300) and at most
-``WIADSL_FUZZ_BUDGET`` seconds (default 150) of starting new ones; the CPU JIT at
--O3 sees every program, the others a fixed share (``EVERY``).
+The run's size is a budget: ``WIADSL_FUZZ_COUNT`` programs (default 60) and at most
+``WIADSL_FUZZ_BUDGET`` seconds (default 40) of starting new ones; the CPU JIT at
+-O3 and the NumPy evaluator see every program, the others a fixed share (``EVERY``).
 """
 
 import os
@@ -16,19 +16,20 @@ from wiadsl.fuzz.differential import Outcome, check_case, judge
 from wiadsl.fuzz.genprog import generate
 from wiadsl.fuzz.worker import run_forked
 
-COUNT = int(os.environ.get("WIADSL_FUZZ_COUNT", "300"))
-BUDGET = float(os.environ.get("WIADSL_FUZZ_BUDGET", "150"))
+COUNT = int(os.environ.get("WIADSL_FUZZ_COUNT", "60"))
+BUDGET = float(os.environ.get("WIADSL_FUZZ_BUDGET", "40"))
 EVERY = {"passes": 2, "cpu-O0": 4, "systolic": 3, "ptxsim": 6}
 
 
 def test_bounded_fuzz_run(tmp_path) -> None:
-    report = run_fuzz(11, COUNT, ("passes", "cpu-O0", "cpu-O3", "systolic", "ptxsim"),
-                      tmp_path, budget_s=BUDGET, every=EVERY, reduce_s=60)
+    report = run_fuzz(11, COUNT, ("passes", "numpy", "cpu-O0", "cpu-O3", "systolic", "ptxsim"),
+                      tmp_path, budget_s=BUDGET, every=EVERY, reduce_s=20)
     print(report.summary())
     assert report.ok, report.summary()
-    assert report.programs >= min(COUNT, 30), "too few programs ran to mean anything"
+    assert report.programs >= min(COUNT, 20), "too few programs ran to mean anything"
     assert report.invalid <= report.programs // 20, report.summary()
     assert report.checks["cpu-O3"] == report.programs - report.invalid
+    assert report.checks["numpy"] == report.programs - report.invalid
 
 
 def test_judge_verdicts() -> None:
