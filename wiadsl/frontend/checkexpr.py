@@ -8,7 +8,6 @@ its source text for messages.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ from .builtins import (
     did_you_mean,
 )
 from .checkctx import BodyCtx
+from .constfold import fold_binary, fold_unary
 from .exprtext import expr_text, op_span
 from .scope import Env
 from .typerules import UNKNOWN, ValueType
@@ -37,36 +37,8 @@ from .typerules import UNKNOWN, ValueType
 _UNRESOLVED: Any = object()  # an attribute that cannot be evaluated (already reported, or UNKNOWN)
 
 
-def _number(v: Static) -> bool:
-    return isinstance(v, (int, float, bool))
-
-
 def _int(v: Static) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _pow(a: Any, b: Any) -> Any:
-    if _int(a) and _int(b) and b < 0:
-        raise ValueError("integers to negative integer powers are not allowed")
-    return a ** b
-
-
-_FOLD: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "%": operator.mod, "**": _pow, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "&&": lambda a, b: bool(a and b), "||": lambda a, b: bool(a or b),
-}
-
-
-def fold(op: str, a: Static, b: Static) -> Static:
-    """The compile-time value of ``a OP b`` (scalars only), or None."""
-    if not _number(a) or not _number(b) or op not in _FOLD:
-        return None
-    try:
-        return _FOLD[op](a, b)
-    except (ArithmeticError, ValueError):
-        return None  # 1 / 0 and friends are left to run time, as NumPy does
 
 
 def _is_int_scalar(t: tr.Type) -> bool:
@@ -174,8 +146,8 @@ class ExprTyper:
         x = self.expr(e.operand, env)
         t = self.ctx.apply(e.span, lambda c: tr.unary(e.op, x.type))
         static = None
-        if _number(x.static):
-            static = (not x.static) if e.op == "!" else -x.static
+        if isinstance(t, ValueType) and isinstance(x.type, ValueType):
+            static = fold_unary(e.op, x.static, x.type)
         return Operand(t, static, expr_text(e))
 
     def _binop(self, e: ast.BinOp, env: Env) -> Operand:
@@ -185,7 +157,10 @@ class ExprTyper:
             t = self.ctx.apply(op_span(e), lambda c: sr.matmul(lhs.type, rhs.type, labels, c))
         else:
             t = self.ctx.apply(op_span(e), lambda c: tr.binary(e.op, lhs.type, rhs.type, labels, c))
-        static = fold(e.op, lhs.static, rhs.static) if isinstance(t, ValueType) else None
+        static = None
+        if isinstance(t, ValueType) and isinstance(lhs.type, ValueType) \
+                and isinstance(rhs.type, ValueType):
+            static = fold_binary(e.op, lhs.static, lhs.type, rhs.static, rhs.type, t)
         return Operand(t, static, expr_text(e))
 
     # -------------------------------------------------------------- indexing

@@ -39,7 +39,6 @@ from ..ir.module import FuncOp
 from . import ast
 from . import typerules as tr
 from .builtins import BUILTINS, Sym
-from .checkexpr import fold
 from .lower_expr import Env, ExprLowerer, rule_error
 from .lower_values import Emitter, TypedValue, ir_type
 from .scope import assigned_names
@@ -123,11 +122,11 @@ class BodyLowerer:
             return None if any(i is None for i in items) else tuple(items)
         if isinstance(e, (ast.IntLit, ast.FloatLit, ast.BoolLit)):
             return e.value
-        if isinstance(e, ast.UnaryOp) and e.op == "-":
-            inner = self.static_value(e.operand, env)
-            return -inner if isinstance(inner, (int, float)) else None
-        if isinstance(e, ast.BinOp):
-            return fold(e.op, self.static_value(e.lhs, env), self.static_value(e.rhs, env))
+        operands = [e.operand] if isinstance(e, ast.UnaryOp) else \
+            [e.lhs, e.rhs] if isinstance(e, ast.BinOp) else []
+        if operands and all(self.static_value(x, env) is not None for x in operands):
+            # typed: folded in the result dtype (its constants are dropped if unread)
+            return self.exprs.expr(e, env).static
         if isinstance(e, (ast.Name, ast.QualifiedName)):
             tv = self.exprs.expr(e, env)
             return None if isinstance(tv.static, Sym) else tv.static

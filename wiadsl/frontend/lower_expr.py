@@ -4,7 +4,8 @@ Types come from the same pure rules the checker uses (``typerules``,
 ``shaperules``), so the IR says exactly what the checked program means. Operands
 are cast explicitly to the dtype the rules pick (the IR's elementwise ops take
 one dtype). Compile-time values (``static``) are folded as the checker folds
-them, so ``axis=-1`` or ``2 * EPS`` need no IR.
+them (``constfold``: in the result dtype, as at run time), so ``axis=-1`` or
+``2 * EPS`` need no IR.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from . import ast
 from . import shaperules as sr
 from . import typerules as tr
 from .builtins import Sym
-from .checkexpr import fold
+from .constfold import ARITH_NAMES, FLOAT_CMP, INT_CMP, fold_binary, fold_unary
 from .lower_values import Emitter, TypedValue, dialect, ir_type
 from .typerules import ValueType
 
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
     from .lower import BodyLowerer
 
 Env = dict[str, TypedValue]
-
-ARITH_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "rem", "**": "pow"}
-FLOAT_CMP = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "oge"}
-INT_CMP = {"==": "eq", "!=": "ne", "<": "slt", "<=": "sle", ">": "sgt", ">=": "sge"}
-
 
 def rule_error(err: tr.RuleError, span: Any) -> WiaError:
     """A rule's message as the spanned error class the checker would raise."""
@@ -94,17 +90,15 @@ class ExprLowerer:
 
     def _unary(self, e: ast.UnaryOp, env: Env) -> TypedValue:
         x = self.expr(e.operand, env)
+        result = tr.unary("neg" if e.op == "-" else e.op, x.type)
+        assert isinstance(result, ValueType)
+        static = fold_unary(e.op, x.static, x.type)
+        if static is not None:  # ``-5`` is the constant -5
+            if isinstance(e.operand, (ast.IntLit, ast.FloatLit)) and not x.value.uses:
+                x.value.op.erase()  # type: ignore[attr-defined]  # fresh, unshared
+            return self.em.constant(static, result, static)
         if e.op == "-":
-            if isinstance(x.static, (int, float)) and not isinstance(x.static, bool):
-                result = tr.unary("neg", x.type)  # ``-5`` is the constant -5
-                assert isinstance(result, ValueType)
-                if isinstance(e.operand, (ast.IntLit, ast.FloatLit)) and not x.value.uses:
-                    x.value.op.erase()  # type: ignore[attr-defined]  # fresh, unshared
-                return self.em.constant(-x.static, result, -x.static)
             return self.unary_fn("neg", x)
-        tr.unary("!", x.type)
-        if x.static is not None and np.ndim(x.static) == 0:
-            return self.em.constant(not x.static, x.type)
         return self._emit(x.type, "not", [x.value])
 
     def unary_fn(self, fn: str, x: TypedValue) -> TypedValue:
@@ -126,8 +120,8 @@ class ExprLowerer:
         """``a OP b`` for an arithmetic, comparison or logic operator, or max/min."""
         result = tr.binary(op, a.type, b.type)
         assert isinstance(result, ValueType)
-        static = fold(op, a.static, b.static) if result.is_scalar else None
-        if static is not None and op not in ("max", "min"):
+        static = fold_binary(op, a.static, a.type, b.static, b.type, result)
+        if static is not None:
             return self.em.constant(static, result, static)
         if op in FLOAT_CMP:
             compute, _ = promote(a.type.dtype, a.type.weak, b.type.dtype, b.type.weak)
@@ -137,7 +131,7 @@ class ExprLowerer:
             attrs = {"predicate": table[op]}
             return TypedValue(self.em.b.value(name, [a.value, b.value], ir_type(result), attrs),
                               result)
-        fn = {"&&": "and", "||": "or"}.get(op) or ARITH_NAMES.get(op, op)
+        fn = ARITH_NAMES.get(op, op)
         a, b = self.em.cast(a, result.dtype), self.em.cast(b, result.dtype)
         return self._emit(result, fn, [a.value, b.value])
 

@@ -17,6 +17,7 @@ from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import OpResult, Value
 from ..ir.types import INDEX, IndexType, IRType, ScalarType, TensorType
+from .constfold import convert
 from .typerules import ValueType
 
 
@@ -55,12 +56,14 @@ class Emitter:
         return TypedValue(v, t, value if static is None else static)
 
     def cast(self, tv: TypedValue, dtype: DType) -> TypedValue:
-        """``tv`` converted to ``dtype`` (constants are re-made, not cast)."""
+        """``tv`` converted to ``dtype`` (constants are re-made, not cast: the new
+        constant and its static are what the cast computes at run time)."""
         if tv.type.dtype is dtype:
             return tv
         t = ValueType(dtype, tv.type.shape, tv.type.weak)
-        if tv.static is not None and _is_constant(tv.value):
-            return self.constant(_convert(tv.static, dtype), t, tv.static)
+        static = convert(tv.static, tv.type.dtype, dtype) if _is_constant(tv.value) else None
+        if static is not None:
+            return self.constant(static, t, static)
         name = f"{dialect(tv.type)}.cast"
         return TypedValue(self.b.value(name, [tv.value], ir_type(t)), t)
 
@@ -103,7 +106,3 @@ class Emitter:
 def _is_constant(value: Value) -> bool:
     return isinstance(value, OpResult) and value.op.name in ("arith.constant", "tensor.constant")
 
-
-def _convert(static: Any, dtype: DType) -> Any:
-    array = np.asarray(static).astype(dtype.numpy)
-    return array.item() if array.ndim == 0 else array

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..diagnostics import WiaCallError, WiaError, WiaRuntimeError
 from .core import Block, Operation, Value
+from .folding import evaluate_op
 from .module import FuncOp, ModuleOp
 from .numerics import finish, storage_dtype
 from .types import IRType, TensorType, VectorType
@@ -112,8 +113,7 @@ class Interpreter:
                 raise WiaRuntimeError(f"'func.call' of unknown function @{op.attributes['callee']}")
             return self.call(callee, values)
         try:
-            with np.errstate(all="ignore"):
-                return op.evaluate(values)
+            return evaluate_op(op, values)  # the folders' path too: folded == run time
         except WiaError as err:
             if err.span is None and op.loc is not None:  # point at the source line
                 raise type(err)(err.message, op.loc) from None

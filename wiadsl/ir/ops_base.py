@@ -194,20 +194,14 @@ def has_dynamic_shape(op: Operation) -> bool:
 class FoldConstantsMixin:
     """``fold`` by evaluating the op when every operand is a constant.
 
-    Only for pure ops whose ``evaluate`` depends on operand values alone; a
-    runtime error while folding (e.g. an integer to a negative power) leaves
-    the op unfolded so the error still happens at run time.
+    Only for pure ops whose ``evaluate`` depends on operand values alone. The
+    evaluation is the interpreter's (``folding.evaluate_op``), so the folded value
+    is the run-time one; a runtime error while folding (e.g. an integer to a
+    negative power) leaves the op unfolded so the error still happens at run time.
     """
 
     def fold(self) -> list[Any] | None:
-        from ..diagnostics import WiaError
-        from .numerics import to_type
+        from .folding import constant_operands, try_evaluate
         op: Operation = self  # type: ignore[assignment]
-        values = [constant_of(v) for v in op.operands]
-        if any(v is None for v in values):
-            return None
-        args = [to_type(v, o.type) for v, o in zip(values, op.operands, strict=False)]
-        try:
-            return op.evaluate(args)
-        except (WiaError, ValueError, ArithmeticError):
-            return None
+        args = constant_operands(op)
+        return None if args is None else try_evaluate(op, args)

@@ -5,8 +5,9 @@ Invariants:
   blocks are evaluated; an edge becomes executable when its branch can take it
   (a ``cond_br`` on a constant takes one edge). Block arguments meet the values
   of their executable incoming edges.
-- Pure ops without regions whose operands are all constant are evaluated with
-  their own ``evaluate``; an evaluation error or a tensor larger than
+- Pure ops without regions whose operands are all constant are evaluated as the
+  interpreter runs them (``folding.try_evaluate``), so a propagated constant is
+  the run-time value in the op's dtype; an evaluation error or a tensor larger than
   ``max_elements`` makes the result overdefined (the error stays a run-time one).
 - Afterwards: scalar constants are materialized, ``cond_br`` on a constant
   becomes ``br`` and blocks never executable are removed.
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Operation, Trait, Value
+from ..ir.folding import try_evaluate
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.numerics import finish
 from ..ir.ops import create_op
@@ -111,10 +113,8 @@ class SCCPSolver:
             return [OVER] * len(op.results)
         if any(v is None for v in vals):
             return [None] * len(op.results)
-        try:
-            with np.errstate(all="ignore"):
-                out = op.evaluate(list(vals))
-        except Exception:  # noqa: BLE001 - a failing op stays a run-time failure
+        out = try_evaluate(op, list(vals))
+        if out is None:  # a failing op stays a run-time failure
             return [OVER] * len(op.results)
         return [OVER if np.size(v) > self.max_elements else v for v in out]
 
