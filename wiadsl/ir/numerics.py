@@ -68,3 +68,26 @@ def finish(x: Any, t: IRType) -> Any:
 def python_value(x: Any) -> Any:
     """A NumPy scalar as the plain Python value an attribute holds."""
     return x.item() if isinstance(x, np.generic) else x
+
+
+def cast_values(x: Any, dtype: DType) -> np.ndarray:
+    """``x`` cast to ``dtype`` storage as the language's ``cast`` (LANGUAGE.md §3): NumPy's
+    ``astype``, except that float -> integer rounds toward zero, saturates to the
+    destination range and maps NaN to 0 (NumPy leaves those undefined). To bool is
+    ``x != 0`` (NaN is true); bf16 results are rounded."""
+    arr = np.asarray(x)
+    if arr.dtype.kind == "f" and dtype.is_int:
+        return saturating_float_to_int(arr, dtype.numpy)
+    return to_dtype(arr, dtype)
+
+
+def saturating_float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Floats truncated toward zero into the integer ``dtype``, saturating; NaN gives 0."""
+    info = np.iinfo(dtype)
+    t = np.trunc(np.asarray(x, np.float64))  # exact for every float dtype held here
+    high = t >= -float(info.min)  # 2^(bits-1): exact in float64, unlike info.max
+    low = t < float(info.min)
+    with np.errstate(invalid="ignore"):
+        inside = np.where(high | low | np.isnan(t), 0.0, t).astype(dtype)
+    out = np.where(high, dtype.type(info.max), np.where(low, dtype.type(info.min), inside))
+    return out.astype(dtype, copy=False)

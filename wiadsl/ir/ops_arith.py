@@ -25,7 +25,7 @@ import numpy as np
 
 from ..dtypes import DType
 from .core import Operation
-from .numerics import finish, to_dtype, to_type
+from .numerics import cast_values, finish, to_type
 from .ops_base import (
     PURE,
     FoldConstantsMixin,
@@ -191,8 +191,9 @@ class TensorSelectOp(FoldConstantsMixin, Operation):
 
 
 class CastOp(FoldConstantsMixin, Operation):
-    """Convert the element type: NumPy ``astype`` (floats to ints truncate; to i1
-    is ``!= 0``); bf16 results are rounded. Shape is kept."""
+    """Convert the element type: ``numerics.cast_values`` (NumPy ``astype``, but floats
+    to ints truncate and saturate, NaN to 0; to i1 is ``!= 0``); bf16 results are
+    rounded. Shape is kept."""
 
     traits = PURE
     is_tensor: ClassVar[bool]
@@ -212,9 +213,8 @@ class CastOp(FoldConstantsMixin, Operation):
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         dst = self.result.type
-        if isinstance(dst, IndexType):
-            return [finish(args[0], dst)]
-        return [finish(to_dtype(args[0], dst.dtype), dst)]
+        dtype = DType.I64 if isinstance(dst, IndexType) else dst.dtype
+        return [finish(cast_values(args[0], dtype), dst)]
 
 
 register(type("ArithCastOp", (CastOp,), {"name": "arith.cast", "is_tensor": False,

@@ -14,6 +14,7 @@ loops scalar).
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from ...diagnostics import WiaIRError
@@ -111,11 +112,27 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return tanh_f32(b, x) if element(x.type) == F32 else libm(b, "tanh", [x])
 
 
-def fptosi_sat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """float -> i64, truncating toward zero; NaN gives 0 and overflow saturates."""
-    out = like(x, I64)
+def fptosi_sat(b: ir.IRBuilder, x: ir.Value, int_type: ir.IntType = I64) -> ir.Value:
+    """float -> ``int_type`` (lane-wise for vectors), truncating toward zero; NaN gives
+    0 and values beyond the type's range saturate (LANGUAGE.md §3's cast rule)."""
+    out = like(x, int_type)
+    if int_type.width < 64:
+        return _fptosi_clamped(b, x, out)
     name = f"llvm.fptosi.sat.{type_suffix(out)}.{type_suffix(x.type)}"
     fn = b.module.globals.get(name)
     if fn is None:
         fn = ir.Function(b.module, ir.FunctionType(out, [x.type]), name)
     return b.call(fn, [x])
+
+
+def _fptosi_clamped(b: ir.IRBuilder, x: ir.Value, out: ir.Type) -> ir.Value:
+    """``fptosi.sat`` to a narrow type as clamp + ``fptosi`` + selects: the same value,
+    but x86 has vector forms of these (``llvm.fptosi.sat`` to i8/i32 is scalarized)."""
+    width = element(out).width
+    top = 2.0 ** (width - 1)  # the first value past the range: exact in f32 and f64
+    below = float(np.nextafter(np.float32(top) if element(x.type) == F32 else top, 0))
+    clamped = intrinsic(b, "minnum", [intrinsic(b, "maxnum", [x, ir.Constant(x.type, -top)]),
+                                      ir.Constant(x.type, below)])  # maxnum(NaN, lo) = lo
+    i = b.select(b.fcmp_ordered(">=", x, ir.Constant(x.type, top)),
+                 ir.Constant(out, (1 << (width - 1)) - 1), b.fptosi(clamped, out))
+    return b.select(b.fcmp_unordered("uno", x, x), ir.Constant(out, 0), i)

@@ -185,8 +185,8 @@ def compare(b: B, kind: str, pred: str, x: ir.Value, y: ir.Value, dtype: DType |
 
 
 def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
-    """NumPy ``astype`` of one value (index is i64); float -> int saturates
-    instead of producing poison on NaN or overflow."""
+    """NumPy ``astype`` of one value (index is i64); float -> int truncates and
+    saturates to the destination type, NaN gives 0 (LANGUAGE.md §3), never poison."""
     if src == dst or (src in (None, DType.I64) and dst in (None, DType.I64)):
         return v
     t = like(v, reg_type(dst))
@@ -203,8 +203,7 @@ def cast(b: B, v: ir.Value, src: DType | None, dst: DType | None) -> ir.Value:
             w_in, w_out = element(v.type).width, element(t).width
             return v if w_in == w_out else b.trunc(v, t) if w_in > w_out else b.sext(v, t)
         x = to_compute(b, v, src)  # type: ignore[arg-type]
-        wide = m.fptosi_sat(b, x)
-        return b.trunc(wide, t) if element(t).width < 64 else wide
+        return m.fptosi_sat(b, x, element(t))  # saturates to the destination's own range
     if src is DType.BOOL:
         x = b.uitofp(v, like(v, reg_type(compute_dtype(dst))))
     elif not src_float:

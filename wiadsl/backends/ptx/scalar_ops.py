@@ -188,7 +188,8 @@ class ScalarEmitter(RemainderEmitter):
         return out
 
     def cast(self, reg: str, src: DType, dst: DType) -> str:
-        """NumPy ``astype``: float->int truncates toward zero; x->bool is ``x != 0``."""
+        """The language's ``cast`` (LANGUAGE.md §3): NumPy ``astype``, except that
+        float->int truncates toward zero, saturates and maps NaN to 0; x->bool is ``x != 0``."""
         kb = self.kb
         si, di = info(src), info(dst)
         if src is dst:
@@ -211,8 +212,11 @@ class ScalarEmitter(RemainderEmitter):
             kb.emit(f"mov.{'b64' if di.reg in ('b64', 'f64') else 'b32'} {out}, {reg}")
         elif src.is_float and dst.is_float:
             kb.emit(f"cvt.{'rn.' if di.itype == 'f32' else ''}{di.itype}.{si.itype} {out}, {reg}")
-        elif src.is_float:
+        elif src.is_float:  # cvt to an integer saturates to its range and maps NaN to 0
             kb.emit(f"cvt.rzi.{di.itype}.{si.itype} {out}, {reg}")
+            if dst is DType.I8:  # computed in s32: saturate again to i8's range
+                kb.emit(f"max.s32 {out}, {out}, -128")
+                kb.emit(f"min.s32 {out}, {out}, 127")
         elif dst.is_float:
             kb.emit(f"cvt.rn.{di.itype}.{si.itype} {out}, {reg}")
         elif di.itype == "s32":  # s64 -> s32: keep the low bits, as NumPy wraps

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DType
-from ...ir.numerics import to_dtype
+from ...ir.numerics import cast_values, to_dtype
 from ...ir.ops_elementwise import ELEMENTWISE_BY_NAME, apply_elementwise
 from ...ir.ops_tensor import _quantize
 from .isa import SasmError
@@ -67,7 +67,7 @@ def _dequantize(args: list[np.ndarray]) -> np.ndarray:
 
 
 VEC_FNS: dict[str, VecFn] = {name: _elementwise(name) for name in ELEMENTWISE_BY_NAME}
-VEC_FNS["cast"] = VecFn("cast", 1, lambda a, _s, d: to_dtype(a[0], d), False)
+VEC_FNS["cast"] = VecFn("cast", 1, lambda a, _s, d: cast_values(a[0], d), False)
 VEC_FNS["quantize"] = VecFn(
     "quantize", 3, lambda a, s, _d: _quantize(a[0], a[1], a[2], s[0]), False)
 VEC_FNS["dequantize"] = VecFn("dequantize", 3, lambda a, _s, _d: _dequantize(a), False)
