@@ -12,6 +12,7 @@ values. Both must equal NumPy (bit for bit: the sign of a zero, NaN) on every ta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -176,10 +177,13 @@ UNDEFINED_CASTS = [
 
 
 def _section3_cast(value: Any, dtype: str) -> Any:
+    """Truncate toward zero, saturate to the range of ``dtype``, NaN -> 0 (Python ints: exact)."""
     info = np.iinfo(NUMPY[dtype])
-    if np.isnan(value):
+    v = float(value)
+    if math.isnan(v):
         return NUMPY[dtype](0)
-    return NUMPY[dtype](int(np.clip(np.trunc(np.float64(value)), info.min, info.max)))
+    t = info.max if v == math.inf else info.min if v == -math.inf else int(v)
+    return NUMPY[dtype](min(max(t, info.min), info.max))
 
 
 def _cast_source(case: Case) -> str:
