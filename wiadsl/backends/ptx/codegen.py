@@ -18,6 +18,7 @@ from typing import Any
 
 from ...diagnostics import WiaError
 from ...dtypes import DType
+from . import device_errors
 from .builder import KernelBuilder
 from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
 from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
@@ -80,7 +81,7 @@ class ExprCodegen:
                  scalars: list, domain: tuple[Sym, ...]):
         self.kb, self.params, self.inputs, self.scalars = kb, params, inputs, scalars
         self.domain = domain
-        self.ops = ScalarEmitter(kb)
+        self.ops = ScalarEmitter(kb, lambda kind: params.buffer(device_errors.placeholder(kind)))
         self.memo: dict[int, str] = {}
         self.groups: list[IndexGroup] = []
         self.coords: dict[int, str] = {}
@@ -275,7 +276,11 @@ class ExprCodegen:
             return self.stage_regs[node.index]
         if isinstance(node, Apply):
             args = [(self.value(a), a.dtype) for a in node.args]
-            return self.ops.apply(node.fn, node.dtype, args, node.attrs)
+            attrs = node.attrs
+            exponent = node.args[1] if node.fn == "pow" else None
+            if isinstance(exponent, Const) and exponent.value >= 0:  # nothing to check
+                attrs = {**(attrs or {}), "nonnegative_exponent": True}
+            return self.ops.apply(node.fn, node.dtype, args, attrs)
         raise WiaError(f"the PTX backend cannot compute node {type(node).__name__}")
 
     def constant(self, value: Any, dtype: DType) -> str:

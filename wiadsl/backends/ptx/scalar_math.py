@@ -79,12 +79,16 @@ class MathEmitter:
             self._e(f"selp.{t} {out}, 0, {r}, {pz}")
         return out
 
-    def ipow(self, t: str, a: str, b: str) -> str:
-        """Integer power by repeated squaring (exponent >= 0; checked by the interpreter)."""
+    def ipow(self, t: str, a: str, b: str, checked: bool = False) -> str:
+        """Integer power by repeated squaring; ``checked``: a negative exponent raises
+        the interpreter's error (through ``device_error``), else it must be >= 0."""
         cls = "b64" if t == "s64" else "b32"
         res, base, e, bit = self._r(cls), self._r(cls), self._r(cls), self._r(cls)
         p = self._r("pred")
         kb = self.kb
+        if checked:
+            self._e(f"setp.lt.{t} {p}, {b}, 0")
+            self.device_error(p, "negative_power")  # type: ignore[attr-defined]
         top, done = kb.new_label("pow"), kb.new_label("powdone")  # type: ignore[attr-defined]
         self._e(f"mov.{t} {res}, 1")
         self._e(f"mov.{t} {base}, {a}")

@@ -12,11 +12,14 @@ Invariants:
 - Transcendentals are computed with range reduction around the ``.approx``
   instructions so results stay within a few ulp (see each helper), never the
   raw ~2^-11 ``tanh.approx``; f64 ones in software (``scalar_math_f64``).
+- An integer ``pow`` whose exponent may be negative reports the interpreter's
+  run-time error through a device error flag (``device_errors``).
 - An op or dtype this table does not cover raises ``WiaError`` naming it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...diagnostics import WiaError
@@ -41,6 +44,8 @@ class ScalarEmitter(RemainderEmitter):
     """Emits scalar ops into ``kb``; registers are typed by ``isa.DTYPES[d].reg``."""
 
     kb: KernelBuilder
+    #: error kind -> a global pointer register to its flag (``device_errors``)
+    error_flag: Callable[[str], str] | None = None
 
     def apply(self, fn: str, dtype: DType, args: list[tuple[str, DType]],
               attrs: dict | None = None) -> str:
@@ -57,9 +62,19 @@ class ScalarEmitter(RemainderEmitter):
             out = self._pred_op(fn, regs)
         elif dtype.is_float:
             out = self._float_op(fn, dtype, regs)
+        elif fn == "pow" and not attrs.get("nonnegative_exponent"):
+            out = self.ipow(info(dtype).itype, regs[0], regs[1], checked=True)
         else:
             out = self._int_op(fn, dtype, regs)
         return self.round(out, dtype)
+
+    def device_error(self, pred: str, kind: str) -> None:
+        """Raise the run-time error ``kind`` (``device_errors``) where ``pred`` holds."""
+        if self.error_flag is None:
+            raise WiaError(f"this PTX kernel cannot report run-time errors ('{kind}')")
+        flag, one = self.error_flag(kind), self.kb.reg("b32")
+        self.kb.emit(f"mov.u32 {one}, 1")
+        self.kb.emit(f"@{pred} st.global.u32 [{flag}], {one}")
 
     # -------------------------------------------------------------- per kind
     def _pred_op(self, fn: str, regs: list[str]) -> str:

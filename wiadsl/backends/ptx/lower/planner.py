@@ -22,6 +22,7 @@ from ....dtypes import DType
 from ....ir.core import Block, Operation, Value
 from ....ir.module import FuncOp
 from ....ir.types import IndexType, TensorType
+from .. import device_errors
 from ..isa import DEFAULT_ARCH
 from ..kernels.elementwise import EmittedKernel
 from ..symbolic import Sym, call, evaluate
@@ -96,9 +97,27 @@ class Planner(OpsMixin):
         return dense_view(name, dtype, shape)
 
     def add_kernel(self, k: EmittedKernel) -> None:
+        """Launch ``k``; a device error flag it reports through (``device_errors``) gets a
+        zeroed buffer before the launch and a read and check after it."""
         self.kernels.append(k)
+        args, flags = [], []
+        for a in k.args:
+            kind = device_errors.kind_of(a)
+            if kind is not None:
+                flag = self.alloc(DType.I32, (1,)).buffer
+                self.steps.append({"op": "write", "buffer": flag, "index": 0, "dtype": "i32",
+                                   "value": {"value": 0, "dtype": "i32"}})
+                flags.append((kind, flag))
+                a = {"buffer": flag}
+            args.append(a)
+        k.args = args
         self.steps.append({"op": "launch", "kernel": k.name, "kind": k.kind,
-                           "grid": list(k.grid), "block": list(k.block), "args": k.args})
+                           "grid": list(k.grid), "block": list(k.block), "args": args})
+        for kind, flag in flags:
+            seen = self.fresh("err")
+            self.steps.append({"op": "read", "dst": seen, "buffer": flag, "index": 0,
+                               "dtype": "i32"})
+            self.check(f"{seen} == 0", device_errors.MESSAGES[kind])
 
     # ------------------------------------------------------------ values
     def lookup(self, v: Value) -> Any:
