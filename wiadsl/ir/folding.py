@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,12 +61,18 @@ def constant_operands(op: Operation) -> list[Any] | None:
 def evaluate_scalar(name: str, operands: Sequence[tuple[Any, IRType]], result: IRType,
                     attributes: dict[str, Any] | None = None) -> Any | None:
     """What op ``name`` computes from these (value, type) operands: a NumPy scalar
-    of ``result``'s storage, or None when the op would fail at run time.
-
-    The op is built detached, on placeholder values, only to run its ``evaluate``.
-    """
-    placeholders = [Value(t) for _, t in operands]
-    op = create_op(name, placeholders, [result], attributes)
-    op.verify()  # a frontend bug, not a value to fold
+    of ``result``'s storage, or None when the op would fail at run time."""
+    attrs = tuple(sorted((attributes or {}).items()))
+    op = _detached(name, tuple(t for _, t in operands), result, attrs)
     out = try_evaluate(op, [finish(v, t) for v, t in operands])
     return None if out is None else out[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _detached(name: str, types: tuple[IRType, ...], result: IRType,
+              attributes: tuple[tuple[str, Any], ...]) -> Operation:
+    """A verified op on placeholder values, only to run its ``evaluate`` (which reads
+    types and attributes, never the operand values): built once per signature."""
+    op = create_op(name, [Value(t) for t in types], [result], dict(attributes))
+    op.verify()  # a frontend bug, not a value to fold
+    return op
