@@ -206,12 +206,12 @@ def test_tokenize():
     "const X = " + "(" * 5000 + "1" + ")" * 5000 + ";",
     "const X = " + "[" * 5000 + "]" * 5000 + ";",
     "kernel k() " + "{" * 5000,
-    "const X = " + "+".join(["1"] * 5000) + ";",
     "const X = " + "-" * 5000 + "1;",
     "const X = " + "**".join(["2"] * 3000) + ";",
     "kernel k() { " + " else ".join(["if a {}"] * 1000) + " }",
-], ids=["parens", "brackets", "braces", "sum", "minus", "power", "else-if"])
+], ids=["parens", "brackets", "braces", "minus", "power", "else-if"])
 def test_deep_nesting_is_a_clean_error(src):
+    # A flat `1 + 1 + ... + 1` is no nesting: see tests/frontend/test_parse_chains.py.
     with pytest.raises(WiaSyntaxError, match="nesting too deep"):
         parse_source(src)
 

@@ -13,8 +13,15 @@ from .ast import Program
 
 def dump_program(program: Program) -> str:
     lines = [f"Program {program.filename}"]
-    for decl in program.decls:
-        _dump_node(decl, 1, lines)
+    # An explicit stack of lines to print and nodes to expand, not recursion: a
+    # chain ``a + b + ... + z`` is as deep as it is long.
+    todo: list[str | tuple[object, int]] = [(d, 1) for d in reversed(program.decls)]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            lines.append(item)
+        else:
+            todo.extend(reversed(_expand(*item)))
     return "\n".join(lines) + "\n"
 
 
@@ -22,7 +29,8 @@ def _is_node(value: object) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
-def _dump_node(node: object, depth: int, lines: list[str]) -> None:
+def _expand(node: object, depth: int) -> list[str | tuple[object, int]]:
+    """The node's own line, then each child field's name and its nodes, in order."""
     pad = "  " * depth
     scalars: list[str] = []
     children: list[tuple[str, object]] = []
@@ -36,11 +44,10 @@ def _dump_node(node: object, depth: int, lines: list[str]) -> None:
             scalars.append(f"{f.name}={value!r}")
     span = getattr(node, "span", None)
     where = f" @{span.line}:{span.column}" if span is not None else ""
-    lines.append(f"{pad}{type(node).__name__}{''.join(' ' + s for s in scalars)}{where}")
+    out: list[str | tuple[object, int]] = [
+        f"{pad}{type(node).__name__}{''.join(' ' + s for s in scalars)}{where}"]
     for name, value in children:
-        lines.append(f"{pad}  .{name}")
+        out.append(f"{pad}  .{name}")
         for child in value if isinstance(value, tuple) else (value,):
-            if _is_node(child):
-                _dump_node(child, depth + 2, lines)
-            else:
-                lines.append(f"{pad}    {child!r}")
+            out.append((child, depth + 2) if _is_node(child) else f"{pad}    {child!r}")
+    return out

@@ -30,7 +30,7 @@ from .builtins import (
 )
 from .checkctx import BodyCtx
 from .constfold import fold_binary, fold_unary
-from .exprtext import expr_text, op_span
+from .exprtext import binop_text, expr_text, left_chain, op_span
 from .scope import Env
 from .typerules import UNKNOWN, ValueType
 
@@ -151,7 +151,15 @@ class ExprTyper:
         return Operand(t, static, expr_text(e))
 
     def _binop(self, e: ast.BinOp, env: Env) -> Operand:
-        lhs, rhs = self.expr(e.lhs, env), self.expr(e.rhs, env)
+        # A chain `a + b + ... + z` is folded in a loop: its length must not cost
+        # a stack frame per operand (issue 17).
+        chain = left_chain(e)
+        value = self.expr(chain[-1].lhs, env)
+        for node in reversed(chain):
+            value = self._binop_of(node, value, self.expr(node.rhs, env))
+        return value
+
+    def _binop_of(self, e: ast.BinOp, lhs: Operand, rhs: Operand) -> Operand:
         labels = (lhs.label, rhs.label)
         if e.op == "@":
             t = self.ctx.apply(op_span(e), lambda c: sr.matmul(lhs.type, rhs.type, labels, c))
@@ -161,7 +169,7 @@ class ExprTyper:
         if isinstance(t, ValueType) and isinstance(lhs.type, ValueType) \
                 and isinstance(rhs.type, ValueType):
             static = fold_binary(e.op, lhs.static, lhs.type, rhs.static, rhs.type, t)
-        return Operand(t, static, expr_text(e))
+        return Operand(t, static, binop_text(e, lhs.label, rhs.label))
 
     # -------------------------------------------------------------- indexing
 

@@ -4,6 +4,14 @@
 of calls elided (``reduce_max(...) > 1.0``) so messages stay one line.
 ``op_span`` finds the operator token of a ``BinOp`` in the source text, so a
 shape error in ``A @ x`` points at the ``@`` (LANGUAGE.md §9).
+
+Invariants:
+- A text is at most ``TEXT_LIMIT`` characters (longer ones end in ``...``), so a
+  label costs O(1) however long the expression, and the checker can label every
+  node of a chain ``a + b + ... + z`` in linear time (``binop_text``).
+- A left-associated chain is walked by a loop (``left_chain``), never by
+  recursion, so its length is not bounded by Python's stack; only real nesting
+  deepens recursion, and the parser caps that at ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
@@ -15,6 +23,25 @@ _PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
          "+": 4, "-": 4, "*": 5, "/": 5, "%": 5, "@": 5, "**": 7}
 _UNARY_PREC = 6
 _ATOM_PREC = 8
+#: Longest text ``expr_text`` returns; an error message stays readable beyond this.
+TEXT_LIMIT = 100
+
+
+def left_chain(e: ast.BinOp) -> list[ast.BinOp]:
+    """The binary operators down the left operands of ``e``, outermost first.
+
+    ``a + b - c`` gives ``[(a + b) - c, a + b]``; the last one's ``lhs`` is the
+    chain's first operand. Walkers evaluate that operand, then fold the list in
+    reverse: the same order as recursion on ``lhs``, without a frame per element.
+    """
+    chain = [e]
+    while isinstance(chain[-1].lhs, ast.BinOp):
+        chain.append(chain[-1].lhs)
+    return chain
+
+
+def _elide(text: str) -> str:
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT - 3] + "..."
 
 
 def _prec(e: ast.Expr) -> int:
@@ -25,9 +52,18 @@ def _prec(e: ast.Expr) -> int:
     return _ATOM_PREC
 
 
-def _wrap(e: ast.Expr, min_prec: int) -> str:
-    text = expr_text(e)
+def _wrap(e: ast.Expr, min_prec: int, text: str | None = None) -> str:
+    """The text of ``e`` (``text`` when already known), parenthesized if it binds looser."""
+    text = expr_text(e) if text is None else text
     return f"({text})" if _prec(e) < min_prec else text
+
+
+def binop_text(e: ast.BinOp, lhs_text: str, rhs_text: str) -> str:
+    """The text of ``e`` from the texts of its operands: O(``TEXT_LIMIT``), not O(size)."""
+    p = _PREC[e.op]
+    # '**' is right-associative; everything else is left-associative.
+    left, right = (p + 1, p) if e.op == "**" else (p, p + 1)
+    return _elide(f"{_wrap(e.lhs, left, lhs_text)} {e.op} {_wrap(e.rhs, right, rhs_text)}")
 
 
 def _item_text(item: ast.IndexItem) -> str:
@@ -42,7 +78,11 @@ def _number(value: float) -> str:
 
 
 def expr_text(e: ast.Expr) -> str:
-    """The expression as source text, call arguments elided."""
+    """The expression as source text, call arguments elided, at most ``TEXT_LIMIT`` long."""
+    return _elide(_text(e))
+
+
+def _text(e: ast.Expr) -> str:
     if isinstance(e, ast.IntLit):
         return str(e.value)
     if isinstance(e, ast.FloatLit):
@@ -58,10 +98,11 @@ def expr_text(e: ast.Expr) -> str:
     if isinstance(e, ast.UnaryOp):
         return e.op + _wrap(e.operand, _UNARY_PREC)
     if isinstance(e, ast.BinOp):
-        p = _PREC[e.op]
-        # '**' is right-associative; everything else is left-associative.
-        left, right = (p + 1, p) if e.op == "**" else (p, p + 1)
-        return f"{_wrap(e.lhs, left)} {e.op} {_wrap(e.rhs, right)}"
+        chain = left_chain(e)
+        text = expr_text(chain[-1].lhs)
+        for node in reversed(chain):
+            text = binop_text(node, text, expr_text(node.rhs))
+        return text
     if isinstance(e, ast.Call):
         name = f"{e.module}.{e.name}" if e.module else e.name
         return f"{name}(...)" if e.args or e.keywords else f"{name}()"

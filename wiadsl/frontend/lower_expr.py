@@ -22,6 +22,7 @@ from . import shaperules as sr
 from . import typerules as tr
 from .builtins import Sym
 from .constfold import ARITH_NAMES, FLOAT_CMP, INT_CMP, fold_binary, fold_unary
+from .exprtext import left_chain
 from .lower_values import Emitter, TypedValue, dialect, ir_type
 from .typerules import ValueType
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .lower import BodyLowerer
 
 Env = dict[str, TypedValue]
+
 
 def rule_error(err: tr.RuleError, span: Any) -> WiaError:
     """A rule's message as the spanned error class the checker would raise."""
@@ -111,10 +113,13 @@ class ExprLowerer:
         return self._emit(result, fn, [x.value])
 
     def _binop(self, e: ast.BinOp, env: Env) -> TypedValue:
-        a, b = self.expr(e.lhs, env), self.expr(e.rhs, env)
-        if e.op == "@":
-            return self.matmul(a, b)
-        return self.binary(e.op, a, b)
+        # A chain `a + b + ... + z` is folded in a loop, not one frame per operand.
+        chain = left_chain(e)
+        value = self.expr(chain[-1].lhs, env)
+        for node in reversed(chain):
+            rhs = self.expr(node.rhs, env)
+            value = self.matmul(value, rhs) if node.op == "@" else self.binary(node.op, value, rhs)
+        return value
 
     def binary(self, op: str, a: TypedValue, b: TypedValue) -> TypedValue:
         """``a OP b`` for an arithmetic, comparison or logic operator, or max/min."""

@@ -26,7 +26,7 @@ from lark.exceptions import UnexpectedToken
 from lark.parsers.lalr_interactive_parser import InteractiveParser
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
-from .ast import Program
+from .ast import BinOp, Program
 from .ast_builder import AstBuilder
 from .tokens import (
     MAX_DEPTH,
@@ -206,6 +206,9 @@ def _unwind(parser: InteractiveParser, sync: frozenset[str]) -> None:
 def _check_depth(program: Program) -> list[WiaError]:
     """An error at the first node (in source order) nested deeper than ``MAX_DEPTH``.
 
+    The left operand of a ``BinOp`` that is itself a ``BinOp`` does not count as a
+    level: every consumer walks such a chain (``a + b + ... + z``) with a loop
+    (``exprtext.left_chain``), so only real nesting deepens their recursion.
     An iterative walk: the tree may be far deeper than Python's recursion limit.
     """
     too_deep: list[Span] = []
@@ -215,13 +218,31 @@ def _check_depth(program: Program) -> list[WiaError]:
         if depth > MAX_DEPTH:
             too_deep.append(node.span)  # type: ignore[attr-defined]
             continue
-        for f in dataclasses.fields(node):  # type: ignore[arg-type]
-            if f.name == "span":
-                continue
-            value = getattr(node, f.name)
-            children = value if isinstance(value, tuple) else (value,)
-            stack.extend((c, depth + 1) for c in children if dataclasses.is_dataclass(c))
+        for value in _children(node):
+            if isinstance(value, tuple):
+                stack.extend((c, depth + 1) for c in value if _is_node(c))
+            elif isinstance(node, BinOp) and value is node.lhs and isinstance(value, BinOp):
+                stack.append((value, depth))
+            elif _is_node(value):
+                stack.append((value, depth + 1))
     if not too_deep:
         return []
     first = min(too_deep, key=lambda s: (s.line, s.column))
     return [WiaSyntaxError(f"nesting too deep (more than {MAX_DEPTH} levels)", first)]
+
+
+def _is_node(value: object) -> bool:
+    return dataclasses.is_dataclass(value)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: object) -> list[object]:
+    """The values of the node's fields but ``span`` (field names looked up once per class)."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(node)  # type: ignore[arg-type]
+                      if f.name != "span")
+        _FIELDS[type(node)] = names
+    return [getattr(node, name) for name in names]

@@ -7,7 +7,7 @@ Invariants (tested by tests/frontend/test_unparse.py, also on random ASTs):
   around ``func`` and ``kernel`` declarations, parentheses only where precedence
   needs them, floats by ``repr`` (so they re-parse to the same value).
 - Recursion depth is proportional to AST depth, which the parser caps at
-  ``MAX_DEPTH``.
+  ``MAX_DEPTH``; a left-associated chain ``a + b + ... + z`` is one loop, however long.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from . import ast
+from .exprtext import left_chain
 
 # Binding strength, weakest first (LANGUAGE.md §6).
 _OR, _AND, _CMP, _ADD, _MUL, _UNARY, _POW, _POSTFIX, _ATOM = range(1, 10)
@@ -73,14 +74,28 @@ def _expr(e: ast.Expr) -> tuple[str, int]:
 
 
 def _binop(e: ast.BinOp) -> tuple[str, int]:
-    prec = _BINARY_PREC[e.op]
+    """A left-associated chain in one loop, pieces joined once: linear in its length."""
+    chain = left_chain(e)
+    text, prec = _expr(chain[-1].lhs)
+    opens, pieces = 0, [text]
+    for node in reversed(chain):
+        lhs_min, rhs_min = _operand_precs(node.op)
+        if prec < lhs_min:  # parenthesize everything so far
+            opens += 1
+            pieces.append(")")
+        pieces.append(f" {node.op} {_wrap(_expr(node.rhs), rhs_min)}")
+        prec = _BINARY_PREC[node.op]
+    return "(" * opens + "".join(pieces), prec
+
+
+def _operand_precs(op: str) -> tuple[int, int]:
+    """The weakest binding each operand of ``op`` may have without parentheses."""
+    prec = _BINARY_PREC[op]
     if prec == _POW:  # postfix ** unary: right-associative
-        lhs, rhs = _wrap(_expr(e.lhs), _POSTFIX), _wrap(_expr(e.rhs), _UNARY)
-    elif prec == _CMP:  # comparisons do not chain: both sides bind tighter
-        lhs, rhs = _wrap(_expr(e.lhs), _CMP + 1), _wrap(_expr(e.rhs), _CMP + 1)
-    else:  # left-associative
-        lhs, rhs = _wrap(_expr(e.lhs), prec), _wrap(_expr(e.rhs), prec + 1)
-    return f"{lhs} {e.op} {rhs}", prec
+        return _POSTFIX, _UNARY
+    if prec == _CMP:  # comparisons do not chain: both sides bind tighter
+        return _CMP + 1, _CMP + 1
+    return prec, prec + 1  # left-associative
 
 
 def _call_args(e: ast.Call) -> str:
