@@ -57,14 +57,18 @@ class MathEmitter:
         return out
 
     def floor_divmod(self, fn: str, t: str, a: str, b: str) -> str:
-        """Floor division / remainder (NumPy); a zero divisor gives 0."""
+        """Floor division / remainder (NumPy); a zero divisor gives 0. A divisor of -1
+        divides by 1 instead (then negates the quotient), so ``MIN / -1`` wraps as
+        NumPy's does rather than leaving the hardware's overflow result."""
         cls = "b64" if t == "s64" else "b32"
         bits = "b64" if t == "s64" else "b32"
         q, r, x, out = self._r(cls), self._r(cls), self._r(cls), self._r(cls)
-        pz, pr, pn = self._r("pred"), self._r("pred"), self._r("pred")
+        pz, pr, pn, pm = self._r("pred"), self._r("pred"), self._r("pred"), self._r("pred")
         safe = self._r(cls)
         self._e(f"setp.eq.{t} {pz}, {b}, 0")
-        self._e(f"selp.{t} {safe}, 1, {b}, {pz}")
+        self._e(f"setp.eq.{t} {pm}, {b}, -1")
+        self._e(f"or.pred {pn}, {pz}, {pm}")
+        self._e(f"selp.{t} {safe}, 1, {b}, {pn}")
         self._e(f"div.{t} {q}, {a}, {safe}")
         self._e(f"rem.{t} {r}, {a}, {safe}")
         self._e(f"setp.ne.{t} {pr}, {r}, 0")
@@ -73,6 +77,7 @@ class MathEmitter:
         self._e(f"and.pred {pr}, {pr}, {pn}")
         if fn == "div":
             self._e(f"@{pr} sub.{t} {q}, {q}, 1")
+            self._e(f"@{pm} neg.{t} {q}, {q}")
             self._e(f"selp.{t} {out}, 0, {q}, {pz}")
         else:
             self._e(f"@{pr} add.{t} {r}, {r}, {safe}")
