@@ -13,7 +13,9 @@ Invariants:
   bad statement gives one error. A parse error in a statement that already has a
   lexical error is not reported (it is almost always a consequence of it).
 - Accepted programs nest at most ``MAX_DEPTH`` AST levels, so the recursive
-  consumers (``==``, the unparser, later phases) stay far from Python's stack limit.
+  consumers (the unparser, later phases) stay far from Python's stack limit. A
+  left-associated chain ``a + b + ... + z`` counts as one level whatever its
+  length: those consumers fold it in a loop (``exprtext.left_chain``).
 """
 
 from __future__ import annotations

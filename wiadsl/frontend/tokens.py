@@ -24,7 +24,8 @@ from lark.lexer import BasicLexer, LexerThread
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from ..resources import grammar_path
 
-#: Deepest bracket or AST nesting the frontend accepts (far below Python's recursion limit).
+#: Deepest bracket or AST nesting the frontend accepts (far below Python's recursion limit);
+#: a flat chain ``a + b + ... + z`` is not nesting (see parser._check_depth).
 MAX_DEPTH = 200
 #: Errors reported for one file at most; the rest would be noise.
 MAX_ERRORS = 50

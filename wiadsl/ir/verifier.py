@@ -21,7 +21,7 @@ from ..diagnostics import WiaIRError
 from .core import Block, Operation
 from .dominance import DominanceInfo
 from .module import FuncOp, ModuleOp
-from .printer import FuncPrinter
+from .printer import FuncPrinter, Namer
 
 _CONTEXT_LINES = 6
 
@@ -42,6 +42,7 @@ class FuncVerifier:
         self.func = func
         self.module = module
         self._printer: FuncPrinter | None = None
+        self._names: Namer | None = None
 
     def run(self) -> None:
         blocks = self.func.blocks
@@ -72,8 +73,10 @@ class FuncVerifier:
         return self.fail(f"'{op.name}' op {message}", op=op)
 
     def block_name(self, block: Block) -> str:
-        printer = self._printer or FuncPrinter(self.func)
-        return printer.names.block(block)
+        # Naming walks the whole function: once per verification, not once per edge.
+        if self._names is None:
+            self._names = (self._printer or FuncPrinter(self.func)).names
+        return self._names.block(block)
 
     # ------------------------------------------------------------- checks
 

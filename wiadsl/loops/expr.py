@@ -125,6 +125,9 @@ class ScalarExpr(Expr):
 
 
 ScalarFn = Callable[[LoopBuilder, list[Value]], Value]
+#: Deepest chain of fused elementwise ops: a longer one (``a + a + ... + a`` with
+#: thousands of terms) is cut into buffers, so emitting it cannot exhaust the stack.
+MAX_FUSION_DEPTH = 64
 
 
 @dataclass(eq=False)
@@ -135,6 +138,13 @@ class MapExpr(Expr):
     operands: list[Expr]
     extents: list[Value]
     out_dtype: DType
+    #: MapExprs on the longest path down the operands, this one included: ``at`` and
+    #: ``is_flat`` recurse that deep (lowerings keep it below ``MAX_FUSION_DEPTH``).
+    depth: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.depth = 1 + max((o.depth for o in self.operands if isinstance(o, MapExpr)),
+                             default=0)
 
     @property
     def dtype(self) -> DType:  # type: ignore[override]

@@ -115,27 +115,28 @@ def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> 
                     assert isinstance(leaf, Leaf)
                     leaf.extents = [lb.idx(n) for n in shape]
                     leaf.strides = contiguous_strides(lb, leaf.extents)
-        for op in b.ops:
+        for i, op in enumerate(b.ops):
             lb.b.loc = op.loc  # loop-level ops keep the source location of their tensor op
             if op.is_terminator:
                 _lower_terminator(ctx, op, blocks)
             else:
-                _lower_op(ctx, op)
+                _lower_op(ctx, op, i)
     return dst
 
 
-def _lower_op(ctx: Ctx, op: Operation) -> None:
+def _lower_op(ctx: Ctx, op: Operation, position: int) -> None:
+    """Lower ``op``, the ``position``-th op of its block."""
     fn = LOWERINGS.get(op.name)
     if fn is None:
         raise WiaIRError(f"no loop-level lowering for '{op.name}'")
     results = fn(ctx, op)
     for r, x in zip(op.results, results, strict=True):
-        if isinstance(x, Expr) and isinstance(r.type, TensorType) and not _may_defer(op, r):
+        if isinstance(x, Expr) and isinstance(r.type, TensorType) and not _may_defer(op, r, position):
             x = materialize(ctx.lb, x)
         ctx.env[id(r)] = x
 
 
-def _may_defer(op: Operation, result: Value) -> bool:
+def _may_defer(op: Operation, result: Value, position: int) -> bool:
     if len(result.uses) != 1:
         return False
     user = result.uses[0].owner
@@ -143,7 +144,8 @@ def _may_defer(op: Operation, result: Value) -> bool:
     if user.parent is not block or user.is_terminator or user.name == "func.call":
         return False
     assert block is not None
-    between = block.ops[block.ops.index(op) + 1:block.ops.index(user)]
+    # Searched from ``position`` on: a whole-block index() per op made long blocks quadratic.
+    between = block.ops[position + 1:block.ops.index(user, position + 1)]
     return not any(o.name in IN_PLACE_OPS for o in between)
 
 

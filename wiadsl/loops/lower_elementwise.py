@@ -11,9 +11,19 @@ from ..ir.core import Operation, Value
 from ..ir.ops import ELEMENTWISE_FNS
 from ..ir.types import IndexType, ScalarType, TensorType, shape_of
 from .builder import const_value
-from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_extents, buffer_leaf
+from .expr import MAX_FUSION_DEPTH, Expr, Leaf, MapExpr, ScalarExpr, broadcast_extents, buffer_leaf
 from .lower import Ctx, Lowered, lowering
-from .scalar import arith_fn, body_fn, cast_fn, clone_body, cmp_fn, fill, quant_fn, select_fn
+from .scalar import (
+    arith_fn,
+    body_fn,
+    cast_fn,
+    clone_body,
+    cmp_fn,
+    fill,
+    materialize,
+    quant_fn,
+    select_fn,
+)
 
 SCALAR_OPS = [f"arith.{fn.name}" for fn in ELEMENTWISE_FNS] + [
     "arith.constant", "arith.cmpf", "arith.cmpi", "arith.select", "arith.cast"]
@@ -34,8 +44,15 @@ def _dim(ctx: Ctx, op: Operation) -> list[Lowered]:
     return [x.extents[axis]]
 
 
-def map_op(ctx: Ctx, op: Operation, fn, out_dtype: DType) -> list[Lowered]:  # type: ignore[no-untyped-def]
+def _operands(ctx: Ctx, op: Operation) -> list[Expr]:
+    """The operands as expressions; one fused too deep is first computed into a buffer."""
     operands = [ctx.operand(v) for v in op.operands]
+    return [materialize(ctx.lb, o) if isinstance(o, MapExpr) and o.depth >= MAX_FUSION_DEPTH
+            else o for o in operands]
+
+
+def map_op(ctx: Ctx, op: Operation, fn, out_dtype: DType) -> list[Lowered]:  # type: ignore[no-untyped-def]
+    operands = _operands(ctx, op)
     extents = broadcast_extents(ctx.lb, [o.extents for o in operands], ctx.message(op, "shape"))
     return [MapExpr(fn, operands, extents, out_dtype)]
 
@@ -99,7 +116,7 @@ def _fused(ctx: Ctx, op: Operation) -> list[Lowered]:
     body = op.regions[0].blocks[0]
     if len(op.results) == 1:
         return map_op(ctx, op, body_fn(body), _result_dtype(op))
-    operands = [ctx.operand(v) for v in op.operands]
+    operands = _operands(ctx, op)
     extents = broadcast_extents(ctx.lb, [o.extents for o in operands], ctx.message(op, "shape"))
     bufs = [ctx.lb.alloc(r.type.dtype, extents) for r in op.results]  # type: ignore[union-attr]
     fill(ctx.lb, operands, bufs, extents, fn=lambda lb, args: clone_body(lb, body, args))
