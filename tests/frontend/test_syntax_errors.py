@@ -70,7 +70,7 @@ CASES = [
     caret_case("kernel k() { x = [1, 2; }", 1, 23, "expected ',' or ']'"),
     caret_case("x = 1;", 1, 1, "expected a declaration ('import', 'const', 'func' or 'kernel')"),
     caret_case("kernel k() { x = nn.; }", 1, 21, "expected a name"),
-    caret_case("func f(a, b { return a; }", 1, 13, "expected ',' or ')'"),
+    caret_case("func f(a, b { return a; }", 1, 13, "expected ',', '=' or ')'"),
     caret_case("kernel k() { for i in range() {} }", 1, 29, "expected an expression"),
 ]
 

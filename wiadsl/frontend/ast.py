@@ -250,7 +250,10 @@ class Param:
 
 @dataclass(frozen=True)
 class FuncParam:
+    """A func parameter; ``default`` is its constant default expression, if any."""
+
     name: str
+    default: Expr | None = None
     span: Span = _span()
 
 

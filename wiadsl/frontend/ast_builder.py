@@ -74,10 +74,20 @@ class AstBuilder(Transformer_NonRecursive):
         return ast.Kernel(str(c[1]), c[3] or (), c[5], span=self._span(meta))
 
     def func_params(self, meta: Meta, c: _Children) -> tuple[ast.FuncParam, ...]:
-        return _nodes(c)
+        """Parameters with a default come last (LANGUAGE.md §4), as in Python."""
+        params: tuple[ast.FuncParam, ...] = _nodes(c)
+        defaulted: ast.FuncParam | None = None
+        for p in params:
+            if p.default is not None:
+                defaulted = defaulted or p
+            elif defaulted is not None:
+                self._error(f"parameter '{p.name}' without a default follows parameter "
+                            f"'{defaulted.name}' with one", p.span)
+        return params
 
     def func_param(self, meta: Meta, c: _Children) -> ast.FuncParam:
-        return ast.FuncParam(str(c[0]), span=self._span(meta))
+        # NAME [ASSIGN expr]: the placeholder is None without a default
+        return ast.FuncParam(str(c[0]), c[2], span=self._span(meta))
 
     def kernel_params(self, meta: Meta, c: _Children) -> tuple[ast.Param, ...]:
         return _nodes(c)

@@ -35,6 +35,8 @@ class Services(Protocol):
 
     def const_value(self, module: str, name: str, span: Span) -> Operand: ...
 
+    def func_default(self, module: str, func: ast.Func, param: ast.FuncParam) -> Operand: ...
+
 
 @dataclass
 class BodyCtx:

@@ -31,6 +31,7 @@ from .builtins import (
 from .checkctx import BodyCtx
 from .constfold import fold_binary, fold_unary
 from .exprtext import binop_text, expr_text, left_chain, op_span
+from .funcargs import bind_func_args
 from .scope import Env
 from .typerules import UNKNOWN, ValueType
 
@@ -234,20 +235,19 @@ class ExprTyper:
         return Operand(UNKNOWN, None, label)
 
     def _call_func(self, e: ast.Call, env: Env, module: str, func: ast.Func) -> Operand:
-        args = [self.expr(a, env) for a in e.args]
         name = self.ctx.services.scopes[module].qualify(func.name)
-        if e.keywords:
-            self.ctx.report(WiaTypeError(f"func '{name}' takes no keyword arguments",
-                                         e.keywords[0].span))
-        elif len(args) != len(func.params):
-            n = len(func.params)
-            self.ctx.report(WiaTypeError(
-                f"func '{name}' takes {n} argument{'s' * (n != 1)} but {len(args)} "
-                f"{'was' if len(args) == 1 else 'were'} given", e.span))
-        else:
-            result = self.ctx.services.call_func(self.ctx, module, func, args, e)
-            return Operand(result.type, result.static, expr_text(e))
-        return Operand(UNKNOWN, None, expr_text(e))
+        # every argument is typed, in source order, even when the call is bad
+        typed = {id(a): self.expr(a, env) for a in (*e.args, *(k.value for k in e.keywords))}
+        bound, errors = bind_func_args(e, func, name)
+        for err in errors:
+            self.ctx.report(err)
+        if errors:
+            return Operand(UNKNOWN, None, expr_text(e))
+        args = [typed[id(a)] if a is not None else
+                self.ctx.services.func_default(module, func, p)
+                for p, a in zip(func.params, bound, strict=True)]
+        result = self.ctx.services.call_func(self.ctx, module, func, args, e)
+        return Operand(result.type, result.static, expr_text(e))
 
     def _call_builtin(self, b: Builtin, e: ast.Call, env: Env) -> Operand:
         label = expr_text(e)

@@ -39,6 +39,7 @@ from ..ir.module import FuncOp
 from . import ast
 from . import typerules as tr
 from .builtins import BUILTINS, Sym
+from .funcargs import bind_func_args
 from .lower_expr import Env, ExprLowerer, rule_error
 from .lower_values import Emitter, TypedValue, ir_type
 from .scope import assigned_names
@@ -132,8 +133,25 @@ class BodyLowerer:
             return None if isinstance(tv.static, Sym) else tv.static
         return None
 
-    def call_func(self, e: ast.Call, args: list[TypedValue]) -> TypedValue:
+    def call_func(self, e: ast.Call, env: Env) -> TypedValue:
+        """A func call: arguments bound as the checker bound them, defaults made constants."""
         module = self.module if e.module is None else e.module
+        scope = self.program.checked.scopes[module]
+        func = scope.funcs.get(e.name)
+        if func is None:
+            raise WiaTypeError(f"unknown func '{scope.qualify(e.name)}'", e.span)
+        bound, errors = bind_func_args(e, func, scope.qualify(e.name))
+        if errors:
+            raise errors[0]
+        values = {id(a): self.exprs.expr(a, env) for a in (*e.args, *(k.value for k in e.keywords))}
+        args: list[TypedValue] = []
+        for p, a in zip(func.params, bound, strict=True):
+            if a is not None:
+                args.append(values[id(a)])
+            else:
+                default = self.program.checked.defaults[(module, func.name, p.name)]
+                assert isinstance(default.type, ValueType), "a checked default has a type"
+                args.append(self.em.constant(default.static, default.type, default.static))
         return self.program.call_func(self.em.b, module, e.name, args, e.span)
 
     # ------------------------------------------------------------- statements

@@ -159,8 +159,7 @@ class ExprLowerer:
             from .lower_builtins import lower_builtin
 
             return lower_builtin(self, e, env)
-        args = [self.expr(a, env) for a in e.args]
-        return self.owner.call_func(e, args)
+        return self.owner.call_func(e, env)
 
     # ------------------------------------------------------------- indexing
 

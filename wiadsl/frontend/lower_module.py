@@ -3,9 +3,9 @@ generic ``func`` becomes one IR function per distinct argument typing.
 
 Invariants:
 - A func instance is keyed by (module, name, argument types, compile-time
-  argument values). Arguments known at compile time (numbers) are folded into
-  the instance instead of passed, so ``softmax_axis(x, 1)`` sees a constant
-  axis, as the checker did.
+  argument values). Arguments known at compile time (numbers, lists of numbers,
+  defaults) are folded into the instance instead of passed, so
+  ``nn.softmax(x, axis=1)`` sees a constant axis, as the checker did.
 - A kernel's IR signature is its inputs, in order; its results are its outputs,
   in order (``attributes {kernel, outputs = [...]}``); symbolic dims are read
   from the first input that declares them. A ``tensor`` output (unless typed by
@@ -41,8 +41,17 @@ class FuncInstance:
 
 
 def _folds(tv: TypedValue) -> bool:
-    """Whether an argument is folded into the instance rather than passed."""
+    """Whether an argument is folded into the instance rather than passed: numbers
+    and (nested) lists of numbers, which ``axis=`` or ``perm`` may need constant."""
+    if isinstance(tv.static, tuple):
+        return _numbers(tv.static)
     return isinstance(tv.static, (bool, int, float)) and tv.type.is_scalar
+
+
+def _numbers(static: object) -> bool:
+    if isinstance(static, tuple):
+        return all(_numbers(x) for x in static)
+    return isinstance(static, (bool, int, float))
 
 
 class ProgramLowerer:

@@ -34,15 +34,19 @@ from .typerules import UNKNOWN, ShapeConstraint, Type, ValueType
 
 @dataclass
 class CheckedProgram:
-    """A program that passed every check; ``consts[module][name]`` are evaluated consts."""
+    """A program that passed every check; ``consts[module][name]`` are evaluated consts,
+    ``defaults[(module, func, param)]`` the evaluated default of each func parameter."""
 
     loaded: LoadedProgram
     scopes: dict[str, ModuleScope]
     kernels: dict[str, KernelTyping]
     consts: dict[str, dict[str, object]]
+    defaults: dict[DefaultKey, Operand]
 
 
 _MemoKey = tuple[FuncKey, tuple[tuple[Type, object], ...]]
+#: (module, func, parameter)
+DefaultKey = tuple[str, str, str]
 
 
 def _hashable(v: Static) -> object:
@@ -59,6 +63,7 @@ class Checker:
         self.recursive = find_recursion(self.scopes, self.errors)
         self._consts: dict[tuple[str, str], Operand] = {}
         self._const_active: set[tuple[str, str]] = set()
+        self.defaults: dict[DefaultKey, Operand] = {}
         self._memo: dict[_MemoKey, tuple[Operand, list[WiaError], list[ShapeConstraint]]] = {}
 
     def report(self, errors: list[WiaError]) -> None:
@@ -101,6 +106,25 @@ class Checker:
                 op = self.const_value(scope.name, name, decl.span)
                 values[name] = _numpy_value(op)
         return out
+
+    def func_default(self, module: str, func: ast.Func, param: ast.FuncParam) -> Operand:
+        """A parameter's default: a constant expression, evaluated once in the func's
+        module (its consts are visible, its parameters are not); UNKNOWN after an error."""
+        key = (module, func.name, param.name)
+        if key in self.defaults:
+            return self.defaults[key]
+        assert param.default is not None, "bind_func_args fills only defaulted parameters"
+        scope = self.scopes[module]
+        ctx = BodyCtx(self, scope, "const", scope.qualify(func.name))
+        value = StmtChecker(ctx).exprs.expr(param.default, Env())
+        self.report(ctx.errors)
+        if not ctx.errors and (value.static is None or _has_sym(value.static)):
+            self.report([WiaTypeError(f"default of parameter '{param.name}' of func "
+                                      f"'{ctx.name}' must be a constant expression",
+                                      param.default.span)])
+            value = Operand(UNKNOWN, None, param.name)
+        self.defaults[key] = Operand(value.type, value.static, param.name)
+        return self.defaults[key]
 
     # -------------------------------------------------------------- funcs
 
@@ -153,6 +177,9 @@ class Checker:
         """Type every func with UNKNOWN parameters: finds errors in funcs nobody calls."""
         for scope in self.scopes.values():
             for func in scope.funcs.values():
+                for p in func.params:
+                    if p.default is not None:
+                        self.func_default(scope.name, func, p)
                 if (scope.name, func.name) in self.recursive:
                     continue
                 _, errors, _ = self._instantiate(scope.name, func,
@@ -186,7 +213,7 @@ def check(loaded: LoadedProgram) -> CheckedProgram:
             if scope.name == MAIN_MODULE:
                 kernels[kernel.name] = typing
     raise_all(checker.errors)
-    return CheckedProgram(loaded, checker.scopes, kernels, consts)
+    return CheckedProgram(loaded, checker.scopes, kernels, consts, checker.defaults)
 
 
 def check_kernel_call(checked: CheckedProgram, kernel_name: str,

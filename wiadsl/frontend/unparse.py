@@ -180,7 +180,8 @@ def _decl(d: ast.Decl) -> str:
     if isinstance(d, ast.Const):
         return f"const {d.name} = {unparse_expr(d.value)};\n"
     if isinstance(d, ast.Func):
-        params = ", ".join(p.name for p in d.params)
+        params = ", ".join(p.name if p.default is None else f"{p.name}={unparse_expr(p.default)}"
+                           for p in d.params)
         return f"func {d.name}({params}) {_block(d.body, 0)}\n"
     if isinstance(d, ast.Kernel):
         params = ", ".join(f"{p.direction} {p.name}: {_type(p.type)}" for p in d.params)
