@@ -63,7 +63,7 @@ def test_every_section7_builtin_is_in_the_table() -> None:
     section7 = """abs neg exp log sqrt rsqrt tanh sigmoid relu sin cos floor ceil erf max min where
         reduce_sum reduce_mean reduce_max reduce_min reduce_prod argmax argmin matmul transpose
         conv2d max_pool avg_pool reshape flatten broadcast_to concat zeros ones full arange cast
-        quantize dequantize fake_quant""".split()
+        dim quantize dequantize fake_quant""".split()
     assert sorted(section7) == sorted(BUILTINS)
 
 

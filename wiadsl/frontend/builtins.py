@@ -14,6 +14,9 @@ Argument kinds (what the rule receives under the parameter's name):
 - ``dims``    a tuple of ``Dim`` (a list literal of ints / dim names / int scalars)
 - ``tensors`` a tuple of ``Operand`` (a list literal of tensors)
 
+A builtin with a ``fold`` also has a compile-time value when its arguments allow
+(``dim(x, 0)`` of a static extent is that extent, so it can size or index).
+
 Invariants: every §7 name is in ``BUILTINS``; arity and keyword checks are done
 once, here (``bind_arguments``), for every builtin.
 """
@@ -70,6 +73,8 @@ class BParam:
 
 
 Rule = Callable[[Mapping[str, Any], Constraints], Type]
+#: The compile-time value of a call from its evaluated arguments (None: not constant).
+Fold = Callable[[Mapping[str, Any]], Static]
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Builtin:
     name: str
     params: tuple[BParam, ...]
     rule: Rule
+    fold: Fold | None = None
 
     @property
     def positional(self) -> tuple[BParam, ...]:
@@ -181,6 +187,12 @@ def _arange_extent(n: Operand) -> tr.Dim:
     return None
 
 
+def _extent_static(a: Mapping[str, Any]) -> Static:
+    """``dim(x, axis)`` of a static extent is that int; of a dim name, the name's ``Sym``."""
+    d = sr.extent_value(_t(a, "x"), a["axis"])
+    return Sym(d) if isinstance(d, str) else d
+
+
 def _concat(a: Mapping[str, Any], c: Constraints) -> Type:
     xs = a["tensors"]
     return sr.concat([x.type for x in xs], a["axis"], [x.label for x in xs], c)
@@ -215,6 +227,8 @@ _TABLE: list[Builtin] = [
             lambda a, c: sr.arange(_t(a, "n"), _arange_extent(a["n"]))),
     Builtin("cast", (BParam("x"), BParam("dtype", "dtype")),
             lambda a, c: tr.cast(_t(a, "x"), a["dtype"])),
+    Builtin("dim", (BParam("x"), BParam("axis", "int")),
+            lambda a, c: sr.extent(_t(a, "x"), a["axis"]), _extent_static),
     *(_quant(n) for n in ("quantize", "dequantize", "fake_quant")),
 ]
 
@@ -226,4 +240,11 @@ def apply_rule(b: Builtin, args: Mapping[str, Any], cons: Constraints = None) ->
     """Type a call whose arguments are evaluated (defaults filled in)."""
     full = {p.name: args.get(p.name, p.default) for p in b.params}
     return b.rule(full, cons)
+
+
+def fold_call(b: Builtin, args: Mapping[str, Any]) -> Static:
+    """The call's compile-time value (after ``apply_rule`` accepted it), or None."""
+    if b.fold is None:
+        return None
+    return b.fold({p.name: args.get(p.name, p.default) for p in b.params})
 

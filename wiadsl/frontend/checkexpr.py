@@ -27,6 +27,7 @@ from .builtins import (
     apply_rule,
     bind_arguments,
     did_you_mean,
+    fold_call,
 )
 from .checkctx import BodyCtx
 from .constfold import fold_binary, fold_unary
@@ -267,7 +268,7 @@ class ExprTyper:
         if any(v is _UNRESOLVED for v in args.values()):
             return Operand(UNKNOWN, None, label)
         t = self.ctx.apply(e.span, lambda c: apply_rule(b, args, c))
-        return Operand(t, None, label)
+        return Operand(t, fold_call(b, args) if t is not UNKNOWN else None, label)
 
     def _argument(self, b: Builtin, p: BParam, e: ast.Expr, env: Env) -> Any:
         if p.kind == "value":

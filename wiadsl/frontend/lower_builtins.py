@@ -260,6 +260,18 @@ def _cast(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
     return TypedValue(cast.value, r, cast.static)
 
 
+def _extent(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
+    """``dim(x, axis)``: a static extent is a constant; else ``tensor.dim`` read as i64."""
+    x = _tv(a, "x")
+    axis = sr.normalize_axis(a["axis"], x.type, "dim")
+    d = x.type.shape[axis]
+    if isinstance(d, int):
+        return lx.em.constant(d, r, d)
+    extent = lx.em.dim(x.value, axis)
+    value = lx.em.b.value("arith.cast", [extent], ir_type(ValueType(DType.I64)))
+    return TypedValue(value, r, Sym(d) if isinstance(d, str) else None)
+
+
 def _quant(kind: str) -> Emit:
     def emit(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
         x, scale, zp = _tv(a, "x"), _tv(a, "scale"), _tv(a, "zero_point")
@@ -299,6 +311,7 @@ EMITTERS: dict[str, Emit] = {
     "max_pool": _pool("max_pool"), "avg_pool": _pool("avg_pool"),
     "reshape": _reshape, "flatten": _flatten, "broadcast_to": _broadcast_to, "concat": _concat,
     "zeros": _filled(0), "ones": _filled(1), "full": _full, "arange": _arange, "cast": _cast,
+    "dim": _extent,
     **{n: _quant(n) for n in ("quantize", "dequantize", "fake_quant")},
 }
 assert set(EMITTERS) == set(BUILTINS), "every builtin needs an emitter"

@@ -317,6 +317,22 @@ def full(dims: Sequence[Dim], value: Type, dtype: DType | None) -> Type:
     return filled("full", dims, value.dtype if dtype is None else dtype)
 
 
+def extent(x: Type, axis: int) -> Type:
+    """``dim(x, axis)``: a weak ``i64`` scalar, as a dim name is (LANGUAGE.md §3)."""
+    if isinstance(x, ValueType):
+        if x.is_scalar:
+            raise ShapeRuleError(f"'dim' needs a tensor of rank >= 1, got the scalar {x}")
+        normalize_axis(axis, x, "dim")
+    return ValueType(DType.I64, (), True)
+
+
+def extent_value(x: Type, axis: int) -> Dim:
+    """The compile-time extent ``dim(x, axis)`` reads: an int, a dim name, or None."""
+    if not isinstance(x, ValueType) or x.is_scalar or not -x.rank <= axis < x.rank:
+        return None
+    return x.shape[axis]
+
+
 def arange(n: Type, extent: Dim) -> Type:
     """``arange(n)``: ``i64[n]`` (``f64`` for a float n); ``extent`` is n when static."""
     if not isinstance(n, ValueType):
