@@ -27,7 +27,7 @@ from ..ir.types import IRType, TensorType
 from .analysis import Liveness
 from .builder import LoopBuilder, contiguous_strides
 from .expr import Expr, Leaf, ScalarExpr, buffer_leaf
-from .scalar import copy_leaf, materialize
+from .scalar import copy_leaf, materialize, op_message
 
 Lowered = Expr | Value
 Lowering = Callable[["Ctx", Operation], list[Lowered]]
@@ -78,9 +78,7 @@ class Ctx:
 
     @staticmethod
     def message(op: Operation, text: str) -> str:
-        loc = op.attributes.get("loc")
-        where = f" (at {loc})" if isinstance(loc, str) else ""
-        return f"'{op.name}'{where}: {text}"
+        return op_message(op, text)
 
 
 def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] | None = None

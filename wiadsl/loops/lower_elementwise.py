@@ -22,6 +22,7 @@ from .scalar import (
     fill,
     materialize,
     quant_fn,
+    scalar_op,
     select_fn,
 )
 
@@ -31,10 +32,9 @@ SCALAR_OPS = [f"arith.{fn.name}" for fn in ELEMENTWISE_FNS] + [
 
 @lowering(*SCALAR_OPS)
 def _scalar(ctx: Ctx, op: Operation) -> list[Lowered]:
-    """Scalar ops are already loop-level: copied with their operands mapped."""
-    operands = [ctx.scalar(v) for v in op.operands]
-    new = ctx.lb.b.create(op.name, operands, list(op.result_types), dict(op.attributes))
-    return list(new.results)
+    """Scalar ops are already loop-level: copied with their operands mapped (and their
+    run-time checks, ``scalar_op``)."""
+    return list(scalar_op(ctx.lb, op, [ctx.scalar(v) for v in op.operands]))
 
 
 @lowering("tensor.dim")
@@ -64,18 +64,7 @@ def _result_dtype(op: Operation) -> DType:
 @lowering(*(f"tensor.{fn.name}" for fn in ELEMENTWISE_FNS))
 def _elementwise(ctx: Ctx, op: Operation) -> list[Lowered]:
     dtype = _result_dtype(op)
-    fn_name = op.name.split(".", 1)[1]
-    if fn_name == "pow" and dtype.is_int:
-        # Integers to negative powers are an error, checked element by element.
-        inner = arith_fn("pow", dtype)
-        message = ctx.message(op, "integers to negative integer powers are not allowed")
-
-        def checked(lb, args):  # type: ignore[no-untyped-def]
-            lb.check(lb.b.value("arith.cmpi", [args[1], lb.const(0, args[1].type)],
-                                ScalarType(DType.BOOL), {"predicate": "sge"}), message)
-            return inner(lb, args)
-        return map_op(ctx, op, checked, dtype)
-    return map_op(ctx, op, arith_fn(fn_name, dtype), dtype)
+    return map_op(ctx, op, arith_fn(op.name.split(".", 1)[1], dtype, op), dtype)
 
 
 @lowering("tensor.cmpf", "tensor.cmpi")

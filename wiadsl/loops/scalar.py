@@ -10,15 +10,51 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..dtypes import DType
-from ..ir.core import Block, Value
+from ..ir.core import Block, Operation, Value
 from ..ir.types import ScalarType
-from .builder import LoopBuilder, contiguous_strides
+from .builder import LoopBuilder, const_value, contiguous_strides
 from .expr import Expr, Leaf, ScalarFn, buffer_leaf
 
+#: What an integer ``arith.pow`` with a negative exponent raises (as the interpreter does).
+NEGATIVE_POWER = "integers to negative integer powers are not allowed"
 
-def arith_fn(fn: str, dtype: DType) -> ScalarFn:
+
+def op_message(op: Operation, text: str) -> str:
+    """A run-time error message naming ``op`` and its source location."""
+    loc = op.attributes.get("loc")
+    where = f" (at {loc})" if isinstance(loc, str) else ""
+    return f"'{op.name}'{where}: {text}"
+
+
+def arith_fn(fn: str, dtype: DType, source: Operation | None = None) -> ScalarFn:
+    """``arith.<fn>`` of the operands; ``source`` (the op it lowers) names the run-time
+    checks the element needs (``scalar_op``)."""
     t = ScalarType(dtype)
+    if fn == "pow" and dtype.is_int:
+        assert source is not None, "an integer pow needs an op to report its errors"
+        message = op_message(source, NEGATIVE_POWER)
+        return lambda lb, args: int_pow(lb, args[0], args[1], message)
     return lambda lb, args: lb.op(f"arith.{fn}", args, t)
+
+
+def int_pow(lb: LoopBuilder, x: Value, y: Value, message: str) -> Value:
+    """``x ** y`` of integers, checked at run time: a negative ``y`` raises ``message``.
+    The one lowering of an integer pow (stand-alone, scalar, fused and reduce bodies)."""
+    exponent = const_value(y)
+    if exponent is None or exponent < 0:
+        lb.check(lb.b.value("arith.cmpi", [y, lb.const(0, y.type)], ScalarType(DType.BOOL),
+                            {"predicate": "sge"}), message)
+    return lb.op("arith.pow", [x, y], x.type)
+
+
+def scalar_op(lb: LoopBuilder, op: Operation, operands: Sequence[Value]) -> list[Value]:
+    """A copy of the scalar op ``op`` on ``operands``, with the run-time checks of its
+    element semantics (docs/ir.md): an integer ``arith.pow`` checks its exponent."""
+    t = op.result_types[0] if len(op.results) == 1 else None
+    if op.name == "arith.pow" and isinstance(t, ScalarType) and t.dtype.is_int:
+        return [int_pow(lb, operands[0], operands[1], op_message(op, NEGATIVE_POWER))]
+    return list(lb.b.create(op.name, list(operands), list(op.result_types),
+                            dict(op.attributes)).results)
 
 
 def cmp_fn(op_name: str, predicate: str) -> ScalarFn:
@@ -89,8 +125,7 @@ def clone_body(lb: LoopBuilder, body: Block, args: Sequence[Value]) -> list[Valu
         operands = [env[id(v)] for v in op.operands]
         if op.name == "tensor.yield":
             return operands
-        new = lb.b.create(op.name, operands, list(op.result_types), dict(op.attributes))
-        for old, r in zip(op.results, new.results, strict=True):
+        for old, r in zip(op.results, scalar_op(lb, op, operands), strict=True):
             env[id(old)] = r
     raise op.error("body does not end in yield")
 
@@ -101,9 +136,8 @@ def clone_body_value(lb: LoopBuilder, body: Block, args: Sequence[Value], target
     if id(target) in env:
         return env[id(target)]
     for op in body.ops:
-        new = lb.b.create(op.name, [env[id(v)] for v in op.operands], list(op.result_types),
-                          dict(op.attributes))
-        for old, r in zip(op.results, new.results, strict=True):
+        for old, r in zip(op.results, scalar_op(lb, op, [env[id(v)] for v in op.operands]),
+                          strict=True):
             env[id(old)] = r
         if id(target) in env:
             return env[id(target)]
