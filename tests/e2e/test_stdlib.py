@@ -45,11 +45,11 @@ def test_layer_norm(target, dtype, shape):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_layer_norm_eps(target):
+def test_layer_norm_eps_by_keyword(target):
     x, g, b = rand((4, 7), seed=5), rand((7,), seed=6), rand((7,), seed=7)
-    f = kernel(nn_kernel("nn.layer_norm_eps(x, g, b, 0.1)",
+    f = kernel(nn_kernel("nn.layer_norm(x, g, b, eps=0.1)",
                          "input x: f32[T, D], input g: f32[D], input b: f32[D]"), target)
-    assert_matches(f(x, g, b), ref.layer_norm_eps(x, g, b, 0.1))
+    assert_matches(f(x, g, b), ref.layer_norm(x, g, b, 0.1))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -66,14 +66,13 @@ def test_batch_norm(target, shape):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_batch_norm_eps(target):
+def test_batch_norm_eps_by_keyword(target):
     x = rand((1, 2, 3, 3), seed=1)
     mean, var, gamma, beta = (rand((2,), np.float32, s, 0.5, 2) for s in range(4))
-    f = kernel(nn_kernel("nn.batch_norm_eps(x, m, v, g, b, 0.5)",
+    f = kernel(nn_kernel("nn.batch_norm(x, m, v, g, b, eps=0.5)",
                          "input x: tensor, input m: tensor, input v: tensor, input g: tensor, "
                          "input b: tensor"), target)
-    assert_matches(f(x, mean, var, gamma, beta), ref.batch_norm_eps(x, mean, var, gamma, beta,
-                                                                     0.5))
+    assert_matches(f(x, mean, var, gamma, beta), ref.batch_norm(x, mean, var, gamma, beta, 0.5))
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -82,9 +82,8 @@ __all__ = [
     "gelu",
     "silu",
     "layer_norm",
-    "layer_norm_eps",
     "batch_norm",
-    "batch_norm_eps",
+    "rms_norm",
     "attention",
     "attention_batched",
     "mlp",
@@ -538,7 +537,7 @@ def silu(x):
     return np.asarray(x) * sigmoid(x)
 
 
-def layer_norm_eps(x, gamma, beta, eps):
+def layer_norm(x, gamma, beta, eps=EPS):
     """Over the last axis, biased variance: (x - mu) / sqrt(var + eps) * gamma + beta."""
     x = np.asarray(x)
     mu = np.mean(x, axis=-1, keepdims=True)
@@ -547,11 +546,13 @@ def layer_norm_eps(x, gamma, beta, eps):
     return xc * rsqrt(var + eps) * gamma + beta
 
 
-def layer_norm(x, gamma, beta, eps=EPS):
-    return layer_norm_eps(x, gamma, beta, eps)
+def rms_norm(x, gamma, eps=1e-6):
+    """Over the last axis: x / sqrt(mean(x**2) + eps) * gamma."""
+    x = np.asarray(x)
+    return x * rsqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
 
 
-def batch_norm_eps(x, mean, var, gamma, beta, eps):
+def batch_norm(x, mean, var, gamma, beta, eps=EPS):
     """Inference batch norm of NCHW x with per-channel [C] statistics (channel axis 1)."""
     x = np.asarray(x)
     if x.ndim != 4:
@@ -561,10 +562,6 @@ def batch_norm_eps(x, mean, var, gamma, beta, eps):
         return np.asarray(v).reshape(-1, 1, 1)
 
     return (x - chan(mean)) * rsqrt(chan(var) + eps) * chan(gamma) + chan(beta)
-
-
-def batch_norm(x, mean, var, gamma, beta, eps=EPS):
-    return batch_norm_eps(x, mean, var, gamma, beta, eps)
 
 
 def attention(q, k, v):

@@ -283,7 +283,7 @@ def test_layer_norm_against_np_var():
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(
-        R.layer_norm_eps(x, g, b, 0.1),
+        R.layer_norm(x, g, b, eps=0.1),
         (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 0.1) * g + b,
         rtol=1e-4,
         atol=1e-5,

@@ -282,16 +282,9 @@ def _softmax(n: Node) -> list[Val]:
     x = n.x()
     axis = _softmax_axis(n, x)
     fn = "softmax" if n.op == "Softmax" else "log_softmax"
-    if axis == x.rank - 1:
-        n.em.uses_nn = True
-        return [n.out(f"nn.{fn}({n.ref(x)})", x.dtype, x.shape)]
-    xr = n.ref(x)
-    m = n.em.bind(f"reduce_max({xr}, axis={axis}, keepdims=true)", x.dtype, x.shape, "row_max")
-    s = n.em.bind(f"{xr} - {m.ref}", x.dtype, x.shape, "shifted")
-    total = f"reduce_sum(exp({s.ref}), axis={axis}, keepdims=true)"
-    if fn == "softmax":
-        return [n.out(f"exp({s.ref}) / {total}", x.dtype, x.shape)]
-    return [n.out(f"{s.ref} - log({total})", x.dtype, x.shape)]
+    n.em.uses_nn = True
+    axis_arg = "" if axis == x.rank - 1 else f", axis={axis}"
+    return [n.out(f"nn.{fn}({n.ref(x)}{axis_arg})", x.dtype, x.shape)]
 
 
 @op("LayerNormalization")
@@ -303,7 +296,7 @@ def _layer_norm(n: Node) -> list[Val]:
     extra = [o for o in n.proto.output[1:] if o]
     if axis == x.rank - 1 and not extra:
         n.em.uses_nn = True
-        expr = f"nn.layer_norm_eps({n.ref(x)}, {n.ref(scale, x.rank)}, {beta}, {eps})"
+        expr = f"nn.layer_norm({n.ref(x)}, {n.ref(scale, x.rank)}, {beta}, eps={eps})"
         return [n.out(expr, x.dtype, x.shape)]
     axes = list(range(axis, x.rank))
     stat_shape = x.shape[:axis] + (Dim(1),) * len(axes)
