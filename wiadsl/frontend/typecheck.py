@@ -64,6 +64,7 @@ class Checker:
         self._consts: dict[tuple[str, str], Operand] = {}
         self._const_active: set[tuple[str, str]] = set()
         self.defaults: dict[DefaultKey, Operand] = {}
+        self._default_active: set[DefaultKey] = set()
         self._memo: dict[_MemoKey, tuple[Operand, list[WiaError], list[ShapeConstraint]]] = {}
 
     def report(self, errors: list[WiaError]) -> None:
@@ -116,9 +117,18 @@ class Checker:
         assert param.default is not None, "bind_func_args fills only defaulted parameters"
         scope = self.scopes[module]
         ctx = BodyCtx(self, scope, "const", scope.qualify(func.name))
+        if key in self._default_active:  # `func f(x, a=f(1.0))`
+            self.report([WiaTypeError(f"default of parameter '{param.name}' of func "
+                                      f"'{ctx.name}' is defined in terms of itself",
+                                      param.default.span)])
+            return Operand(UNKNOWN, None, param.name)
+        self._default_active.add(key)
         value = StmtChecker(ctx).exprs.expr(param.default, Env())
+        self._default_active.discard(key)
         self.report(ctx.errors)
-        if not ctx.errors and (value.static is None or _has_sym(value.static)):
+        # UNKNOWN: an error was reported already (here, or where the value came from)
+        if not ctx.errors and value.type is not UNKNOWN and \
+                (value.static is None or _has_sym(value.static)):
             self.report([WiaTypeError(f"default of parameter '{param.name}' of func "
                                       f"'{ctx.name}' must be a constant expression",
                                       param.default.span)])
