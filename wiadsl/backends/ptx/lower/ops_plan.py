@@ -9,8 +9,6 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ....diagnostics import WiaError
@@ -333,7 +331,7 @@ class OpsMixin(ProductsMixin):
         for k, v in enumerate(op.operands[2:]):
             index = add(index, mul(call("wrap_index", self.host(v).sym, out.shape[k]), out.strides[k]))
         self.steps.append({"op": "write", "buffer": out.buffer, "index": index,
-                           "dtype": str(out.dtype), "value": _value_entry(value)})
+                           "dtype": str(out.dtype), "value": value.entry()})
         return out
 
     def constant(self, op: Operation) -> View:
@@ -343,12 +341,6 @@ class OpsMixin(ProductsMixin):
         self.steps.append({"op": "upload", "buffer": out.buffer, "dtype": str(dtype),
                            "data": data.astype(np.float64 if dtype.is_float else np.int64).ravel().tolist()})  # type: ignore[union-attr]
         return out
-
-
-def _value_entry(s: HostScalar) -> dict[str, Any]:
-    if s.is_literal:
-        return {"value": s.value}
-    return {"scalar": s.value}
 
 
 def _numel(shape: tuple[Sym, ...]) -> str:

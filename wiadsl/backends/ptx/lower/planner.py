@@ -269,14 +269,14 @@ class Planner(OpsMixin):
             self.steps.append({"op": "br", **targets[0]})
         else:
             cond = self.host(op.operands[0])
-            self.steps.append({"op": "cond_br", "cond": _entry(cond), "true": targets[0],
+            self.steps.append({"op": "cond_br", "cond": cond.entry(), "true": targets[0],
                                "false": targets[1]})
 
     def edge_value(self, v: Value) -> dict[str, Any]:
         if isinstance(v.type, TensorType):
             view = self.dense(v)
             return {"buffer": view.buffer, "shape": list(view.shape)}
-        return _entry(self.host(v))
+        return self.host(v).entry()
 
     # ------------------------------------------------------------ host scalars
     def plan_scalar(self, op: Operation) -> None:
@@ -292,7 +292,7 @@ class Planner(OpsMixin):
             name = self.fresh("s")
             self.steps.append({"op": "scalar", "dst": name, "ir": op.name,
                                "attrs": _json_attrs(op.attributes),
-                               "args": [_entry(a) for a in args],
+                               "args": [a.entry() for a in args],
                                "types": [str(t) for t in op.operand_types], "type": str(r.type)})
             self.env[id(r)] = HostScalar(name, value_dtype(r))
         elif op.name == "tensor.dim":
@@ -330,12 +330,6 @@ def widening(src: DType | None, dst: DType | None) -> bool:
     if src.is_int and dst.is_int:
         return src.bits <= dst.bits
     return src in (DType.F16, DType.BF16) and dst is DType.F32
-
-
-def _entry(s: HostScalar) -> dict[str, Any]:
-    if s.is_literal:
-        return {"value": s.value, "dtype": str(s.dtype or "index")}
-    return {"scalar": s.value}
 
 
 def _literal(value: Any, dtype: DType | None) -> int | float | bool:

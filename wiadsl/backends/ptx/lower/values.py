@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ....dtypes import DType
 from ....ir.core import Operation
@@ -89,6 +90,13 @@ class HostScalar:
     @property
     def is_literal(self) -> bool:
         return not isinstance(self.value, str)
+
+    def entry(self) -> dict[str, Any]:
+        """The plan's entry for this scalar: a plan name, or a literal with its dtype (the
+        executor converts a literal to the dtype it names; one without is an index)."""
+        if self.is_literal:
+            return {"value": self.value, "dtype": str(self.dtype or "index")}
+        return {"scalar": self.value}
 
     @property
     def sym(self) -> Sym:
