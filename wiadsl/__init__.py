@@ -31,6 +31,16 @@ def jit(source: str, kernel: str | None = None, target: str = "cpu",
     return _jit(source, kernel=kernel, target=target, filename=filename, **options)
 
 
+def jit_file(path, kernel: str | None = None, target: str = "cpu", **options):
+    """``jit`` on the text of the file at ``path``; imports resolve next to it.
+
+    A missing or unreadable file is a ``WiaUsageError`` that names the path.
+    """
+    from .runtime.jit import jit_file as _jit_file
+
+    return _jit_file(path, kernel=kernel, target=target, **options)
+
+
 def load_onnx(model, target: str | None = None, dims=None, **options):
     """Import an ONNX model (a path, bytes or ModelProto) as a Module of one kernel.
 
@@ -68,5 +78,5 @@ def quantize(kernel, calibration, **options):
 __all__ = [
     "WiaCallError", "WiaError", "WiaIRError", "WiaImportError", "WiaNameError",
     "WiaRuntimeError", "WiaShapeError", "WiaSyntaxError", "WiaTypeError", "WiaUsageError",
-    "__version__", "autotune", "jit", "load_onnx", "profile", "quantize",
+    "__version__", "autotune", "jit", "jit_file", "load_onnx", "profile", "quantize",
 ]

@@ -85,6 +85,11 @@ class Span:
         return Span(self.source, self.line, self.column, other.end_line, other.end_column)
 
 
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article: "an int32", "a float32"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 class WiaError(Exception):
     """Base of every error a user can cause. ``span`` is set for source errors."""
 

@@ -158,7 +158,7 @@ CALL_ERRORS = [
     ((A, B), {"D": A}, "unknown argument 'D'"),
     ((A, B), {"A": A}, "argument 'A' twice"),
     ((A.astype(np.float64), B), {}, "argument 'A': expected f32[M, K], got a float64 array"),
-    ((A, B.astype(np.int32)), {}, "argument 'B': expected f32[K, N], got a int32 array"),
+    ((A, B.astype(np.int32)), {}, "argument 'B': expected f32[K, N], got an int32 array"),
     ((A[0], B), {}, "argument 'A': expected f32[M, K] (rank 2), got a 1-D array"),
     ((A, 1.0), {}, "argument 'B': expected f32[K, N], got the scalar 1.0"),
     ((A, rand((4, 4))), {}, "dim 'K' is 3 from argument 'A' (axis 1) but 4 from argument 'B'"),

@@ -19,13 +19,20 @@ import numpy as np
 
 from ..runtime.backend import get_backend
 from ..runtime.binding import bind_call
-from ..runtime.jit import DEFAULT_TARGET, KernelFunction, KernelResult, Module
+from ..runtime.jit import (
+    DEFAULT_TARGET,
+    KernelFunction,
+    KernelResult,
+    Module,
+    kernel_docstring,
+    python_signature,
+)
 from ..runtime.signature import KernelSignature, signature_of
 from .compile import compile_source
 from .onnx_import import ImportedModel
 
 
-@dataclass
+@dataclass(repr=False)
 class OnnxKernel(KernelFunction):
     """A kernel of an imported model: ``f(*graph_inputs)`` with the weights bound."""
 
@@ -33,6 +40,12 @@ class OnnxKernel(KernelFunction):
     weights: tuple[np.ndarray, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
     _by_shape: dict[tuple, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.public is not None:  # describe the call as made: the weights are bound
+            self.__signature__ = python_signature(self.public)
+            self.__doc__ = kernel_docstring(self.public)
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         sig = self.public

@@ -14,7 +14,7 @@ from typing import Protocol, cast
 
 import numpy as np
 
-from ..diagnostics import WiaCallError
+from ..diagnostics import WiaCallError, a_or_an
 from ..dtypes import DType, from_numpy
 from .signature import KernelSignature, ParamSpec
 
@@ -121,8 +121,9 @@ def _as_input(param: ParamSpec, value: object) -> np.ndarray:
                            "(use bool, int8, int32, int64, float16, float32 or float64)")
     expected = param.dtype
     if expected is not None and dtype is not expected and not _bf16_as_f32(expected, dtype):
-        raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, got a "
-                           f"{array.dtype} array; convert it with .astype(np.{expected.numpy})")
+        got = a_or_an(str(array.dtype))
+        raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, got "
+                           f"{got} array; convert it with .astype(np.{expected.numpy})")
     _check_rank(param, array.shape, "array")
     # A strided or unaligned view is copied, as NumPy ufuncs would read it: the
     # kernel sees a dense, aligned buffer and the caller's array is left untouched.
@@ -186,7 +187,7 @@ def _as_output_buffer(param: ParamSpec, value: object) -> np.ndarray:
     if dtype is None or (param.dtype is not None and dtype is not param.dtype
                          and not _bf16_as_f32(param.dtype, dtype)):
         raise WiaCallError(f"output '{param.name}': expected a buffer of {param.describe()}, "
-                           f"got a {value.dtype} array")
+                           f"got {a_or_an(str(value.dtype))} array")
     if not value.flags.c_contiguous or not value.flags.writeable:
         raise WiaCallError(f"output '{param.name}': the buffer must be C-contiguous and "
                            "writable (pass np.empty(...) or a contiguous copy)")

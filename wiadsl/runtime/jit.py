@@ -19,13 +19,17 @@ pointer writes and one native call, and no argument reaches native code unchecke
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeAlias, overload
 
 import numpy as np
 
-from ..diagnostics import WiaCallError, WiaRuntimeError, WiaUsageError
+from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
 from ..frontend.compile import CompiledSource, compile_source
 from ..ir.module import ModuleOp
@@ -68,9 +72,14 @@ def _shapes_key(args: tuple[object, ...]) -> tuple[tuple[int, ...], ...] | None:
         return None
 
 
-@dataclass
+@dataclass(repr=False)
 class KernelFunction:
-    """A callable kernel: ``f(*inputs, **inputs_or_output_buffers)``."""
+    """A callable kernel: ``f(*inputs, **inputs_or_output_buffers)``.
+
+    Each instance has its own ``__signature__`` (for ``inspect.signature`` and
+    IDEs), a ``__doc__`` made from its declaration and a one-line repr: the
+    dataclass repr would print the whole compiled source.
+    """
 
     source: CompiledSource
     signature: KernelSignature
@@ -82,9 +91,16 @@ class KernelFunction:
     _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
     _plan: CallPlan | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.__signature__ = python_signature(self.signature)
+        self.__doc__ = kernel_docstring(self.signature)
+
     @property
     def name(self) -> str:
         return self.signature.name
+
+    def __repr__(self) -> str:
+        return f"<wiadsl kernel {self.signature.describe()} target={self.backend.name}>"
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         if not kwargs:
@@ -200,8 +216,8 @@ class KernelFunction:
             if buffer.dtype != array.dtype and param.dtype is None:
                 # a ``tensor`` output: its dtype is known only now, before any write
                 raise WiaCallError(f"output '{param.name}': expected a buffer of "
-                                   f"{array.dtype} (the dtype of the result), got a "
-                                   f"{buffer.dtype} array")
+                                   f"{array.dtype} (the dtype of the result), got "
+                                   f"{a_or_an(str(buffer.dtype))} array")
             np.copyto(buffer, array)
             return buffer
         return array[()] if array.ndim == 0 else np.ascontiguousarray(array)
@@ -224,13 +240,65 @@ class KernelFunction:
                                       f"{buf_shape} but the result has shape {shape}")
 
 
+def python_signature(sig: KernelSignature) -> inspect.Signature:
+    """The kernel's call as Python sees it: inputs positional or by keyword, outputs
+    keyword-only (optional buffers to write into); annotations are the declared types."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(p.name, kind, annotation=p.describe()) for p in sig.inputs]
+    params += [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                 annotation=p.describe()) for p in sig.outputs]
+    outs = [p.describe() for p in sig.outputs]
+    returns = outs[0] if len(outs) == 1 else f"tuple[{', '.join(outs)}]"
+    return inspect.Signature(params, return_annotation=returns)
+
+
+def kernel_docstring(sig: KernelSignature) -> str:
+    """The declaration of the kernel, then how a call takes and returns its arrays."""
+    params = ", ".join(f"{'output' if p.is_output else 'input'} {p.name}: {p.describe()}"
+                       for p in sig.params)
+    inputs = ", ".join(p.name for p in sig.inputs)
+    outputs = [p.name for p in sig.outputs]
+    returns = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})"
+    lines = [f"kernel {sig.name}({params})", "",
+             f"Call {sig.name}({inputs}) -> {returns} with NumPy arrays or scalars.",
+             "Outputs are returned in declaration order; pass "
+             + ", ".join(f"{o}=buffer" for o in outputs)
+             + " to write into your own array instead."]
+    if sig.generic_inputs:
+        lines.append("'tensor' parameters take any dtype and rank; each new combination "
+                     "compiles once.")
+    return "\n".join(lines)
+
+
+class UnknownKernelError(WiaNameError, AttributeError):
+    """``module.name`` for a name that is not a kernel of the module. An
+    AttributeError too, so ``hasattr`` and ``getattr(m, n, default)`` keep working."""
+
+
+def unknown_kernel_message(name: str, known: Sequence[str], where: str) -> str:
+    """"no kernel named 'matmull' in f.wia; did you mean 'matmul'? (kernels: ...)"."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    listed = ", ".join(known) or "none"
+    return f"no kernel named '{name}' in {where}{hint} (kernels: {listed})"
+
+
 class Module:
     """The kernels of one source file, one attribute each."""
 
-    def __init__(self, kernels: dict[str, KernelFunction]):
+    def __init__(self, kernels: dict[str, KernelFunction], filename: str = "<string>"):
         self._kernels = kernels
+        self._filename = filename
         for name, fn in kernels.items():
             setattr(self, name, fn)
+
+    def __getattr__(self, name: str) -> KernelFunction:
+        # Only called when normal lookup fails: a misspelled kernel, or a dunder
+        # probe (copy, pickle, IPython) that must stay a plain AttributeError.
+        if name.startswith("__") or name in ("_kernels", "_filename"):
+            raise AttributeError(name)
+        raise UnknownKernelError(unknown_kernel_message(name, list(self._kernels),
+                                                        self._filename))
 
     @property
     def kernels(self) -> dict[str, KernelFunction]:
@@ -257,13 +325,46 @@ def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,
     ``filename`` is used in diagnostics and to find imports next to the file;
     ``options`` go to the backend (e.g. ``array=(32, 32)`` for ``systolic``).
     """
+    _check_source_text(source)
     backend = get_backend(target)
     compiled = compile_source(source, filename)
     kernels = {k.name: KernelFunction(compiled, signature_of(k), backend, dict(options))
                for k in compiled.kernels}
     if kernel is None:
-        return Module(kernels)
+        return Module(kernels, filename)
     if kernel not in kernels:
-        known = ", ".join(kernels) or "none"
-        raise WiaUsageError(f"no kernel named '{kernel}' in {filename}; kernels: {known}")
+        raise WiaUsageError(unknown_kernel_message(kernel, list(kernels), filename))
     return kernels[kernel]
+
+
+def jit_file(path: str | os.PathLike[str], kernel: str | None = None,
+             target: str = DEFAULT_TARGET, **options: Any) -> Module | KernelFunction:
+    """``jit`` on the text of the file at ``path`` (UTF-8); imports resolve next to it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WiaUsageError(f"cannot read '{os.fspath(path)}': "
+                            f"{exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WiaUsageError(f"'{os.fspath(path)}' is not UTF-8 text (byte {exc.start}); "
+                            "is it a WIA DSL source file?") from None
+    return jit(text, kernel, target, os.fspath(path), **options)
+
+
+def _check_source_text(source: object) -> None:
+    """Refuse what is not source text before the tokenizer sees it: bytes, a Path,
+    or a string that is a file name (every program has a kernel, so a '{')."""
+    if isinstance(source, (bytes, bytearray)):
+        raise WiaUsageError("wiadsl.jit takes the source as str, got bytes; decode it "
+                            "first (wiadsl.jit(data.decode())) or use wiadsl.jit_file(path)")
+    if isinstance(source, os.PathLike):
+        raise WiaUsageError(f"wiadsl.jit takes the source text, got the path "
+                            f"'{os.fspath(source)}'; use wiadsl.jit_file(path)")
+    if not isinstance(source, str):
+        raise WiaUsageError(f"wiadsl.jit takes the source text as str, got "
+                            f"{type(source).__name__}")
+    text = source.strip()
+    if "{" not in text and "\n" not in text and (
+            text.endswith((".wia", ".onnx")) or os.path.isfile(text)):
+        raise WiaUsageError(f"wiadsl.jit takes the source text, not a file name: use "
+                            f"wiadsl.jit_file('{text}') (or wiadsl.jit(open(path).read()))")
