@@ -87,3 +87,16 @@ def test_negative_exponent_of_scalars_raises(target: str, dtype: str) -> None:
 def test_negative_constant_exponent_raises(target: str) -> None:
     with pytest.raises(WiaRuntimeError, match=MESSAGE):
         kernel(CONSTANT, target)(np.zeros(2, np.float32))
+
+
+EMPTY = "kernel k(input a: i64[N], output c: i64[N]) { c = a ** -2; }"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_negative_exponent_of_no_element_does_not_raise(target: str) -> None:
+    # NumPy fails only for an exponent that meets an element: ``empty ** -2`` is empty.
+    # The interpreter raised here while the CPU and PTX code (no element, no check) did not.
+    a = np.zeros(0, np.int64)
+    assert kernel(EMPTY, target)(a).shape == (0,)
+    with pytest.raises(WiaRuntimeError, match=MESSAGE):
+        kernel(EMPTY, target)(np.ones(3, np.int64))

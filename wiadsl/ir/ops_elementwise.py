@@ -43,7 +43,8 @@ def _int_identity(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarra
 
 
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu" and np.any(b < 0):
+    # As NumPy: only an exponent that meets an element fails (an empty operand never does).
+    if a.dtype.kind in "iu" and np.any(np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape)) < 0):
         raise WiaRuntimeError("integers to negative integer powers are not allowed")
     return np.power(a, b)
 
