@@ -3,7 +3,8 @@
 Invariants:
 - Scalars (``f32``, ``i64``, ``index``...) live on the host; a scalar computed
   on the device (a full reduction, a dot, ``tensor.extract``) is copied back
-  with a ``read`` step right where the IR computes it.
+  with a ``read`` step right where the IR computes it; a host scalar needed as a
+  tensor is written into a one-element buffer (``scalar_buffer``) and viewed.
 - Tensor values crossing a block boundary (branch arguments, returns) are dense
   buffers; inside a block, views are free and fusible ops stay ``Lazy`` until a
   consumer that cannot fuse them (or a block boundary) materializes them.
@@ -70,6 +71,8 @@ class Planner(OpsMixin):
         self.dims: dict[str, dict[str, Any]] = {}
         self.inputs: list[dict[str, Any]] = []
         self.temps: dict[str, dict[str, Any]] = {}
+        #: id of a scalar IR value -> its one-element buffer in the block being planned
+        self.scalar_views: dict[int, View] = {}
         self.counter = 0
         self.block_names = unique_block_names(func.blocks)
 
@@ -150,11 +153,26 @@ class Planner(OpsMixin):
         if isinstance(pv, View):
             return pv
         if isinstance(pv, HostScalar):
-            raise WiaError("a scalar cannot be materialized as a tensor")
+            return self.scalar_buffer(v, pv)
         views = self.compute(pv.op)
         for r, view in zip(pv.op.results, views, strict=True):
             self.env[id(r)] = view
         return self.env[id(v)]
+
+    def scalar_buffer(self, v: Value, s: HostScalar) -> View:
+        """A host scalar needed as a tensor (the operand of ``broadcast_to``, which the
+        front end puts wherever a scalar meets a tensor-only op): a rank-0 device buffer
+        of the IR value's dtype, filled by a host ``write`` step in that dtype. Made once
+        per plan block: a buffer written in another block may not have been written on
+        the path that reached this one."""
+        key = id(v)
+        if key not in self.scalar_views:
+            dtype = value_dtype(v) or DType.I64  # an index is an i64 on the device
+            view = self.alloc(dtype, ())
+            self.steps.append({"op": "write", "buffer": view.buffer, "index": 0,
+                               "dtype": str(dtype), "value": s.entry()})
+            self.scalar_views[key] = view
+        return self.scalar_views[key]
 
     def dense(self, v: Value) -> View:
         view = self.materialize(v)
@@ -201,6 +219,7 @@ class Planner(OpsMixin):
 
     def plan_block(self, block: Block) -> None:
         self.steps = []
+        self.scalar_views = {}
         params = []
         for arg in block.args if block is not self.func.entry else []:
             pname = self.fresh("v")
