@@ -1,10 +1,11 @@
-"""Parse tree to AST: one method per grammar alias (see grammar/wia.lark).
+"""Grammar rules to AST: one method per grammar alias (see grammar/wia.lark).
 
 Invariants:
-- Built with ``Transformer_NonRecursive``, so a deep (left-recursive) parse tree
-  cannot exhaust Python's stack here.
-- Every node gets the span of its whole rule (``propagate_positions``); a ``(e)``
-  leaves no node, so ``e`` keeps its own span.
+- ``lalr.LalrParser`` calls the method of each rule as it reduces it, with the
+  rule's extent (``meta``) and children (``c``), shaped as Lark shapes a tree's:
+  no parse tree is built, and no recursion happens here.
+- Every node gets the span of its whole rule; a ``(e)`` leaves no node, so ``e``
+  keeps its own span (the enclosing rule's extent still covers the parentheses).
 - Problems the grammar cannot see (an unknown dtype, ``for i in foo(n)``, an
   integer beyond i64, a positional argument after a keyword one) are appended to
   ``errors`` as ``WiaSyntaxError``; the builder still returns a node so that
@@ -15,16 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark import Token, Transformer_NonRecursive, v_args
-from lark.tree import Meta
+from lark import Token
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError
 from ..dtypes import DTYPE_NAMES
 from . import ast
+from .lalr import Extent
 from .tokens import token_span
 
 I64_MAX = 2**63 - 1
 _Children = list[Any]
+#: A rule's extent: (line, column, end_line, end_column) of its text.
+Meta = Extent
 
 
 def _nodes(children: _Children) -> tuple[Any, ...]:
@@ -32,17 +35,15 @@ def _nodes(children: _Children) -> tuple[Any, ...]:
     return tuple(c for c in children if c is not None and not isinstance(c, Token))
 
 
-@v_args(meta=True)
-class AstBuilder(Transformer_NonRecursive):
-    """Builds ``ast`` nodes bottom-up; ``transform(tree)`` returns the tuple of decls."""
+class AstBuilder:
+    """Builds ``ast`` nodes bottom-up; the ``start`` rule gives the tuple of decls."""
 
     def __init__(self, source: SourceFile):
-        super().__init__()
         self.source = source
         self.errors: list[WiaError] = []
 
     def _span(self, meta: Meta) -> Span:
-        return Span(self.source, meta.line, meta.column, meta.end_line, meta.end_column)
+        return Span(self.source, *meta)
 
     def _error(self, message: str, span: Span) -> None:
         self.errors.append(WiaSyntaxError(message, span))
@@ -58,7 +59,7 @@ class AstBuilder(Transformer_NonRecursive):
 
     # ---------------------------------------------------------- declarations
 
-    def start(self, meta: Meta, c: _Children) -> tuple[ast.Decl, ...]:
+    def start(self, meta: Meta | None, c: _Children) -> tuple[ast.Decl, ...]:
         return tuple(c)
 
     def import_decl(self, meta: Meta, c: _Children) -> ast.Import:

@@ -1,8 +1,8 @@
 """Source text to AST: ``parse_source``, ``parse_bytes`` and ``tokenize``.
 
 The flow: pre-scan (comments, nesting, invalid characters) -> Lark's basic lexer
--> Lark's LALR parser fed token by token, with recovery -> parse tree ->
-``AstBuilder`` (non-recursive) -> ``ast.Program``.
+-> ``lalr.LalrParser`` (Lark's LALR table) fed token by token, with recovery, its
+reductions calling ``AstBuilder`` -> ``ast.Program``. No parse tree is built.
 
 Invariants:
 - Every failure is a ``WiaSyntaxError`` (several: ``WiaErrors``, in source order);
@@ -11,7 +11,9 @@ Invariants:
   next ``;`` or the ``}`` closing a block, at the same brace depth) and unwinds its
   stack to the nearest place where a statement or declaration may start, so each
   bad statement gives one error. A parse error in a statement that already has a
-  lexical error is not reported (it is almost always a consequence of it).
+  lexical error is not reported (it is almost always a consequence of it), nor
+  is a builder error in the values recovery discards, nor any builder error when
+  the end of the file cannot be reached.
 - Accepted programs nest at most ``MAX_DEPTH`` AST levels, so the recursive
   consumers (the unparser, later phases) stay far from Python's stack limit. A
   left-associated chain ``a + b + ... + z`` counts as one level whatever its
@@ -26,17 +28,15 @@ import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lark import Token, Tree
-from lark.exceptions import UnexpectedToken
-from lark.parsers.lalr_interactive_parser import InteractiveParser
+from lark import Token
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from .ast import BinOp, Program
 from .ast_builder import AstBuilder
+from .lalr import LalrParser
 from .tokens import (
     MAX_DEPTH,
     MAX_ERRORS,
-    lark_parser,
     lex,
     prescan,
     token_end,
@@ -59,11 +59,11 @@ def parse_source(text: str, filename: str = "<string>") -> Program:
     with _no_cyclic_gc():
         cleaned, errors = prescan(source)
         tokens = lex(source, cleaned, errors)
-        tree = _Driver(source, tokens, [e.span for e in errors if e.span]).run(errors)
+        builder = AstBuilder(source)
+        decls = _Driver(source, tokens, [e.span for e in errors if e.span], builder).run(errors)
         program = None
-        if tree is not None:
-            builder = AstBuilder(source)
-            program = Program(builder.transform(tree), filename=filename)
+        if decls is not None:
+            program = Program(decls, filename=filename)
             errors.extend(builder.errors)
             if not errors:
                 errors.extend(_check_depth(program))
@@ -77,7 +77,7 @@ def parse_source(text: str, filename: str = "<string>") -> Program:
 def _no_cyclic_gc() -> Iterator[None]:
     """Pause the cycle collector while parsing.
 
-    A parse allocates millions of tokens, trees and nodes, none in a cycle, that
+    A parse allocates millions of tokens and nodes, none in a cycle, that
     stay alive until the end: each full collection rescans all of them, about a
     fifth of the time for a large file. Reference counting still frees what the
     parse drops; a caller that had disabled the collector keeps it disabled.
@@ -113,56 +113,65 @@ def _decode_error(data: bytes, e: UnicodeDecodeError, filename: str) -> WiaSynta
 
 @dataclass
 class _Driver:
-    """Feeds tokens to Lark's interactive LALR parser and recovers from errors."""
+    """Feeds tokens to the LALR parser and recovers from errors."""
 
     source: SourceFile
     tokens: list[Token]
     lexical_errors: list[Span]
+    builder: AstBuilder
     brace_depth: int = 0
     decl: str | None = None
     stmt_start: tuple[int, int] = (1, 1)
     skipped_to_end: bool = False  # the last recovery found no end of statement
 
-    def run(self, errors: list[WiaError]) -> Tree | None:
-        """The parse tree, or None when the end of the file could not be reached."""
-        parser = lark_parser().parse_interactive()
+    def run(self, errors: list[WiaError]) -> tuple | None:
+        """The decls, or None when the end of the file could not be reached."""
+        parser = LalrParser(self.builder)
         i, recovering = 0, False
         while i < len(self.tokens) and len(errors) < MAX_ERRORS:
             token = self.tokens[i]
-            try:
-                parser.feed_token(token)
-            except UnexpectedToken as e:
+            if not parser.feed(token):
                 if recovering:  # not yet back in step: drop the token silently
                     i += 1
                     continue
-                self._report(e.token, parser, errors)
+                self._report(token, parser, errors)
                 i = self._skip_statement(i)
                 at_decl = i < len(self.tokens) and self.tokens[i].type in _DECL_KEYWORDS
-                _unwind(parser, frozenset({"KERNEL"}) if at_decl else _SYNC_TERMINALS)
+                self._unwind(parser, frozenset({"KERNEL"}) if at_decl else _SYNC_TERMINALS)
                 recovering = True
                 continue
             recovering = False
             self._track(token)
             i += 1
-        try:
-            return parser.feed_token(self._end_token())
-        except UnexpectedToken as e:
-            # Unless the last skip ran to the end (the error is then that same one),
-            # an unexpected end is an error of its own, typically a missing '}'.
-            if not self.skipped_to_end:
-                self._report(e.token, parser, errors)
-            return None
+        end = self._end_token()
+        if parser.feed(end):
+            return parser.result  # type: ignore[no-any-return]
+        # Unless the last skip ran to the end (the error is then that same one),
+        # an unexpected end is an error of its own, typically a missing '}'.
+        if not self.skipped_to_end:
+            self._report(end, parser, errors)
+        return None
 
-    def _report(self, token: Token, parser: InteractiveParser, errors: list[WiaError]) -> None:
+    def _report(self, token: Token, parser: LalrParser, errors: list[WiaError]) -> None:
         """Record the error at ``token`` unless a lexical error in its statement explains it."""
         where = (token.line, token.column)
         if any(self.stmt_start <= (s.line, s.column) <= where for s in self.lexical_errors):
             return
-        # accepts() tries each candidate on a copy of the stack: unlike the LALR table
-        # row, which merges lookaheads of similar states, it lists only what fits here.
         message = unexpected_token_message(token, parser.accepts(), self.brace_depth > 0,
                                            self.decl)
         errors.append(WiaSyntaxError(message, token_span(self.source, token)))
+
+    def _unwind(self, parser: LalrParser, sync: frozenset[str]) -> None:
+        """Unwind the stack (``LalrParser.unwind``), dropping the discarded values' errors.
+
+        With ``_SYNC_TERMINALS`` the stack is cut to where a statement or
+        declaration may start; the values popped are the half-built bad statement,
+        and the builder's errors from them (they lie within it) go with them.
+        """
+        start = parser.unwind(sync)
+        if start is not None:
+            self.builder.errors = [e for e in self.builder.errors
+                                   if e.span is None or (e.span.line, e.span.column) < start]
 
     def _track(self, token: Token) -> None:
         """Keep the context the messages and the cascade filter need."""
@@ -211,21 +220,6 @@ class _Driver:
         last = self.tokens[-1]
         return Token("$END", "", last.end_pos, last.end_line, last.end_column,
                      last.end_line, last.end_column, last.end_pos)
-
-
-def _unwind(parser: InteractiveParser, sync: frozenset[str]) -> None:
-    """Pop the LALR stack to the nearest state that accepts a terminal in ``sync``.
-
-    With ``_SYNC_TERMINALS`` that is where a statement or declaration may start.
-
-    Any prefix of a valid LR stack is itself valid, so parsing can go on from there;
-    the values popped are the half-built bad statement.
-    """
-    state = parser.parser_state
-    table = state.parse_conf.states
-    while len(state.state_stack) > 1 and not table[state.state_stack[-1]].keys() & sync:
-        state.state_stack.pop()
-        state.value_stack.pop()
 
 
 def _check_depth(program: Program) -> list[WiaError]:

@@ -48,7 +48,8 @@ def lark_parser() -> Lark:
         grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
         lexer="basic",
-        propagate_positions=True,
+        # No propagate_positions: no parse tree is built (lalr.LalrParser computes
+        # extents itself); the placeholders shape children (lalr._plan).
         maybe_placeholders=True,
         # Lark keys its cache file on the grammar text and options: every process
         # after the first skips building the LALR tables (~0.25 s).
