@@ -53,6 +53,10 @@ class SourceFile:
         return self.text[starts[line - 1]:end].rstrip("\r")
 
 
+#: The most characters of a source line a diagnostic shows (the rest is cut).
+CARET_WINDOW = 100
+
+
 @dataclass(frozen=True)
 class Span:
     """A 1-based (line, column) range in a source file; ``end_*`` is exclusive."""
@@ -68,7 +72,12 @@ class Span:
         return self.source.name
 
     def render_caret(self) -> str:
-        """The source line and a caret row underlining the span (on its first line)."""
+        """The source line and a caret row underlining the span (on its first line).
+
+        A long line shows only a window around the caret (``...`` marks the cut),
+        and characters that cannot print (a binary file's bytes, escape codes) show
+        as ``?``: one column each, so the caret still lines up.
+        """
         raw = self.source.line_text(self.line)
         # Columns count characters; expand tabs in the prefix too, so the caret lines up.
         start = len(raw[: self.column - 1].expandtabs(4))
@@ -76,7 +85,13 @@ class Span:
             end = len(raw[: self.end_column - 1].expandtabs(4))
         else:
             end = start + 1
-        text = raw.expandtabs(4)
+        text = "".join(ch if ch.isprintable() else "?" for ch in raw.expandtabs(4))
+        if len(text) > CARET_WINDOW:
+            lo = max(0, min(start - CARET_WINDOW // 3, len(text) - CARET_WINDOW))
+            hi = lo + CARET_WINDOW
+            head, tail = ("..." if lo else ""), ("..." if hi < len(text) else "")
+            text = head + text[lo:hi] + tail
+            start, end = start - lo + len(head), min(end, hi) - lo + len(head)
         width = max(1, min(end - start, max(1, len(text) - start)))
         return f"    {text}\n    {' ' * start}{'^' * width}"
 

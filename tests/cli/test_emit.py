@@ -68,13 +68,13 @@ def test_stdin_errors_name_stdin(wiac):
 
 def test_output_file(wiac, example, tmp_path):
     out = tmp_path / "matmul.txt"
-    proc = wiac(example("matmul.wia"), "-o", str(out))
+    proc = wiac(example("matmul.wia"), "--emit", "ir", "-o", str(out))
     assert proc.returncode == 0 and proc.out == ""
     assert out.read_text().startswith(MATMUL_IR_HEAD)
 
 
 def test_unwritable_output_is_a_user_error(wiac, example, tmp_path):
-    proc = wiac(example("matmul.wia"), "-o", str(tmp_path / "no" / "such" / "dir.txt"))
+    proc = wiac(example("matmul.wia"), "-o", str(tmp_path / "no" / "such" / "dir.ir"))
     assert proc.returncode == 1 and "cannot write" in proc.err
 
 

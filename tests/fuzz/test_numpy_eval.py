@@ -55,8 +55,8 @@ def test_casts_saturate_and_nan_is_zero() -> None:
     f = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 300.7, -2.9], np.float32)
     want = np.array([0, 127, -128, 127, -128, 127, -2], np.int8)
     np.testing.assert_array_equal(one("y = cast(x, i8);", "i8[7]", x=f), want)
-    assert one("y = cast(1e999 - 1e999, i64);", "i64") == 0
-    assert one("y = cast(1e999, i64);", "i64") == np.iinfo(np.int64).max
+    assert one("y = cast(1.0 / 0.0 - 1.0 / 0.0, i64);", "i64") == 0
+    assert one("y = cast(1.0 / 0.0, i64);", "i64") == np.iinfo(np.int64).max
     np.testing.assert_array_equal(one("y = cast(x, bool);", "bool[7]", x=f), f != 0)
 
 

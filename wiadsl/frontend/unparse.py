@@ -43,7 +43,11 @@ def _number(value: int | float) -> tuple[str, int]:
     if isinstance(value, float):
         if math.isnan(value):
             raise ValueError("a NaN float literal has no source spelling")
-        text = repr(value) if math.isfinite(value) else ("-1e999" if value < 0 else "1e999")
+        if not math.isfinite(value):
+            # No literal overflows to inf (1e999 is an error): a division spells it,
+            # and binds like one.
+            return ("-1.0 / 0.0" if value < 0 else "1.0 / 0.0"), _MUL
+        text = repr(value)
     else:
         text = str(value)
     return text, (_UNARY if text.startswith("-") else _ATOM)

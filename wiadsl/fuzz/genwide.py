@@ -56,7 +56,7 @@ ZERO_POINTS = (0, 3, -5, 127, -128, 10)
 
 
 def nan_expr() -> ast.Expr:
-    """NaN, as a program writes it (there is no NaN literal): ``1e999 - 1e999``."""
+    """NaN, as a program writes it (there is no NaN literal): ``1.0 / 0.0 - 1.0 / 0.0``."""
     return binop("-", lit(INF), lit(INF))
 
 

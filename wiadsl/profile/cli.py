@@ -44,7 +44,12 @@ def plot_roofline(path: str | Path) -> str:
     if not LAST:
         raise WiaUsageError("--plot needs a profile: run with --profile")
     out = Path(path)
-    written = [plot.roofline(LAST[0], out)]
-    if LAST[0].latency:
-        written.append(plot.latency(LAST[0], out.with_name(f"{out.stem}_latency{out.suffix or '.png'}")))
+    try:
+        written = [plot.roofline(LAST[0], out)]
+        if LAST[0].latency:
+            latency = out.with_name(f"{out.stem}_latency{out.suffix or '.png'}")
+            written.append(plot.latency(LAST[0], latency))
+    except OSError as exc:
+        raise WiaUsageError(f"--plot: cannot write '{exc.filename or out}': "
+                            f"{exc.strerror or exc}") from None
     return "\n".join(f"wrote {p}" for p in written)

@@ -51,7 +51,8 @@ examples:
   wiac --repl                                  the interactive session (also: python -m wiadsl)
 
 -o OUT picks the output from its extension: .ir (optimized IR), .ll (LLVM IR),
-.s (host assembly), .o (object), .ptx (PTX), .sasm (systolic assembly).
+.s (host assembly), .o (object), .ptx (PTX), .sasm (systolic assembly), .wia
+(canonical source); any other extension needs --emit.
 
 exit status: 0 success, 1 error in the program or its inputs (diagnostic on stderr),
 2 malformed command line, 3 internal compiler error (set WIADSL_DEBUG=1 for the traceback).
@@ -170,6 +171,10 @@ def choose_emitter(args: argparse.Namespace) -> str:
         suffix = Path(args.output).suffix
         if suffix in EXTENSIONS:
             return EXTENSIONS[suffix]
+        if not args.target:  # writing IR to 'mm.txt' unasked would hide a typo
+            known = ", ".join(f"{ext} ({EXTENSIONS[ext]})" for ext in EXTENSIONS)
+            raise WiaUsageError(f"-o {args.output}: the extension '{suffix}' does not say what "
+                                f"to write; use one of {known}, or give --emit STAGE")
     if args.target:
         return TARGET_EMITS[args.target]
     return "opt-ir" if optimization_flags(args) else "ir"
@@ -194,6 +199,8 @@ def compile_command(args: argparse.Namespace) -> int:
         job = _onnx_job(args)
     else:
         text, filename = read_source(args.file)
+        if not text.strip():
+            raise WiaUsageError(f"{filename} is empty: there is nothing to compile")
         job = job_from_args(args, text, filename)
     if args.autotune:
         from ..tune.cli import run_autotune

@@ -138,6 +138,12 @@ def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str,
     if required and generic:
         raise WiaUsageError(f"target '{target}' needs static shapes, but kernel '{sig.name}' "
                             f"takes 'tensor' parameter(s) {', '.join(generic)}")
+    if missing and len(missing) < len(known) and not required:
+        # PTX takes symbolic dims or static shapes, not a mix: a partial -D would
+        # otherwise be dropped without a word
+        raise WiaUsageError(f"-D fixes {', '.join(d for d in known if d in dims)} but not "
+                            f"{', '.join(missing)} of kernel '{sig.name}': target '{target}' "
+                            "takes every dim fixed (static shapes) or none (symbolic)")
     if missing:
         if required:
             example = " ".join(f"-D {d}=128" for d in missing)
@@ -221,7 +227,8 @@ EMITTERS: dict[str, Emitter] = {e.name: e for e in [
 
 #: ``-o`` extension -> emitter, when ``--emit`` is not given.
 EXTENSIONS: dict[str, str] = {
-    ".ptx": "ptx", ".sasm": "sasm", ".ll": "llvm", ".s": "asm", ".o": "obj", ".ir": "opt-ir",
+    ".ir": "opt-ir", ".ll": "llvm", ".s": "asm", ".o": "obj", ".ptx": "ptx", ".sasm": "sasm",
+    ".wia": "wia",
 }
 
 #: ``--target`` -> emitter, when neither ``--emit`` nor the extension decides.

@@ -3,7 +3,7 @@
 | status | meaning |
 | --- | --- |
 | 0 | success |
-| 1 | a user error: bad source, a bad call, a missing file or feature (the diagnostic on stderr) |
+| 1 | a user error: bad source, a bad call, a missing file or feature, a file-system error on a path (the diagnostic on stderr, with the path) |
 | 2 | a malformed command line (argparse's convention) |
 | 3 | an internal compiler error: a bug in wiadsl (a short banner; the traceback with WIADSL_DEBUG=1) |
 | 130 | interrupted (Ctrl-C) |
@@ -63,6 +63,15 @@ def guarded(action: Callable[[], int], prog: str = "wiac") -> int:
         # The reader went away (``wiac ... | head``): not an error of ours.
         _silence_stdout()
         return EXIT_OK
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user named: ours
+            print(internal_error_banner(exc, prog), file=sys.stderr)
+            return EXIT_INTERNAL
+        # A file-system error on a path (a missing directory, no permission) that
+        # a tool did not turn into a WiaUsageError itself: still the user's to fix.
+        print(f"{prog}: error: cannot access '{exc.filename}': {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_USER
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         print(internal_error_banner(exc, prog), file=sys.stderr)
         return EXIT_INTERNAL

@@ -85,8 +85,10 @@ def gemm_shapes(traced: list[trace.TracedOp]) -> list[space.GemmShape]:
 
 
 def autotune(kernel: Any, *args: object, top_k: int = 8, level: int = 3,
-             out: TextIO | None = sys.stderr, budget_s: float = 0.3) -> TuneResult:
-    """Tune ``kernel``'s gemm config for ``args``; print progress and the speedup to ``out``."""
+             out: TextIO | None = sys.stderr, budget_s: float = 0.3,
+             summary: bool = True) -> TuneResult:
+    """Tune ``kernel``'s gemm config for ``args``; print progress and (with ``summary``)
+    the speedup to ``out``. ``wiac --autotune`` prints the summary itself."""
     module, inputs = trace.specialize(kernel, args)
     ops = records.gemm_ops(module)
     if not ops:
@@ -134,7 +136,7 @@ def autotune(kernel: Any, *args: object, top_k: int = 8, level: int = 3,
     assert best is not None  # the default was just measured and saved
     result.best, result.best_ms = best.config, best.ms
     result.default_ms = result.measured[base.label()]
-    if out is not None:
+    if out is not None and summary:
         print(result.summary(), file=out)
     return result
 
