@@ -57,6 +57,16 @@ class AstBuilder:
             return 0
         return int(digits or "0")
 
+    def _float(self, token: Token) -> float:
+        """A float literal's value; one that overflows f64 (``1e999``) is an error
+        rather than a silent inf (and 0.0 stands in). Underflow to 0 is rounding."""
+        value = float(str(token))
+        if value == float("inf"):
+            self._error("float literal out of range for f64 (the largest is about 1.8e308)",
+                        token_span(self.source, token))
+            return 0.0
+        return value
+
     # ---------------------------------------------------------- declarations
 
     def start(self, meta: Meta | None, c: _Children) -> tuple[ast.Decl, ...]:
@@ -214,7 +224,7 @@ class AstBuilder:
         return ast.IntLit(self._int(c[0]), span=self._span(meta))
 
     def float_lit(self, meta: Meta, c: _Children) -> ast.FloatLit:
-        return ast.FloatLit(float(str(c[0])), span=self._span(meta))
+        return ast.FloatLit(self._float(c[0]), span=self._span(meta))
 
     def true_lit(self, meta: Meta, c: _Children) -> ast.BoolLit:
         return ast.BoolLit(True, span=self._span(meta))
