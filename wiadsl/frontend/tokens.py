@@ -9,17 +9,19 @@ Invariants:
   token by a space, recording an "invalid character" error for it. The cleaned
   text has the same length and line structure, so token positions stay true.
 - ``lex`` therefore never raises: every lexical problem is a recorded error.
+- ``lex`` gives the tokens Lark's basic lexer gives (same terminals, order, keyword
+  rule and positions), from one ``finditer`` over the text: Lark's lexer loop
+  costs several times more per token.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import cast
+from dataclasses import dataclass
 
 from lark import Lark, Token
-from lark.exceptions import UnexpectedCharacters
-from lark.lexer import BasicLexer, LexerThread
+from lark.lexer import BasicLexer, PatternRE, PatternStr
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from ..resources import grammar_path
@@ -133,19 +135,88 @@ def prescan(source: SourceFile) -> tuple[str, list[WiaError]]:
     return "".join(chars), errors
 
 
+@dataclass(frozen=True)
+class _Scanner:
+    """Lark's basic lexer as one regex (see ``_scanner``)."""
+
+    regex: re.Pattern[str]
+    keywords: dict[str, dict[str, str]]  # regex terminal -> {text: string terminal}
+    ignore: frozenset[str]
+    multiline: frozenset[str]  # terminals whose text may hold a newline
+
+
+def _may_span_lines(regexp: str) -> bool:
+    """Lark's ``_regexp_has_newline``: whether a terminal's text may hold a newline."""
+    return ("\n" in regexp or "\\n" in regexp or "\\s" in regexp or "[^" in regexp
+            or ("(?s" in regexp and "." in regexp))
+
+
+@functools.cache
+def _scanner() -> _Scanner:
+    """The terminals of ``_lexer()`` in its order (priority, then longest first) as one
+    alternation, as Lark's ``Scanner`` builds it; a string terminal that a regex
+    terminal of the same priority also matches (a keyword and NAME) is found by
+    looking the regex terminal's text up, as Lark's "unless" callback does."""
+    lexer = _lexer()
+    strings = [t for t in lexer.terminals if isinstance(t.pattern, PatternStr)]
+    keywords: dict[str, dict[str, str]] = {}
+    embedded: set[str] = set()
+    for t in lexer.terminals:
+        if not isinstance(t.pattern, PatternRE):
+            continue
+        regex = re.compile(t.pattern.to_regexp())
+        for k in strings:
+            m = regex.match(k.pattern.value)
+            if k.priority == t.priority and m and m.group() == k.pattern.value:
+                assert not k.pattern.flags, "a keyword looked up by its exact text"
+                keywords.setdefault(t.name, {})[k.pattern.value] = k.name
+                embedded.add(k.name)
+    alternation = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})"
+                           for t in lexer.terminals if t.name not in embedded)
+    return _Scanner(re.compile(alternation), keywords, frozenset(lexer.ignore_types),
+                    frozenset(t.name for t in lexer.terminals
+                              if _may_span_lines(t.pattern.to_regexp())))
+
+
 def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
     """The tokens of the pre-scanned ``text``; lexical errors are appended to ``errors``."""
-    while True:
-        try:
-            return list(LexerThread.from_text(_lexer(), text).lex(None))
-        except UnexpectedCharacters as e:
-            # The pre-scan should have blanked every such character; stay total anyway.
-            # Lark declares pos_in_stream as None on the base class; UnexpectedCharacters
-            # always sets it to the int offset of the bad character.
-            pos = cast(int, e.pos_in_stream)
-            errors.append(WiaSyntaxError(f"invalid character {describe_char(text[pos])}",
-                                         offset_span(source, pos)))
-            text = text[:pos] + " " + text[pos + 1:]
+    scanner = _scanner()
+    keywords, ignore, multiline = scanner.keywords, scanner.ignore, scanner.multiline
+    tokens: list[Token] = []
+    line, line_start, pos = 1, 0, 0
+    for m in scanner.regex.finditer(text):
+        start, end = m.span()
+        if start != pos:
+            _unmatched(source, text, pos, start, errors)
+        kind = m.lastgroup
+        assert kind is not None
+        value = m.group()
+        column = start - line_start + 1
+        if kind in multiline and "\n" in value:
+            line_before = line
+            line += value.count("\n")
+            line_start = start + value.rindex("\n") + 1
+            end_line, end_column = line, end - line_start + 1
+        else:
+            line_before, end_line, end_column = line, line, column + len(value)
+        if kind not in ignore:
+            if kind in keywords:
+                kind = keywords[kind].get(value, kind)
+            tokens.append(Token(kind, value, start, line_before, column, end_line, end_column,
+                                end))
+        pos = end
+    if pos != len(text):
+        _unmatched(source, text, pos, len(text), errors)
+    return tokens
+
+
+def _unmatched(source: SourceFile, text: str, start: int, end: int,
+               errors: list[WiaError]) -> None:
+    """Record characters no terminal matches (the pre-scan should have blanked them all;
+    stay total anyway): each is an error and, like a blank, ends the token before it."""
+    for pos in range(start, end):
+        errors.append(WiaSyntaxError(f"invalid character {describe_char(text[pos])}",
+                                     offset_span(source, pos)))
 
 
 def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int, int]]:
