@@ -169,15 +169,27 @@ def broadcast_types(op: str, types: Sequence[ValueType], labels: Sequence[str],
                     cons: Constraints) -> Shape:
     """The broadcast shape of several operands (NumPy rules, right-aligned)."""
     shape: Shape = ()
-    seen: list[int] = []
     for i, t in enumerate(types):
+        if not t.shape or t.shape == shape:
+            continue  # a scalar or the same shape leaves the shape as it is
+        if not shape:
+            shape = tuple(t.shape)
+            continue
         rank = max(len(shape), t.rank)
-        left = (1,) * (rank - len(shape)) + shape
-        right = (1,) * (rank - t.rank) + t.shape
-        reason = mismatch(op, [labels[j] for j in seen + [i]], [types[j] for j in seen + [i]])
-        shape = tuple(broadcast_dim(a, b, reason, cons) for a, b in zip(left, right, strict=False))
-        seen.append(i)
+        pairs = list(zip((1,) * (rank - len(shape)) + shape, (1,) * (rank - t.rank) + t.shape,
+                         strict=True))
+        # The message (the costly part) is built only for an axis that can fail or
+        # needs a constraint: broadcast_dim uses it for no other.
+        reason = ""
+        if not all(_trivial_broadcast(a, b) for a, b in pairs):
+            reason = mismatch(op, labels[:i + 1], types[:i + 1])
+        shape = tuple(broadcast_dim(a, b, reason, cons) for a, b in pairs)
     return shape
+
+
+def _trivial_broadcast(a: Dim, b: Dim) -> bool:
+    """Whether ``broadcast_dim(a, b, ...)`` decides without its reason."""
+    return a == b or a == 1 or b == 1 or a is None or b is None
 
 
 # ------------------------------------------------------------------ dtypes
