@@ -84,6 +84,12 @@ def test_matmul_of_int_casts_and_quantization() -> None:
     np.testing.assert_array_equal(fq, (q.astype(np.float32) - 3) * np.float32(0.5))
 
 
+def test_quantize_of_nan_is_the_cast_of_nan() -> None:
+    # rint and the clamp keep a NaN, and §3's cast makes it 0 (every target agrees).
+    x = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    np.testing.assert_array_equal(one("y = quantize(x, 0.5, 3);", "i8[4]", x=x), [0, 127, -128, 5])
+
+
 def test_reductions_slices_and_shapes() -> None:
     assert one("y = reduce_sum(x);", "i64", x=I8) == I8.astype(np.int64).sum()
     np.testing.assert_array_equal(one("y = argmax(x, axis=1);", "i64[2]", x=X), X.argmax(1))

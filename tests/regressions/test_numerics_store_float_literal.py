@@ -30,9 +30,9 @@ DTYPES = ["f16", "bf16", "f32", "f64"]
 def literal(v: float) -> str:
     """``v`` as a weak float expression of the language (no inf/nan literals)."""
     if math.isnan(v):
-        return "(1e400 - 1e400)"
+        return "(0.0 / 0.0)"
     if math.isinf(v):
-        return "1e400" if v > 0 else "-1e400"
+        return "(1.0 / 0.0)" if v > 0 else "(-1.0 / 0.0)"
     return repr(v)
 
 

@@ -84,7 +84,8 @@ def reduce(fn: str, x: Val, axis: Any = None, keepdims: bool = False) -> Val:
 
 
 def quant(fn: str, x: Val, scale: Val, zp: Val) -> Val:
-    """quantize: ``rint(x / scale) + zero_point`` in x's dtype, clamped to i8;
+    """quantize: ``rint(x / scale) + zero_point`` in x's dtype, clamped to i8 (a NaN
+    stays NaN through rint and the clamp, so §3's cast makes it 0, as every target does);
     dequantize: ``(q - zero_point) * scale`` in f32; fake_quant: both, in x's dtype."""
     if fn in ("quantize", "fake_quant"):
         if not is_float(x.dtype):
@@ -96,8 +97,6 @@ def quant(fn: str, x: Val, scale: Val, zp: Val) -> Val:
             return v if wide is None else v.astype(wide)
         with np.errstate(all="ignore"):
             ratio = store(op(x.data) / op(convert(scale, f)), f)
-            if np.isnan(ratio).any():
-                raise Unsupported("quantize of NaN (LANGUAGE.md §7 leaves it open)")
             q = store(op(store(np.rint(ratio), f)) + op(store(zp.data, f)), f)
         codes = Val(cast(np.clip(q, -128, 127), "i8"), "i8", False, x.exact)
         if fn == "quantize":
