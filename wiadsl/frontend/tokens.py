@@ -135,13 +135,16 @@ def prescan(source: SourceFile) -> tuple[str, list[WiaError]]:
     return "".join(chars), errors
 
 
+#: The scanner's group for a character no terminal matches.
+_INVALID = "_invalid"
+
+
 @dataclass(frozen=True)
 class _Scanner:
     """Lark's basic lexer as one regex (see ``_scanner``)."""
 
     regex: re.Pattern[str]
     keywords: dict[str, dict[str, str]]  # regex terminal -> {text: string terminal}
-    ignore: frozenset[str]
     multiline: frozenset[str]  # terminals whose text may hold a newline
 
 
@@ -153,10 +156,15 @@ def _may_span_lines(regexp: str) -> bool:
 
 @functools.cache
 def _scanner() -> _Scanner:
-    """The terminals of ``_lexer()`` in its order (priority, then longest first) as one
-    alternation, as Lark's ``Scanner`` builds it; a string terminal that a regex
-    terminal of the same priority also matches (a keyword and NAME) is found by
-    looking the regex terminal's text up, as Lark's "unless" callback does."""
+    """Lark's basic lexer as one regex: each match skips ignored text (spaces,
+    comments), then takes one token, one invalid character, or the end.
+
+    The terminals are tried in Lark's order (priority, then longest first), as its
+    ``Scanner`` builds them. The ignored ones are skipped first: in this grammar no
+    token starts like a comment or a space. A string terminal that a regex terminal
+    of the same priority also matches (a keyword and NAME) is found by looking the
+    regex terminal's text up, as Lark's "unless" callback does.
+    """
     lexer = _lexer()
     strings = [t for t in lexer.terminals if isinstance(t.pattern, PatternStr)]
     keywords: dict[str, dict[str, str]] = {}
@@ -171,52 +179,52 @@ def _scanner() -> _Scanner:
                 assert not k.pattern.flags, "a keyword looked up by its exact text"
                 keywords.setdefault(t.name, {})[k.pattern.value] = k.name
                 embedded.add(k.name)
-    alternation = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})"
-                           for t in lexer.terminals if t.name not in embedded)
-    return _Scanner(re.compile(alternation), keywords, frozenset(lexer.ignore_types),
-                    frozenset(t.name for t in lexer.terminals
-                              if _may_span_lines(t.pattern.to_regexp())))
+    ignored = "|".join(t.pattern.to_regexp() for t in lexer.terminals
+                       if t.name in lexer.ignore_types)
+    tokens = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in lexer.terminals
+                      if t.name not in embedded and t.name not in lexer.ignore_types)
+    # Possessive: skipped text is never given back to be matched as a token.
+    regex = re.compile(f"(?:{ignored})*+(?:{tokens}|(?P<{_INVALID}>[\\s\\S])|\\Z)")
+    multiline = frozenset(t.name for t in lexer.terminals
+                          if _may_span_lines(t.pattern.to_regexp()))
+    return _Scanner(regex, keywords, multiline)
 
 
 def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
     """The tokens of the pre-scanned ``text``; lexical errors are appended to ``errors``."""
     scanner = _scanner()
-    keywords, ignore, multiline = scanner.keywords, scanner.ignore, scanner.multiline
+    keywords, multiline = scanner.keywords, scanner.multiline
     tokens: list[Token] = []
     line, line_start, pos = 1, 0, 0
     for m in scanner.regex.finditer(text):
-        start, end = m.span()
-        if start != pos:
-            _unmatched(source, text, pos, start, errors)
         kind = m.lastgroup
-        assert kind is not None
-        value = m.group()
+        if kind is None:  # the end, after ignored text
+            break
+        start, end = m.start(kind), m.end()
+        newlines = text.count("\n", pos, start)
+        if newlines:
+            line += newlines
+            line_start = text.rindex("\n", pos, start) + 1
+        pos = end
+        if kind == _INVALID:
+            # The pre-scan blanks every such character; stay total anyway.
+            errors.append(WiaSyntaxError(f"invalid character {describe_char(text[start])}",
+                                         offset_span(source, start)))
+            continue
+        value = m.group(kind)
         column = start - line_start + 1
+        if kind in keywords:
+            kind = keywords[kind].get(value, kind)
         if kind in multiline and "\n" in value:
-            line_before = line
+            token_line = line
             line += value.count("\n")
             line_start = start + value.rindex("\n") + 1
-            end_line, end_column = line, end - line_start + 1
+            tokens.append(Token(kind, value, start, token_line, column, line,
+                                end - line_start + 1, end))
         else:
-            line_before, end_line, end_column = line, line, column + len(value)
-        if kind not in ignore:
-            if kind in keywords:
-                kind = keywords[kind].get(value, kind)
-            tokens.append(Token(kind, value, start, line_before, column, end_line, end_column,
+            tokens.append(Token(kind, value, start, line, column, line, column + len(value),
                                 end))
-        pos = end
-    if pos != len(text):
-        _unmatched(source, text, pos, len(text), errors)
     return tokens
-
-
-def _unmatched(source: SourceFile, text: str, start: int, end: int,
-               errors: list[WiaError]) -> None:
-    """Record characters no terminal matches (the pre-scan should have blanked them all;
-    stay total anyway): each is an error and, like a blank, ends the token before it."""
-    for pos in range(start, end):
-        errors.append(WiaSyntaxError(f"invalid character {describe_char(text[pos])}",
-                                     offset_span(source, pos)))
 
 
 def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int, int]]:
