@@ -19,13 +19,17 @@ Invariants:
   an enclosing node's span includes them.
 - ``feed`` leaves the stacks as Lark's parser would (reductions done before an
   unexpected token stay done), so recovery can unwind them the same way.
+- A run of pass-through reductions (``expr -> or_expr -> ... -> atom`` above each
+  operand) changes only the top state, and which one it ends in depends only on
+  the state below, the top state and the lookahead: it is looked up once per such
+  triple (``_Table.unit_chains``), then taken in one step.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lark import Token
@@ -66,6 +70,23 @@ class _Table:
     rules: tuple[_RulePlan, ...]
     start: int
     end: int
+    #: (state below, top state, lookahead) -> the top state after the pass-through
+    #: reductions the lookahead triggers there; filled as the parses meet them.
+    unit_chains: dict[tuple[int, int, str], int] = field(default_factory=dict)
+
+    def unit_chain(self, below: int, top: int, kind: str) -> int:
+        """The top state once ``kind`` no longer reduces a pass-through rule."""
+        key = (below, top, kind)
+        target = self.unit_chains.get(key)
+        if target is None:
+            target = top
+            while True:
+                action = self.actions[target].get(kind)
+                if action is None or action >= 0 or not self.rules[-1 - action].passes_through:
+                    break
+                target = self.actions[below][self.rules[-1 - action].origin]
+            self.unit_chains[key] = target
+        return target
 
 
 def _plan(rule: Rule) -> _RulePlan:
@@ -174,6 +195,7 @@ class LalrParser:
 
     def __init__(self, builder: object):
         table = _table()
+        self._table = table
         self._actions = table.actions
         self._end = table.end
         self._plans = table.rules
@@ -199,20 +221,20 @@ class LalrParser:
                 extents.append((token.line, token.column, token.end_line,  # type: ignore[arg-type]
                                 token.end_column))
                 return True
-            plan = self._plans[-1 - action]
             build = self._builds[-1 - action]
-            if build is None:
-                del states[-1]
+            if build is None:  # pass-through rules: skip the whole run
+                states[-1] = self._table.unit_chain(states[-2], states[-1], kind)
+                continue
+            plan = self._plans[-1 - action]
+            size = plan.size
+            if size:
+                popped, where = values[-size:], extents[-size:]
+                del states[-size:], values[-size:], extents[-size:]
+                extent = _span_of(where)
             else:
-                size = plan.size
-                if size:
-                    popped, where = values[-size:], extents[-size:]
-                    del states[-size:], values[-size:], extents[-size:]
-                    extent = _span_of(where)
-                else:
-                    popped, extent = [], None
-                values.append(build(extent, popped))
-                extents.append(extent)
+                popped, extent = [], None
+            values.append(build(extent, popped))
+            extents.append(extent)
             states.append(actions[states[-1]][plan.origin])
             if states[-1] == self._end:
                 return True

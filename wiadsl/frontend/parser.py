@@ -237,31 +237,27 @@ def _check_depth(program: Program) -> list[WiaError]:
         if depth > MAX_DEPTH:
             too_deep.append(node.span)  # type: ignore[attr-defined]
             continue
-        for value in _children(node):
+        deeper = depth + 1
+        for name in _fields(type(node)) or ():
+            value = getattr(node, name)
             if isinstance(value, tuple):
-                stack.extend((c, depth + 1) for c in value if _is_node(c))
-            elif isinstance(node, BinOp) and value is node.lhs and isinstance(value, BinOp):
-                stack.append((value, depth))
-            elif _is_node(value):
-                stack.append((value, depth + 1))
+                stack.extend((c, deeper) for c in value if _fields(type(c)) is not None)
+            elif _fields(type(value)) is not None:
+                in_chain = name == "lhs" and isinstance(node, BinOp) and isinstance(value, BinOp)
+                stack.append((value, depth if in_chain else deeper))
     if not too_deep:
         return []
     first = min(too_deep, key=lambda s: (s.line, s.column))
     return [WiaSyntaxError(f"nesting too deep (more than {MAX_DEPTH} levels)", first)]
 
 
-def _is_node(value: object) -> bool:
-    return dataclasses.is_dataclass(value)
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _children(node: object) -> list[object]:
-    """The values of the node's fields but ``span`` (field names looked up once per class)."""
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(node)  # type: ignore[arg-type]
-                      if f.name != "span")
-        _FIELDS[type(node)] = names
-    return [getattr(node, name) for name in names]
+def _fields(kind: type) -> tuple[str, ...] | None:
+    """The field names but ``span`` of an AST node class, None for any other type
+    (looked up once per type: this walk visits every node of every file)."""
+    if kind not in _FIELDS:
+        _FIELDS[kind] = (tuple(f.name for f in dataclasses.fields(kind) if f.name != "span")
+                         if dataclasses.is_dataclass(kind) else None)
+    return _FIELDS[kind]
