@@ -30,7 +30,7 @@ from .builtins import (
     fold_call,
 )
 from .checkctx import BodyCtx
-from .constfold import fold_binary, fold_unary
+from .constfold import fold_binary, fold_unary, weak_int_outside
 from .exprtext import binop_text, expr_text, left_chain, op_span
 from .funcargs import bind_func_args
 from .scope import Env
@@ -45,6 +45,11 @@ def _int(v: Static) -> bool:
 
 def _is_int_scalar(t: tr.Type) -> bool:
     return not isinstance(t, ValueType) or (t.is_scalar and t.dtype.is_int)
+
+
+#: Operators that compute in the promoted integer dtype, where an out-of-range literal
+#: would wrap (``/`` divides in f64; comparisons widen, ``constfold.compare_dtype``).
+WRAPPING_OPS = ("+", "-", "*", "%", "**")
 
 
 class ExprTyper:
@@ -170,8 +175,25 @@ class ExprTyper:
         static = None
         if isinstance(t, ValueType) and isinstance(lhs.type, ValueType) \
                 and isinstance(rhs.type, ValueType):
+            self._check_weak_int(e, lhs, rhs, t)
             static = fold_binary(e.op, lhs.static, lhs.type, rhs.static, rhs.type, t)
         return Operand(t, static, binop_text(e, lhs.label, rhs.label))
+
+    def _check_weak_int(self, e: ast.BinOp, lhs: Operand, rhs: Operand, t: ValueType) -> None:
+        """An integer literal the other operand's integer dtype cannot hold is an error
+        in arithmetic, as NumPy 2 raises; comparisons and ``/`` compute wide enough."""
+        if e.op not in WRAPPING_OPS:
+            return
+        assert isinstance(lhs.type, ValueType) and isinstance(rhs.type, ValueType)
+        bad = weak_int_outside(lhs.static, lhs.type, rhs.static, rhs.type, t.dtype)
+        if bad is None:
+            return
+        at_lhs = lhs.type.weak and lhs.static == bad
+        self.ctx.report(WiaTypeError(
+            f"integer {bad} is out of range for {t.dtype}, the dtype of the other operand "
+            f"of '{e.op}' (it would wrap around; NumPy raises OverflowError); cast the "
+            f"other operand to a wider type, e.g. cast(x, i64)",
+            (e.lhs if at_lhs else e.rhs).span))
 
     # -------------------------------------------------------------- indexing
 

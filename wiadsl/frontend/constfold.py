@@ -40,13 +40,45 @@ def is_number(v: Any) -> bool:
     return isinstance(v, (bool, int, float))
 
 
+def weak_int_outside(a: Any, at: ValueType, b: Any, bt: ValueType, dtype: DType) -> int | None:
+    """The weak integer static of ``a OP b`` (a literal, a folded constant) that the
+    integer ``dtype`` the op computes in cannot hold, or None. NumPy 2 (NEP 50)
+    converts a Python int to the other operand's dtype and raises OverflowError
+    when it does not fit (``np.int8(1) + 300``); wrapping it would give 44."""
+    for static, t in ((a, at), (b, bt)):
+        if t.weak and isinstance(static, int) and not isinstance(static, bool) \
+                and not _fits(static, dtype):
+            return static
+    return None
+
+
+def compare_dtype(a: Any, at: ValueType, b: Any, bt: ValueType) -> DType:
+    """The dtype a comparison computes in: the NEP 50 promotion, widened to i64 when a
+    weak integer (a literal, a dim, a loop index) may not fit it. NumPy 2 compares a
+    Python int by value (``x == 300`` on i8 is False), where converting 300 to i8
+    first would compare with 44. A literal that fits keeps the narrow compare."""
+    compute, _ = promote(at.dtype, at.weak, bt.dtype, bt.weak)
+    if compute.is_int and any(t.weak and t.dtype.is_int and not _fits(v, compute)
+                              for v, t in ((a, at), (b, bt))):
+        return DType.I64
+    return compute
+
+
+def _fits(value: Any, dtype: DType) -> bool:
+    """``value`` is a known integer that the integer ``dtype`` holds."""
+    if not dtype.is_int:
+        return True
+    info = np.iinfo(dtype.numpy)
+    return isinstance(value, int) and info.min <= value <= info.max
+
+
 def fold_binary(op: str, a: Any, at: ValueType, b: Any, bt: ValueType,
                 result: ValueType) -> Any:
     """The static of ``a OP b`` (``result`` is the rule's type of it), or None."""
     if not (is_number(a) and is_number(b) and result.is_scalar):
         return None
     if op in FLOAT_CMP:
-        compute, _ = promote(at.dtype, at.weak, bt.dtype, bt.weak)
+        compute = compare_dtype(a, at, b, bt)
         name = "arith.cmpf" if compute.is_float else "arith.cmpi"
         attrs = {"predicate": (FLOAT_CMP if compute.is_float else INT_CMP)[op]}
     elif op in ARITH_NAMES:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..diagnostics import WiaError, WiaShapeError, WiaTypeError
-from ..dtypes import DTYPE_NAMES, DType, promote
+from ..dtypes import DTYPE_NAMES, DType
 from . import ast
 from . import shaperules as sr
 from . import typerules as tr
 from .builtins import Sym
-from .constfold import ARITH_NAMES, FLOAT_CMP, INT_CMP, fold_binary, fold_unary
+from .constfold import ARITH_NAMES, FLOAT_CMP, INT_CMP, compare_dtype, fold_binary, fold_unary
 from .exprtext import left_chain
 from .lower_values import Emitter, TypedValue, dialect, ir_type
 from .typerules import ValueType
@@ -129,7 +129,7 @@ class ExprLowerer:
         if static is not None:
             return self.em.constant(static, result, static)
         if op in FLOAT_CMP:
-            compute, _ = promote(a.type.dtype, a.type.weak, b.type.dtype, b.type.weak)
+            compute = compare_dtype(a.static, a.type, b.static, b.type)
             table = FLOAT_CMP if compute.is_float else INT_CMP
             a, b = self.em.cast(a, compute), self.em.cast(b, compute)
             name = f"{dialect(result)}.{'cmpf' if compute.is_float else 'cmpi'}"

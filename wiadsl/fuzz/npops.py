@@ -70,6 +70,8 @@ def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
             raise Unsupported(f"'{op}' of {a.dtype} and {b.dtype}")
         return finish(LOGIC[op](a.data, b.data), "bool", weak, exact, a.near or b.near)
     if op in COMPARE:
+        if is_int(dtype) and any(v.weak and is_int(v.dtype) for v in (a, b)):
+            dtype = "i64"  # NumPy 2 compares a Python int with an integer array by value
         x, y = convert(a, dtype), convert(b, dtype)
         with np.errstate(all="ignore"):
             out = COMPARE[op](x, y)
