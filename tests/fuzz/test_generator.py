@@ -11,6 +11,7 @@ from wiadsl.frontend import ast
 from wiadsl.frontend.compile import compile_source
 from wiadsl.frontend.parser import parse_source
 from wiadsl.fuzz.genprog import generate, make_inputs
+from wiadsl.fuzz.model import lit
 from wiadsl.fuzz.reduce import walk
 
 
@@ -87,8 +88,10 @@ def _wide_features(case) -> set[str]:
             found.add(f"const-cast-{node.args[1].id}")  # type: ignore[union-attr]
         if isinstance(node, ast.BinOp) and node.op in ("%", "**"):
             found.add(node.op)
-        if isinstance(node, ast.FloatLit) and node.value in (1e38, float("inf")):
-            found.add(f"float-{node.value:g}")
+        if isinstance(node, ast.FloatLit) and node.value == 1e38:
+            found.add("float-1e+38")
+        if isinstance(node, ast.BinOp) and node.op == "/" and node.rhs == lit(0.0):
+            found.add("float-inf")  # 1.0 / 0.0: no literal is inf
     k = case.program.kernels[0]
     for p in k.params:
         dims = [d.value for d in getattr(p.type, "dims", ())]

@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ..diagnostics import SourceFile, Span
@@ -107,8 +108,12 @@ def lit(value: int | float | bool) -> ast.Expr:
     """A literal as the parser would build it (a minus is a UnaryOp)."""
     if isinstance(value, bool):
         return ast.BoolLit(value, span=SPAN)
-    node: ast.Expr = (ast.IntLit(abs(value), span=SPAN) if isinstance(value, int)
-                      else ast.FloatLit(abs(value), span=SPAN))
+    if isinstance(value, float) and math.isinf(value):
+        # No literal is inf (1e999 is an error): the program divides, as the unparser writes it.
+        node: ast.Expr = binop("/", ast.FloatLit(1.0, span=SPAN), ast.FloatLit(0.0, span=SPAN))
+    else:
+        node = (ast.IntLit(abs(value), span=SPAN) if isinstance(value, int)
+                else ast.FloatLit(abs(value), span=SPAN))
     return ast.UnaryOp("-", node, span=SPAN) if value < 0 else node
 
 
