@@ -51,6 +51,8 @@ __all__ = ["parse_source", "parse_bytes", "tokenize"]
 # top-level declaration (KERNEL) may start: the states recovery unwinds to.
 _SYNC_TERMINALS = frozenset({"WHILE", "KERNEL"})
 _DECL_KEYWORDS = frozenset({"IMPORT", "CONST", "FUNC", "KERNEL"})
+# The tokens ``_Driver._track`` looks at (tested before the call: most tokens are not).
+_TRACKED = _DECL_KEYWORDS | {"LBRACE", "RBRACE", "SEMICOLON"}
 
 
 def parse_source(text: str, filename: str = "<string>") -> Program:
@@ -141,7 +143,8 @@ class _Driver:
                 recovering = True
                 continue
             recovering = False
-            self._track(token)
+            if token.type in _TRACKED:
+                self._track(token)
             i += 1
         end = self._end_token()
         if parser.feed(end):
@@ -179,7 +182,7 @@ class _Driver:
             self.brace_depth += 1
         elif token.type == "RBRACE":
             self.brace_depth = max(0, self.brace_depth - 1)
-        elif self.brace_depth == 0 and token.type in ("IMPORT", "CONST", "FUNC", "KERNEL"):
+        elif self.brace_depth == 0 and token.type in _DECL_KEYWORDS:
             self.decl = str(token)
         if token.type in ("SEMICOLON", "LBRACE", "RBRACE"):
             self.stmt_start = token_end(token)
