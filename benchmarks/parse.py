@@ -6,11 +6,12 @@ Usage:
 Generates programs of 1k, 4k, 16k, 64k and 100k lines (``--quick``: up to 16k),
 half one kernel with many statements, half many small funcs and kernels calling
 them, and times ``check(load_program(text))`` on each: the median of several runs
-for the small ones, one run for the large ones. Prints lines, seconds, µs per
-line, and the linearity: µs per line of the largest program over that of the
-smallest (1.0 is perfectly linear; the quadratic frontend of issue 17 gave ~30
-from 2k to 16k lines). The load average is printed too: on a shared machine the
-absolute times move with it, the ratio much less.
+for the small ones, one run for the large ones. Times are process CPU time
+(``time.process_time``), which a shared machine's other work disturbs far less
+than wall time. Prints lines, seconds, µs per line, and the linearity: µs per
+line of the largest program over that of the smallest (1.0 is perfectly linear;
+the quadratic frontend of issue 17 gave ~30 from 2k to 16k lines). The load
+average is printed too: on a loaded machine even CPU time grows with it.
 """
 
 from __future__ import annotations
@@ -65,24 +66,24 @@ def program(lines: int) -> str:
 
 
 def seconds(text: str, runs: int) -> float:
-    """Median wall time of parse + check over ``runs`` runs."""
+    """Median process time of parse + check over ``runs`` runs."""
     times = []
     for _ in range(runs):
         gc.collect()
-        start = time.perf_counter()
+        start = time.process_time()
         check(load_program(text, "bench.wia"))
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return statistics.median(times)
 
 
 def main() -> None:
     check(load_program(program(40), "warmup.wia"))  # builds the parser, imports everything
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"parse + check; {os.cpu_count()} cores, load average at start {load}")
+    print(f"parse + check, process time; {os.cpu_count()} cores, load average at start {load}")
     if MARKDOWN:
-        print("\n| lines | seconds | µs/line |\n|---|---|---|")
+        print("\n| lines | CPU seconds | µs/line |\n|---|---|---|")
     else:
-        print(f"{'lines':>8s} {'seconds':>9s} {'µs/line':>9s}")
+        print(f"{'lines':>8s} {'CPU s':>9s} {'µs/line':>9s}")
     per_line = []
     for size in SIZES:
         text = program(size)
