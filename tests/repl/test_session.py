@@ -27,7 +27,7 @@ def run(state: ReplState, text: str) -> str:
 @pytest.mark.parametrize("text,more", [
     ("A @ B", False), ("kernel k(input x: f32,", True), ("kernel k(input x: f32)", True),
     ("func f(x) {\n return x;", True), ("func f(x) {\n return x;\n}", False),
-    ("x = 1 +", True), (":ir", False), ("/* open", True), ("x = [1.0, // c\n", True),
+    ("x = 1 +", False), ("x = 1 + \\", True), ("kernel k(input x: f32)\n", False), (":ir", False), ("/* open", True), ("x = [1.0, // c\n", True),
 ])
 def test_needs_more(text, more):
     assert needs_more(text) is more

@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         from .repl import main as repl_main
 
-        return repl_main([])
+        return guarded(lambda: repl_main([]), "wiac")
     if argv[0] == "check":
         from .check import main as check_main
 

@@ -2,8 +2,10 @@
 
 Commands that show code (``:ir``, ``:opt``, ``:passes``, ``:llvm``, ``:asm``,
 ``:ptx``, ``:sasm``) take a *subject*: a session kernel (``:ptx matmul M=64 K=64
-N=64``; dims default to those of its last call), an expression (``:ir A @ B``), or
-nothing (the last kernel defined or expression evaluated).
+N=64``; dims default to those of its last call), a kernel call (``:ir k(x)``: the
+kernel as compiled for those arguments; a kernel with ``tensor`` parameters named
+alone is listed for its last call), an expression (``:ir A @ B``), or nothing (the
+last kernel defined or expression evaluated).
 
 Invariant: a command returns the text to print, or raises a ``WiaError``; it never
 prints by itself, so the REPL shows both the same way.
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..diagnostics import WiaError, WiaUsageError
+from ..dtypes import DType
 from ..ir import print_module
 from ..runtime.backend import TARGETS, get_backend
 from .emit import EMITTERS, CompileJob
-from .evaluate import EVAL_KERNEL, expression_program
+from .evaluate import EVAL_KERNEL, bind_arguments, expression_program, kernel_arguments
 from .numfmt import type_of
 from .pipeline import OptOptions, PassStep, find_step, optimize_ir, pass_steps, pipeline_passes
 from .session import LineMap, Session, value_type
@@ -51,6 +54,21 @@ class Subject:
     kernel: str
     dims: dict[str, int]
     title: str
+    #: a kernel with 'tensor' parameters: the dtype and shape of each input it is
+    #: listed for (its last call's, or those of ':ir k(x)'), else None
+    inputs: dict[str, tuple[DType, tuple[int, ...]]] | None = None
+
+    @property
+    def generic(self) -> dict[str, tuple[DType, int]] | None:
+        return None if self.inputs is None else {
+            n: (dtype, len(shape)) for n, (dtype, shape) in self.inputs.items()}
+
+    @property
+    def input_shapes(self) -> dict[str, tuple[int, ...]] | None:
+        return None if self.inputs is None else {n: sh for n, (_, sh) in self.inputs.items()}
+
+
+_KERNEL_CALL = re.compile(r"([A-Za-z_]\w*)\s*\((.*)\)\s*\Z", re.S)
 
 
 def subject(state: ReplState, arg: str) -> Subject:
@@ -63,6 +81,9 @@ def subject(state: ReplState, arg: str) -> Subject:
         kind, arg = s.last
         if kind == "expr":
             return _expr_subject(state, arg)
+    call = _KERNEL_CALL.match(arg)
+    if call and call.group(1) in s.kernels:  # ':ir k(x)': listed for these arguments
+        return _call_subject(state, call.group(1), call.group(2))
     first, _, rest = arg.partition(" ")
     if first in s.kernels:
         dims = dict(s.call_dims.get(first, {}))
@@ -72,8 +93,33 @@ def subject(state: ReplState, arg: str) -> Subject:
                 raise WiaUsageError(f"expected DIM=N after the kernel name, got '{item}'")
             dims[name] = int(value)
         text, lines = s.program()
-        return Subject(text, lines, first, dims, f"kernel {first}")
+        return Subject(text, lines, first, dims, f"kernel {first}", _generic_inputs(s, first))
     return _expr_subject(state, arg)
+
+
+def _generic_inputs(s: Session, kernel: str) -> dict[str, tuple[DType, tuple[int, ...]]] | None:
+    """For a kernel with 'tensor' parameters, its last call's inputs; an error that
+    says what to do when it has not been called."""
+    sig = s.kernel(kernel).signature
+    generic = [sig.inputs[i].name for i in sig.generic_inputs]
+    if not generic:
+        return None
+    if kernel not in s.call_inputs:
+        raise WiaUsageError(
+            f"kernel '{kernel}' takes 'tensor' parameter(s) {', '.join(generic)}, whose dtype "
+            f"and rank come from a call: call it first, or name arguments to list it for "
+            f"(:ir {kernel}(x, ...))")
+    return s.call_inputs[kernel]
+
+
+def _call_subject(state: ReplState, kernel: str, args_text: str) -> Subject:
+    s = state.session
+    pos, kw = kernel_arguments(s, args_text, state.label)
+    dims, inputs = bind_arguments(s, kernel, pos, kw)
+    text, lines = s.program()
+    sig = s.kernel(kernel).signature
+    generic = inputs if sig.generic_inputs else None
+    return Subject(text, lines, kernel, dims, f"kernel {kernel}", generic)
 
 
 def _expr_subject(state: ReplState, expr: str) -> Subject:
@@ -82,9 +128,12 @@ def _expr_subject(state: ReplState, expr: str) -> Subject:
 
 
 def _lowered(state: ReplState, subj: Subject):
-    from ..frontend.compile import compile_to_ir
+    from ..frontend.compile import compile_source, compile_to_ir
 
     try:
+        if subj.generic is not None:
+            return compile_source(subj.text, state.session.filename).lower_kernel(
+                subj.kernel, subj.generic)
         return compile_to_ir(subj.text, state.session.filename, kernel=subj.kernel)
     except WiaError as err:
         raise state.session.fail(err, subj.lines) from None
@@ -145,7 +194,8 @@ def cmd_diff(state: ReplState, arg: str) -> str:
 def _backend(emitter: str) -> Callable[[ReplState, str], str]:
     def run(state: ReplState, arg: str) -> str:
         subj = subject(state, arg)
-        job = CompileJob(subj.text, state.session.filename, subj.kernel, _opts(state), subj.dims)
+        job = CompileJob(subj.text, state.session.filename, subj.kernel, _opts(state), subj.dims,
+                         generic=subj.generic, input_shapes=subj.input_shapes)
         try:
             main = EMITTERS[emitter].run(job).main
         except WiaError as err:
@@ -174,18 +224,28 @@ def cmd_time(state: ReplState, arg: str) -> str:
 def cmd_target(state: ReplState, arg: str) -> str:
     s = state.session
     if arg.strip():
-        get_backend(arg.strip())  # raises when unknown or not built
+        usable_backend(arg.strip())  # raises when unknown, not built, or no device
         s.target = arg.strip()
         return f"target: {s.target}"
     rows = []
     for name in TARGETS:
         try:
-            get_backend(name)
+            usable_backend(name)
             status = "available"
         except WiaError as err:
             status = "not available (" + err.message.split(": ", 1)[-1] + ")"
         rows.append(f"  {'*' if name == s.target else ' '} {name:<9} {status}")
     return "targets (* = in use):\n" + "\n".join(rows)
+
+
+def usable_backend(name: str) -> object:
+    """The backend of target ``name`` if it can run here: built, and with its device
+    when it needs one (``probe``: the cuda target imports without a GPU)."""
+    backend = get_backend(name)
+    probe = getattr(backend, "probe", None)
+    if probe is not None:
+        probe()
+    return backend
 
 
 def cmd_level(state: ReplState, arg: str) -> str:
@@ -329,6 +389,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
 
 def run_command(state: ReplState, line: str) -> str:
     """Run ``:name args``; unknown commands are an error with a suggestion."""
+    state.session.typed = {state.label: line}
     name, _, arg = line.strip()[1:].partition(" ")
     cmd = COMMANDS.get(name)
     if cmd is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import WiaUsageError
+from ..dtypes import DType
 from ..ir import ModuleOp, print_module
 from ..runtime.signature import KernelSignature, signature_of
 from .features import require
@@ -42,6 +43,10 @@ class CompileJob:
     remarks: list[Any] | None = None
     #: inputs the source does not hold itself (an imported ONNX model's weights)
     weights: dict[str, Any] = field(default_factory=dict)
+    #: for a kernel with ``tensor`` parameters (the REPL, after a call): the dtype and
+    #: rank of each, and the shape of every input; backends then compile for these
+    generic: dict[str, tuple[DType, int]] | None = None
+    input_shapes: dict[str, tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -78,8 +83,10 @@ def _wia(job: CompileJob) -> Artifact:
 
 
 def lowered_ir(job: CompileJob) -> ModuleOp:
-    from ..frontend.compile import compile_to_ir
+    from ..frontend.compile import compile_source, compile_to_ir
 
+    if job.generic is not None and job.kernel is not None:
+        return compile_source(job.text, job.filename).lower_kernel(job.kernel, job.generic)
     return compile_to_ir(job.text, job.filename, kernel=job.kernel)
 
 
@@ -161,10 +168,13 @@ def _backend_input(job: CompileJob, target: str, static: bool
                    ) -> tuple[ModuleOp, str, dict[str, tuple[int, ...]] | None]:
     """The optimized IR of the job's kernel, its name, and its input shapes by name."""
     sig = select_kernel(job)
-    shapes = kernel_shapes(sig, job.dims, target, static)
     narrowed = CompileJob(**{**job.__dict__, "kernel": sig.name})
+    if job.generic is not None and job.input_shapes is not None:
+        inputs: dict[str, tuple[int, ...]] | None = dict(job.input_shapes)  # one call's
+    else:
+        shapes = kernel_shapes(sig, job.dims, target, static)
+        inputs = None if shapes is None else {p.name: shapes[p.name] for p in sig.inputs}
     module = optimize_ir(lowered_ir(narrowed), job.opt, job.remarks)
-    inputs = None if shapes is None else {p.name: shapes[p.name] for p in sig.inputs}
     return module, sig.name, inputs
 
 

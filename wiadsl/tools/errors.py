@@ -61,7 +61,7 @@ def guarded(action: Callable[[], int], prog: str = "wiac") -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``wiac ... | head``): not an error of ours.
-        _silence_stdout()
+        silence_stdout()
         return EXIT_OK
     except OSError as exc:
         if exc.filename is None:  # not about a path the user named: ours
@@ -77,7 +77,7 @@ def guarded(action: Callable[[], int], prog: str = "wiac") -> int:
         return EXIT_INTERNAL
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -12,7 +12,8 @@ An expression runs as a generated kernel: the session values it names become
 typed inputs (weak Python scalars become ``const``\\ s, so they stay weak), its
 result type comes from the frontend's checker (``exprtype``), and the kernel runs
 through ``wiadsl.jit`` on the session's target. Nothing is evaluated in Python
-except ``randn``/``rand``, which the language does not have.
+except ``randn``/``rand``, which the language does not have: inside an expression
+each is drawn first and enters the kernel as an input (``expand_random``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ _DECL = re.compile(r"\s*(kernel|func|const|import)\b")
 _ASSIGN = re.compile(r"\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*([-+*/]?)=(?!=)(.*)\Z", re.S)
 _CALL = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*\Z", re.S)
 _RANDOM = re.compile(r"\s*(randn|rand)\s*\((.*)\)\s*\Z", re.S)
+_RANDOM_CALL = re.compile(r"(?<![\w.])(randn|rand)\s*\(")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -86,9 +88,23 @@ def eval_program(session: Session, expr: str, label: str, out_type: str = "tenso
     end = "\n;" if "//" in expr else ";"
     head = f"{consts}kernel {EVAL_KERNEL}({', '.join(params)}) {{ {EVAL_OUTPUT} =\n"
     text, lines = session.program(head + expr + end + "\n}", label)
-    start, n, _, _ = lines.spans[-1]
-    lines.spans[-1] = (start + head.count("\n"), n - head.count("\n"), label, 1)
+    last = lines.spans[-1]
+    rel, col, typed = _typed_at(session, label, expr)
+    skip = head.count("\n")
+    lines.spans[-1] = last._replace(start=last.start + skip, n=last.n - skip, rel=rel, col=col,
+                                    typed=typed)
     return Program(text, lines, {n: session.values[n] for n in strong})
+
+
+def _typed_at(session: Session, label: str, expr: str) -> tuple[int, int, str | None]:
+    """Where ``expr`` starts in the input ``label`` as typed: (line, columns to shift,
+    the typed text); (1, 0, None) when it is not there verbatim (``A += 1`` runs
+    ``A + (1)``), and the caret then points into the expression as run."""
+    typed = session.typed.get(label)
+    at = typed.find(expr) if typed is not None and expr else -1
+    if typed is None or at < 0:
+        return 1, 0, None
+    return typed.count("\n", 0, at) + 1, at - (typed.rfind("\n", 0, at) + 1), typed
 
 
 def _literal(value: bool | int | float) -> str:
@@ -100,6 +116,16 @@ def _literal(value: bool | int | float) -> str:
 def expression_program(session: Session, expr: str, label: str) -> tuple[Program, bool]:
     """``eval_program`` with the output typed by the checker (so the jit can compile it),
     and whether the result is weak (made only of literals and weak values)."""
+    expanded, drawn = expand_random(session, expr)
+    session.values.update(drawn)  # the draws are inputs of this program only
+    try:
+        return _expression_program(session, expanded, label)
+    finally:
+        for name in drawn:
+            session.values.pop(name, None)
+
+
+def _expression_program(session: Session, expr: str, label: str) -> tuple[Program, bool]:
     from ..frontend.loader import load_program
     from .exprtype import expression_type
 
@@ -138,6 +164,37 @@ def evaluate(session: Session, expr: str, label: str, target: str | None = None)
     return result
 
 
+def expand_random(session: Session, expr: str) -> tuple[str, dict[str, np.ndarray]]:
+    """``expr`` with each ``randn(...)`` / ``rand(...)`` drawn now and replaced by a
+    reserved name (``__wia_rand0``), and those values: the language has no random
+    numbers, the session does (unless it declares a func of that name)."""
+    if "randn" in session.chunks or "rand" in session.chunks:
+        return expr, {}
+    parts: list[str] = []
+    drawn: dict[str, np.ndarray] = {}
+    pos = 0
+    while (m := _RANDOM_CALL.search(expr, pos)) is not None:
+        close = _closing_paren(expr, m.end())
+        if close < 0:  # unbalanced: the checker reports it
+            break
+        name = f"__wia_rand{len(drawn)}"
+        drawn[name] = random_value(session, m.group(1), expr[m.end():close])
+        parts.append(expr[pos:m.start()] + name)
+        pos = close + 1
+    parts.append(expr[pos:])
+    return "".join(parts), drawn
+
+
+def _closing_paren(text: str, start: int) -> int:
+    """The index of the ')' that closes a '(' just before ``start``; -1 if none."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
 def random_value(session: Session, kind: str, args_text: str) -> np.ndarray:
     """``randn(64, 64)`` / ``rand(3, dtype=f64)``: random arrays (default f32)."""
     dims: list[int] = []
@@ -161,11 +218,9 @@ def random_value(session: Session, kind: str, args_text: str) -> np.ndarray:
     return np.asarray(draw(tuple(dims))).astype(dtype.numpy)
 
 
-def call_kernel(session: Session, name: str, args_text: str, label: str) -> tuple:
-    """Call session kernel ``name``; its outputs as a tuple (in declaration order)."""
-    from ..runtime.binding import bind_call
-
-    fn = session.kernel(name)
+def kernel_arguments(session: Session, args_text: str, label: str
+                     ) -> tuple[list[Any], dict[str, Any]]:
+    """The values of ``a, b=EXPR, ...`` (a call's arguments): positional and by keyword."""
     pos: list[Any] = []
     kw: dict[str, Any] = {}
     for arg in split_args(args_text):
@@ -177,18 +232,40 @@ def call_kernel(session: Session, name: str, args_text: str, label: str) -> tupl
             pos.append(value)
         else:
             kw[key] = value
+    return pos, kw
+
+
+def bind_arguments(session: Session, name: str, pos: list[Any], kw: dict[str, Any]
+                   ) -> tuple[dict[str, int], dict[str, tuple[DType, tuple[int, ...]]]]:
+    """The dims and the (dtype, shape) of each input of calling kernel ``name`` so:
+    what a listing of the kernel compiles for. A bad call is an error."""
+    from ..runtime.binding import bind_call
+
+    fn = session.kernel(name)
+    try:
+        bound = bind_call(fn.signature, tuple(pos), kw)
+    except WiaError as err:
+        raise session.fail(err, session.program()[1]) from None
+    return dict(bound.dims), {p: (_dtype(a), a.shape) for p, a in bound.inputs.items()}
+
+
+def call_kernel(session: Session, name: str, args_text: str, label: str) -> tuple:
+    """Call session kernel ``name``; its outputs as a tuple (in declaration order)."""
+    fn = session.kernel(name)
+    pos, kw = kernel_arguments(session, args_text, label)
     text, lines = session.program()
     try:
         result = fn(*pos, **kw)
-        session.call_dims[name] = bind_call(fn.signature, tuple(pos), kw).dims
-        session.last = ("kernel", name)
     except WiaError as err:
         raise session.fail(err, lines) from None
+    session.call_dims[name], session.call_inputs[name] = bind_arguments(session, name, pos, kw)
+    session.last = ("kernel", name)
     return result if isinstance(result, tuple) else (result,)
 
 
 def execute(session: Session, text: str, label: str) -> str:
     """Run one input (see the table above); the text to show for it."""
+    session.typed = {label: text}
     if _DECL.match(text):
         return "\n".join(session.define(text, label))
     stmt = strip_statement(text)
@@ -222,7 +299,7 @@ def _assign(session: Session, m: re.Match, label: str) -> list[tuple[str, Any]]:
     random = _RANDOM.match(rhs)
     if call and call.group(1) in session.kernels and _balanced_call(call.group(2)):
         values = call_kernel(session, call.group(1), call.group(2), label)
-    elif random and random.group(1) not in session.chunks:
+    elif random and random.group(1) not in session.chunks and _balanced_call(random.group(2)):
         values = (random_value(session, random.group(1), random.group(2)),)
     else:
         values = (evaluate(session, rhs, label),)

@@ -1,7 +1,7 @@
 """The interactive session: ``wiac --repl``, or ``python -m wiadsl`` with no argument.
 
-Reads entries (an entry spans lines until its brackets balance and a ``kernel`` /
-``func`` header has its body), runs each (``evaluate.execute`` or a ``:command``)
+Reads entries (an entry spans lines while a bracket or brace is open, after a
+trailing ``\\``, and until a ``kernel`` / ``func`` header has its body), runs each (``evaluate.execute`` or a ``:command``)
 and prints the result. On a terminal it has a prompt, line editing, tab
 completion and history (``completion.py``); from a pipe it reads the same
 language without prompts, so a session can be scripted.
@@ -22,7 +22,7 @@ import sys
 from .. import __version__
 from ..diagnostics import WiaError
 from .commands import Quit, ReplState, run_command
-from .errors import EXIT_OK, EXIT_USER, internal_error_banner, render_error
+from .errors import EXIT_OK, EXIT_USER, internal_error_banner, render_error, silence_stdout
 from .evaluate import execute
 from .session import Session, SessionError
 
@@ -33,13 +33,21 @@ BANNER = (f"wiadsl {__version__} interactive session: WIA DSL declarations, "
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*[\s\S]*?(\*/|\Z)")
 _HEADER = re.compile(r"\s*(kernel|func)\b")
-_CONTINUES = ("+", "-", "*", "/", "%", "@", "=", ",", "&&", "||", "<", ">", "!")
 
 
 def needs_more(text: str) -> bool:
-    """Whether ``text`` is an unfinished entry (the REPL reads another line)."""
+    """Whether ``text`` is an unfinished entry (the REPL reads another line).
+
+    An entry goes on only while a bracket, brace or block comment is open, after
+    a line ending in ``\\`` (``read_entry`` drops it), or after a ``kernel`` /
+    ``func`` header whose ``{`` is still to come. A line ending in an operator
+    does not continue: ``y = x +`` is an error now, not a wait for more input
+    that would glue on whatever comes next.
+    """
     if text.lstrip().startswith(":"):
         return False
+    if text.endswith("\\"):
+        return True
     code = _COMMENTS.sub(" ", text)
     if re.search(r"/\*(?![\s\S]*\*/)", text):
         return True  # an unterminated block comment
@@ -51,16 +59,17 @@ def needs_more(text: str) -> bool:
             depth -= 1
     if depth > 0:
         return True
-    if depth == 0 and _HEADER.match(code) and "{" not in code:
-        return True  # a kernel or func header whose body is on the next lines
-    stripped = code.rstrip()
-    return depth == 0 and bool(stripped) and stripped.endswith(_CONTINUES)
+    # a header whose body is on the next lines; a blank line gives up on it
+    return (depth == 0 and bool(_HEADER.match(code)) and "{" not in code
+            and not text.endswith("\n"))
 
 
 def read_entry(interactive: bool) -> str:
     """One entry, over as many lines as it needs. EOF on the first line ends the session."""
     lines = [input(PS1 if interactive else "")]
     while needs_more("\n".join(lines)):
+        if lines[-1].endswith("\\"):  # an explicit continuation: the backslash goes
+            lines[-1] = lines[-1][:-1]
         try:
             lines.append(input(PS2 if interactive else ""))
         except EOFError:
@@ -77,12 +86,22 @@ def handle(state: ReplState, entry: str) -> str:
 def _options(args: object) -> tuple[str | None, int]:
     if isinstance(args, argparse.Namespace):
         target = args.target if args.target in ("interp", "cpu", "systolic", "cuda") else None
-        return target, args.level
+        # no -O given: the default level, as for wiac itself (None broke :passes)
+        return target, 2 if args.level is None else args.level
     return None, 2
 
 
 def main(args: object = None) -> int:
     """Run the session on stdin/stdout; returns the exit status."""
+    try:
+        return _session(args)
+    except BrokenPipeError:
+        # The reader went away (``python -m wiadsl | head``): not an error of ours.
+        silence_stdout()
+        return EXIT_OK
+
+
+def _session(args: object) -> int:
     from .completion import save_history, setup_readline
 
     target, level = _options(args)
@@ -120,6 +139,8 @@ def main(args: object = None) -> int:
             print(text, file=sys.stderr)
         except KeyboardInterrupt:
             print("\n(interrupted)")
+        except BrokenPipeError:
+            raise  # stdout is gone: the session ends (main)
         except Exception as exc:  # noqa: BLE001 - a bug must not end the session
             failed = True
             sys.stdout.flush()

@@ -18,12 +18,12 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..diagnostics import WiaError, WiaErrors, WiaNameError, WiaUsageError
-from ..dtypes import DTYPE_NAMES, from_numpy
+from ..diagnostics import SourceFile, Span, WiaError, WiaErrors, WiaNameError, WiaUsageError
+from ..dtypes import DTYPE_NAMES, DType, from_numpy
 from ..frontend import ast
 from ..frontend.builtins import BUILTINS
 from ..runtime.jit import KernelFunction, Module, jit
@@ -43,19 +43,34 @@ class Chunk:
     first_line: int = 1
 
 
+class Origin(NamedTuple):
+    """Where ``n`` lines of a generated program, from line ``start``, were typed: input
+    ``label`` from its line ``rel``; the first line shifted right by ``col`` (an
+    expression the REPL cut out of what was typed: ``y = x +`` evaluates ``x +``),
+    and ``typed``, the input as typed (errors show it under the caret), if known."""
+
+    start: int
+    n: int
+    label: str
+    rel: int = 1
+    col: int = 0
+    typed: str | None = None
+
+
 @dataclass
 class LineMap:
     """Which input each line of a generated program came from."""
 
-    spans: list[tuple[int, int, str, int]] = field(default_factory=list)  # start, n, label, rel
+    spans: list[Origin] = field(default_factory=list)
 
     def add(self, start: int, text: str, label: str, rel: int = 1) -> None:
-        self.spans.append((start, text.count("\n") + 1, label, rel))
+        self.spans.append(Origin(start, text.count("\n") + 1, label, rel))
 
-    def locate(self, line: int) -> tuple[str, int] | None:
-        for start, n, label, rel in self.spans:
-            if start <= line < start + n:
-                return label, line - start + rel
+    def locate(self, line: int, column: int) -> tuple[Origin, int, int] | None:
+        """The origin of a generated (line, column), and the (line, column) typed."""
+        for o in self.spans:
+            if o.start <= line < o.start + o.n:
+                return o, line - o.start + o.rel, column + (o.col if line == o.start else 0)
         return None
 
 
@@ -64,12 +79,19 @@ def render_error(err: WiaError, lines: LineMap, filename: str) -> str:
     if isinstance(err, WiaErrors):
         return "\n".join(render_error(e, lines, filename) for e in err.errors)
     span = err.span
-    where = lines.locate(span.line) if span is not None and span.filename == filename else None
+    where = (lines.locate(span.line, span.column)
+             if span is not None and span.filename == filename else None)
     if span is None or where is None:
         text = err.render()
         return text if span is not None else text.replace(filename, "<repl>")
-    label, line = where
-    head = f"{label}:{line}:{span.column}: error: {err.message}\n{span.render_caret()}"
+    origin, line, column = where
+    caret = span.render_caret()
+    if origin.typed is not None:  # the caret under what was typed
+        end = lines.locate(span.end_line, span.end_column)
+        end_line, end_column = (end[1], end[2]) if end and end[0] is origin else (line, column + 1)
+        typed = SourceFile(origin.label, origin.typed)
+        caret = Span(typed, line, column, end_line, end_column).render_caret()
+    head = f"{origin.label}:{line}:{column}: error: {err.message}\n{caret}"
     return "\n".join([head, *(f"note: {n}" for n in err.notes)])
 
 
@@ -108,6 +130,11 @@ class Session:
         self.chunks: dict[str, Chunk] = {}
         self.values: dict[str, Any] = {}
         self.call_dims: dict[str, dict[str, int]] = {}
+        #: per kernel, the dtype and shape of each input of its last call: what a
+        #: listing (:ir, :llvm) of a kernel with 'tensor' parameters compiles for
+        self.call_inputs: dict[str, dict[str, tuple[DType, tuple[int, ...]]]] = {}
+        #: each input's text as typed, by label (errors show it under the caret)
+        self.typed: dict[str, str] = {}
         self.filename = str(Path.cwd() / "<repl>")  # imports also resolve next to cwd
         self.rng = np.random.default_rng(0)
         #: what ``:ir`` and friends show by default: ("kernel", NAME) or ("expr", TEXT)
@@ -240,6 +267,7 @@ class Session:
         self.chunks.clear()
         self.values.clear()
         self.call_dims.clear()
+        self.call_inputs.clear()
         self._modules.clear()
         self.last = None
 

@@ -141,6 +141,16 @@ class CudaBackend:
     name = "cuda"
     specialize_shapes = True
 
+    def probe(self) -> None:
+        """Raise a WiaError unless a GPU and its driver answer (importing this module
+        needs neither, so ':target' asks here before it says 'available')."""
+        try:
+            driver()
+        except WiaRuntimeError as err:
+            raise WiaUsageError(f"target 'cuda' has no usable GPU here: {err.message}") from None
+        except (OSError, RuntimeError) as exc:  # cuda-python without libcuda, say
+            raise WiaUsageError(f"target 'cuda' has no usable GPU here: {exc}") from None
+
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
         unknown = set(options) - {"arch"}
         if unknown:
