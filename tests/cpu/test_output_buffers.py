@@ -3,8 +3,9 @@
 ``kernel(x, y=buf)`` returns ``buf``. A result returned straight from an
 allocation that runs once per call is computed in ``buf`` (destination passing,
 ``backends/llvm/destinations.py``); any other is copied there. A buffer that
-overlaps an input or another output buffer is never written by native code
-while the kernel runs. NumPy is the oracle.
+overlaps an input is never written by native code while the kernel runs; one
+buffer for two outputs (or overlapping ones) is refused with a WiaCallError
+naming both (issue 17). NumPy is the oracle.
 """
 
 from __future__ import annotations
@@ -99,9 +100,48 @@ def test_passthrough_shared_buffer_and_scalar_outputs(level: int) -> None:
     np.testing.assert_array_equal(y, a)
     np.testing.assert_array_equal(z, a * 2)
     assert t == a.max()
-    shared = np.empty(7, np.float32)  # one buffer for two outputs: the last one wins
-    module(level).both(a, y=shared, z=shared)
-    np.testing.assert_array_equal(shared, a * 2)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_one_buffer_for_two_outputs_is_refused(level: int) -> None:
+    """Issue 17: ``y`` used to come back holding ``z``. Refused before anything runs,
+    naming both outputs, for the same buffer and for overlapping views of one."""
+    a = rand(7)
+    shared = np.full(7, -1.0, np.float32)
+    with pytest.raises(wiadsl.WiaCallError, match=r"outputs 'y' and 'z'.*same buffer"):
+        module(level).both(a, y=shared, z=shared)
+    np.testing.assert_array_equal(shared, -1.0)  # untouched
+    big = np.full(10, -1.0, np.float32)
+    with pytest.raises(wiadsl.WiaCallError, match=r"outputs 'y' and 'z'.*overlapping"):
+        module(level).both(a, y=big[:7], z=big[3:])
+    np.testing.assert_array_equal(big, -1.0)
+    # disjoint views of one array are fine
+    two = np.empty(14, np.float32)
+    y, z, _ = module(level).both(a, y=two[:7], z=two[7:])
+    np.testing.assert_array_equal(two, np.concatenate([a, a * 2]))
+
+
+def test_shared_output_buffer_refused_on_every_target() -> None:
+    """Every target's call path refuses it the same way (the check is in bind_call),
+    and the CPU kernel's own ``run_into`` refuses it too."""
+    a = rand(7)
+    for target in ("cpu", "interp", "systolic", "ptxsim", "cuda"):
+        try:
+            k = wiadsl.jit(SRC, kernel="both", target=target)
+        except wiadsl.WiaError:  # a target this machine does not have (cuda)
+            continue
+        shared = np.empty(7, np.float32)
+        with pytest.raises(wiadsl.WiaCallError, match="outputs 'y' and 'z'"):
+            k(a, y=shared, z=shared)
+        if target == "cuda":
+            continue  # refused before any device work; running needs a GPU
+        y, z, t = k(a, y=np.empty(7, np.float32), z=np.empty(7, np.float32))
+        np.testing.assert_allclose(z, a * 2, rtol=1e-6)
+    cpu = wiadsl.jit(SRC, kernel="both", target="cpu")
+    compiled = cpu.compiled_for([a])
+    shared = np.empty(7, np.float32)
+    with pytest.raises(wiadsl.WiaCallError, match="outputs 'y' and 'z'"):
+        compiled.run_into([a], [shared, shared, None])
 
 
 CHAIN = """

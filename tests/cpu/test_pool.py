@@ -106,18 +106,25 @@ def test_nested_region_runs_serially():
 
 @pytest.mark.skipif(THREADS < 2, reason="one CPU: no worker threads")
 def test_worker_threads_take_chunks():
+    """A worker thread runs some chunk. Not timed: each chunk holds on until another
+    thread has run one (or a second passes), so however slow the machine, the caller
+    cannot finish every chunk before a worker wakes; regions repeat up to a deadline."""
     threads: set[int] = set()
-    for _ in range(200):  # a worker that starts late may leave every chunk to the caller
-        pf = pool()
+    other = threading.Event()
+    lock = threading.Lock()
 
-        def slow(_ctx: int, a: int, b: int) -> int:
+    def slow(_ctx: int, a: int, b: int) -> int:
+        with lock:
             threads.add(threading.get_ident())
-            time.sleep(0.002)
-            return 0
-        cb = WORKER(slow)
+            if len(threads) > 1:
+                other.set()
+        other.wait(timeout=1.0)
+        return 0
+    cb = WORKER(slow)
+    pf = pool()
+    deadline = time.monotonic() + 300
+    while not other.is_set() and time.monotonic() < deadline:
         assert pf(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
-        if len(threads) > 1:
-            break
     assert len(threads) > 1
 
 

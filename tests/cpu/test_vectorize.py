@@ -1,6 +1,7 @@
 """The ``vectorize`` and ``prefetch`` loop passes through the native CPU backend
 (``loop_pipeline``): kernels on odd and empty sizes against NumPy and the
-interpreter, and the generated assembly uses 256-bit (ymm) vector code."""
+interpreter, and the generated assembly uses vector code in the host's registers
+(ymm on an AVX2 host)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import wiadsl
 from wiadsl.backends.llvm.backend import BACKEND
 from wiadsl.backends.llvm.compile import build, lower_kernel
-from wiadsl.backends.llvm.target import target_machine
+from wiadsl.backends.llvm.target import host, target_machine
 from wiadsl.diagnostics import WiaRuntimeError
 from wiadsl.ir import parse_module, print_module, run_func
 
@@ -152,12 +153,35 @@ def assembly(text: str, shapes, pipeline: str) -> tuple[str, str]:
     return target_machine(jit=False).emit_assembly(build(lowered)), print_module(lowered.loop_ir)
 
 
+def vector_registers(features: set[str]) -> str:
+    """A regex of the x86 registers the width-8 f32 vectors (256 bits) may live in on a
+    host with ``features``: ymm with AVX; also zmm with AVX-512 (LLVM may widen them);
+    xmm halves without AVX."""
+    if "+avx512f" in features:
+        return r"[yz]mm"
+    if "+avx" in features:
+        return r"ymm"
+    return r"xmm"
+
+
+def test_vector_registers_follow_the_host_features():
+    assert vector_registers({"+avx", "+avx2"}) == "ymm"
+    assert re.fullmatch(vector_registers({"+avx2", "+avx512f"}), "zmm")
+    assert vector_registers({"+sse4.2"}) == "xmm"
+
+
+@pytest.mark.skipif(not host().triple.startswith("x86_64"), reason="x86 assembly")
 def test_assembly_uses_ymm_vectors_and_prefetches():
+    """Vector code in the registers the host has (ymm on an AVX2 host, and no zmm
+    without AVX-512), a vector add in the reduction, prefetches."""
+    features = set(host().features.split(","))
+    regs = vector_registers(features)
     asm, loop_ir = assembly(reduce_text("reduce_sum", "f32"), [(64, 1024)], BOTH)
     assert "loop.vreduce" in loop_ir and "loop.prefetch" in loop_ir
-    assert re.search(r"vaddps\s+[^\n]*ymm", asm)
+    assert re.search(rf"v?addps\s+[^\n]*{regs}", asm)
     assert "prefetcht0" in asm
-    assert "zmm" not in asm  # AVX2 host: 256-bit vectors, no AVX-512
+    if "+avx512f" not in features:
+        assert "zmm" not in asm  # no AVX-512: no 512-bit registers
     asm, loop_ir = assembly(CHAIN, [(16, 256), (16, 256)], VEC)
     assert "loop.vstore" in loop_ir
-    assert re.search(r"vmovups\s+%ymm", asm) or re.search(r"vmovaps\s+%ymm", asm)
+    assert re.search(rf"v?mov[au]ps\s+%{regs}", asm)

@@ -4,6 +4,10 @@
 slave side of a pty, so the REPL sees a terminal: prompts, readline editing, tab
 completion and history are all live. ``expect(regex)`` reads until the regex
 matches the output seen since the last match (escape sequences removed).
+
+Nothing here depends on how fast the machine is: every wait is for something the
+child shows (output, or -- ``wait_until_reading`` -- being blocked in the kernel
+waiting for input) under a generous deadline, never a fixed sleep.
 """
 
 from __future__ import annotations
@@ -57,7 +61,14 @@ class PtyProcess:
         self.pending += text
         return bool(data)
 
-    def expect(self, pattern: str, timeout: float = 30.0) -> re.Match:
+    def expect(self, pattern: str, timeout: float = 120.0) -> re.Match:
+        m = self.search(pattern, timeout)
+        if m is None:
+            raise AssertionError(f"did not see {pattern!r}; output so far:\n{self.seen}")
+        return m
+
+    def search(self, pattern: str, timeout: float) -> re.Match | None:
+        """``expect`` that gives None at the deadline instead of failing."""
         regex = re.compile(pattern, re.M)
         deadline = time.monotonic() + timeout
         while True:
@@ -68,7 +79,47 @@ class PtyProcess:
             if time.monotonic() > deadline or not self._read(deadline):
                 if regex.search(self.pending):
                     continue
-                raise AssertionError(f"did not see {pattern!r}; output so far:\n{self.seen}")
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    return None
+
+    def _state(self) -> str | None:
+        """The child's scheduler state (``S``: blocked in the kernel), or None without /proc."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            return None
+        return stat[stat.rindex(")") + 2]  # the state follows the parenthesized name
+
+    def wait_until_reading(self, timeout: float = 120.0) -> None:
+        """Return once the child is blocked (in ``select`` on the terminal, after a
+        prompt): a signal sent earlier can land between readline's prompt and its
+        ``select``, and then waits for the next key (CPython's readline checks signals
+        only when ``select`` is interrupted). Without /proc, a pause instead."""
+        if self._state() is None:
+            time.sleep(1.0)
+            return
+        deadline = time.monotonic() + timeout
+        streak = 0
+        while streak < 5:  # blocked in five samples in a row, 20 ms apart
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the child never waited for input; output so far:\n{self.seen}")
+            streak = streak + 1 if self._state() == "S" else 0
+            time.sleep(0.02)
+
+    def interrupt(self, pattern: str, timeout: float = 120.0) -> re.Match:
+        """Ctrl-C once the child waits for input, then ``expect(pattern)``. Should the
+        child stay blocked without answering for 5 s (the interrupt landed just
+        before its ``select``: a lost wake-up), Ctrl-C again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.wait_until_reading(max(1.0, deadline - time.monotonic()))
+            self.send("\x03")
+            m = self.search(pattern, min(5.0, max(0.0, deadline - time.monotonic())))
+            if m is not None:
+                return m
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"did not see {pattern!r} after Ctrl-C; output so far:\n{self.seen}")
 
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
@@ -84,7 +135,7 @@ class PtyProcess:
                     break
                 self.send("\x04")
                 try:
-                    return self.proc.wait(timeout=3)
+                    return self.proc.wait(timeout=30)  # generous: a loaded machine is slow
                 except subprocess.TimeoutExpired:
                     continue
             if self.proc.poll() is None:

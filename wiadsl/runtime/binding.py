@@ -2,8 +2,10 @@
 
 Invariant: a ``BoundCall`` holds only arrays a backend can take as they are —
 C-contiguous, aligned, of the declared dtype and rank, with every symbolic dim
-bound consistently — and output buffers that are writable and of the exact
-dtype. Every failure is a ``WiaCallError`` that names the argument.
+bound consistently — and output buffers that are writable, of the exact dtype,
+and distinct: no two outputs share memory (an output buffer may be an input: the
+result is computed elsewhere and copied in). Every failure is a ``WiaCallError``
+that names the argument (both outputs, for a shared buffer).
 """
 
 from __future__ import annotations
@@ -75,8 +77,22 @@ def bind_call(sig: KernelSignature, args: tuple, kwargs: dict) -> BoundCall:
         if param.name in given:
             buffer = _as_output_buffer(param, given[param.name])
             _bind_dims(bound, param, buffer.shape)
+            check_distinct_buffers(bound.out_buffers, param.name, buffer)
             bound.out_buffers[param.name] = buffer
     return bound
+
+
+def check_distinct_buffers(buffers: dict[str, np.ndarray | None], name: str,
+                           buffer: np.ndarray) -> None:
+    """Refuse ``buffer`` for output ``name`` when it shares memory with the buffer of
+    an output already in ``buffers``: both results cannot be delivered in one
+    buffer (before issue 17 the call was accepted and one output held the other)."""
+    for other, taken in buffers.items():
+        # output buffers are C-contiguous, so overlapping bounds are shared memory
+        if taken is not None and taken.size and buffer.size and np.may_share_memory(taken, buffer):
+            same = "the same buffer" if taken is buffer else "overlapping buffers"
+            raise WiaCallError(f"outputs '{other}' and '{name}' were given {same}; "
+                               "pass a separate buffer for each output")
 
 
 def _match_arguments(sig: KernelSignature, args: tuple, kwargs: dict) -> dict[str, object]:

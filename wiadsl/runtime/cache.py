@@ -20,6 +20,23 @@ Invariants:
 - ``STATS.compiles`` counts cache misses in this process: a process that hits
   for every kernel ends with ``compiles == 0`` (tests read this and the log).
 - ``WIADSL_CACHE=0`` turns the disk half off (memory still works).
+
+Threads (issue 17: eight threads calling one matmul on new shapes deadlocked):
+- ``_LOCK`` guards the tables and counters only; it is never held while reading
+  the disk, compiling or loading. A key being obtained has a ``Flight`` in
+  ``_FLIGHTS``: the first thread to miss owns it and compiles (or loads); every
+  other thread that misses on that key waits for it and then takes the loaded
+  kernel from memory (so one compile per key, however many threads). When the
+  owner fails, a waiter tries again itself (and gets its own error).
+- ``compile_fn`` runs under ``_COMPILE_LOCK`` (LLVM's global context is not
+  thread-safe), a leaf lock: a compile takes no other lock (but the engine's)
+  and waits for no flight, so no cycle can go through it. ``load_fn`` runs under
+  no lock of this module: it may obtain other keys (library.py's helpers do,
+  through ``cached_object``), also from a thread that native code called back
+  into Python (the thread pool's loader) while another thread compiles.
+- Flights wait on flights only downwards (a kernel's load on its helpers, a
+  helper on nothing), so they form no cycle either; a load that asks for the key
+  it is itself obtaining gets a RuntimeError instead of waiting for itself.
 """
 
 from __future__ import annotations
@@ -65,7 +82,75 @@ class CacheStats:
 
 STATS = CacheStats()
 _MEMORY: dict[str, Any] = {}
-_LOCK = threading.RLock()
+#: guards _MEMORY, _FLIGHTS and STATS; held for dict operations only
+_LOCK = threading.Lock()
+#: serializes compile_fn (LLVM's global context is not thread-safe); a leaf: under it
+#: nothing is waited for and no lock is taken but the engine's own (target.py)
+_COMPILE_LOCK = threading.RLock()
+
+
+class Flight:
+    """One key (or helper) being obtained by one thread; others ``wait`` for it."""
+
+    def __init__(self) -> None:
+        self.owner = threading.get_ident()
+        self._done = threading.Event()
+
+    def finish(self) -> None:
+        self._done.set()
+
+    def wait(self) -> None:
+        if self.owner == threading.get_ident():  # would wait for itself forever
+            raise RuntimeError("a compile or load asked for the kernel it is obtaining")
+        self._done.wait()
+
+
+class OnceTable:
+    """Values made once per key from any number of threads: ``get(key, make)``
+    returns the stored value, or makes it -- one thread per key at a time, the others
+    waiting for that one -- and stores it. No lock is held while ``make`` runs, so
+    ``make`` may use other tables (or this one, for other keys) freely."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.values: dict[Any, Any] = {}
+        self._flights: dict[Any, Flight] = {}
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self.values
+
+    def peek(self, key: Any) -> Any:
+        with self._lock:
+            return self.values.get(key)
+
+    def get(self, key: Any, make: Callable[[], T]) -> T:
+        while True:
+            with self._lock:
+                if key in self.values:
+                    return self.values[key]  # type: ignore[no-any-return]
+                flight = self._flights.get(key)
+                if flight is None:
+                    flight = self._flights[key] = Flight()
+                    break
+            flight.wait()  # then look again: the value, or (it failed) a try of our own
+        try:
+            value = make()
+            with self._lock:
+                self.values[key] = value
+            return value
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.finish()
+
+
+_FLIGHTS: dict[str, Flight] = {}
+
+
+def _count(name: str) -> None:
+    with _LOCK:
+        setattr(STATS, name, getattr(STATS, name) + 1)
 
 
 def disk_enabled() -> bool:
@@ -82,34 +167,58 @@ def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, 
                    load_fn: Callable[[bytes, dict[str, Any]], T],
                    stages: Stages | None = None) -> tuple[T, dict[str, Any]]:
     """The loaded kernel for ``parts`` and a record of how it was obtained
-    (``{"key", "source": "memory" | "disk" | "compiled", "ms", "stages"}``)."""
+    (``{"key", "source": "memory" | "disk" | "compiled", "ms", "stages"}``).
+
+    ``compile_fn`` must not call ``get_or_compile`` (it runs under the compile lock);
+    ``load_fn`` may."""
     stages = stages or Stages()
     with stages.stage("key"):
         key = parts.digest()
-    with _LOCK:
-        loaded = _MEMORY.get(key)
+    while True:
+        with _LOCK:
+            hit = _MEMORY.get(key)
+            if hit is not None:
+                STATS.memory_hits += 1
+                break
+            other = _FLIGHTS.get(key)
+            if other is None:  # this thread obtains the key
+                mine = _FLIGHTS[key] = Flight()
+                break
+        other.wait()  # another thread is obtaining this key: then take it from memory
+    if hit is not None:
+        log_hit(parts.kernel, key, "memory", stages)
+        return hit, _record(key, "memory", stages)
+    try:
+        loaded, source = _obtain(parts, key, compile_fn, load_fn, stages)
+        with _LOCK:
+            _MEMORY[key] = loaded
+    finally:
+        with _LOCK:
+            del _FLIGHTS[key]
+        mine.finish()
+    return loaded, _record(key, source, stages)
+
+
+def _obtain(parts: KeyParts, key: str, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
+            load_fn: Callable[[bytes, dict[str, Any]], T], stages: Stages) -> tuple[T, str]:
+    """From disk, else compiled (and stored): this thread owns the key's flight."""
+    if disk_enabled():
+        loaded = _from_disk(parts, key, load_fn, stages)
         if loaded is not None:
-            STATS.memory_hits += 1
-            log_hit(parts.kernel, key, "memory", stages)
-            return loaded, _record(key, "memory", stages)
-        if disk_enabled():
-            loaded = _from_disk(parts, key, load_fn, stages)
-            if loaded is not None:
-                STATS.disk_hits += 1
-                _MEMORY[key] = loaded
-                log_hit(parts.kernel, key, "disk", stages)
-                return loaded, _record(key, "disk", stages)
+            _count("disk_hits")
+            log_hit(parts.kernel, key, "disk", stages)
+            return loaded, "disk"
+    with _COMPILE_LOCK:
         obj, meta = compile_fn(stages)
-        meta = {**meta, "kernel": parts.kernel, "components": parts.components(),
-                "created": time.time(), "compile_ms": dict(stages.ms)}
-        with stages.stage("load"):
-            loaded = load_fn(obj, meta)
-        if disk_enabled():
-            _store(key, meta, obj, stages)
-        STATS.compiles += 1
-        _MEMORY[key] = loaded
-        log_compile(parts.kernel, key, stages)
-        return loaded, _record(key, "compiled", stages)
+    meta = {**meta, "kernel": parts.kernel, "components": parts.components(),
+            "created": time.time(), "compile_ms": dict(stages.ms)}
+    with stages.stage("load"):
+        loaded = load_fn(obj, meta)
+    if disk_enabled():
+        _store(key, meta, obj, stages)
+    _count("compiles")
+    log_compile(parts.kernel, key, stages)
+    return loaded, "compiled"
 
 
 def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes:
@@ -153,10 +262,10 @@ def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, An
 
 
 def _damaged(kernel: str, key: str, why: str) -> None:
-    STATS.corrupt += 1
+    _count("corrupt")
     warnings.warn(f"compile cache entry {key[:12]} of kernel '{kernel}' is damaged: {why}; "
                   f"recompiling and replacing it ({cache_store.entry_path(key)})",
-                  WiaCacheWarning, stacklevel=4)
+                  WiaCacheWarning, stacklevel=5)
     cache_store.remove(key)
 
 
@@ -164,19 +273,19 @@ def _store(key: str, meta: dict[str, Any], obj: bytes, stages: Stages) -> None:
     try:
         with stages.stage("store"):
             cache_store.write(key, meta, obj)
-        STATS.stores += 1
+        _count("stores")
     except OSError as exc:
-        STATS.store_errors += 1
+        _count("store_errors")
         warnings.warn(f"could not write the compile cache entry {key[:12]} "
-                      f"({cache_store.entry_path(key)}): {exc}", WiaCacheWarning, stacklevel=4)
+                      f"({cache_store.entry_path(key)}): {exc}", WiaCacheWarning, stacklevel=5)
 
 
 def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
     return {"key": key, "source": source, "ms": stages.total, "stages": dict(stages.ms)}
 
 
-__all__ = ["STATS", "CacheStats", "WiaCacheWarning", "cached_object", "clear_memory",
-           "disk_enabled", "get_or_compile"]
+__all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning", "cached_object",
+           "clear_memory", "disk_enabled", "get_or_compile"]
 
 
 from .cache_cli import cache_clear, cache_info, cache_why  # noqa: E402  (re-exported for the CLI)

@@ -17,6 +17,9 @@ Invariants:
   and freed when the array is collected. A result that is an input is copied.
   Once a small result's shape is known, later calls pass a fresh array for it
   and the entry copies the result there natively (no ctypes memmove/free).
+- Threads: a kernel compiles once (``_compile`` under the kernel's own lock, which
+  is only ever taken first: nothing that runs under it calls back into a kernel);
+  calls run concurrently (the argument arrays come from the pool).
 - Compiles go through the compile cache (``wiadsl.runtime.cache``): the key is
   taken from the unoptimized IR, so a hit skips the tensor passes, lowering and
   LLVM; the gemm config is the explicit ``config``, else the autotuner's best
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,13 +40,13 @@ import numpy as np
 
 from ...diagnostics import WiaRuntimeError, WiaUsageError
 from ...ir.module import ModuleOp
+from ...runtime.binding import check_distinct_buffers
 from ...runtime.cache import get_or_compile
 from ...runtime.cache_key import cpu_key_parts
 from ...runtime.cache_log import Stages
 from .compile import Layout, compile_object
 from .gemm import GemmConfig, default_config
-from .library import ensure_loaded
-from .target import engine
+from .library import ensure_loaded, jit_engine
 
 _LIBC = ctypes.CDLL(None)
 _FREE = _LIBC.free
@@ -119,7 +123,7 @@ class Native:
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
     layout = Layout.from_dict(meta["layout"])
     ensure_loaded(layout.libraries)  # the gemm/conv helpers the object links against
-    return Loaded(_ENTRY(engine().add_object(obj, layout.symbol)), layout)
+    return Loaded(_ENTRY(jit_engine().add_object(obj, layout.symbol)), layout)
 
 
 @dataclass
@@ -136,6 +140,9 @@ class CpuKernel:
     loop_pipeline: str = ""
     _native: Native | None = None
     _shapes: tuple[tuple[int, ...], ...] | None = None
+    #: one thread compiles this kernel (the tensor passes rewrite ``module`` in place)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
         return self.run_into(inputs, ())
@@ -143,7 +150,10 @@ class CpuKernel:
     def run_into(self, inputs: Sequence[np.ndarray],
                  buffers: Sequence[np.ndarray | None]) -> Sequence[object]:
         """``run``, computing results in the caller's ``buffers`` (one per result, None
-        for none) where it can: such a result comes back as the buffer itself."""
+        for none) where it can: such a result comes back as the buffer itself. Two
+        results cannot share a buffer: a WiaCallError names both (as ``bind_call``)."""
+        if buffers:
+            self._check_buffers(buffers)
         native = self._native
         if native is None:
             native = self._compile(tuple(a.shape for a in inputs), [a.dtype for a in inputs])
@@ -218,6 +228,16 @@ class CpuKernel:
         finally:
             pool.append((slots, address))
 
+    def _check_buffers(self, buffers: Sequence[np.ndarray | None]) -> None:
+        func = self.module.get(self.kernel)
+        names = list(func.attributes.get("outputs", ())) if func is not None else []
+        seen: dict[str, np.ndarray | None] = {}
+        for j, buffer in enumerate(buffers):
+            if isinstance(buffer, np.ndarray):
+                name = names[j] if j < len(names) else f"result {j}"
+                check_distinct_buffers(seen, name, buffer)
+                seen[name] = buffer
+
     def _run_checked(self, native: Native, inputs: Sequence[np.ndarray],
                      buffers: Sequence[np.ndarray | None] = ()) -> list[object]:
         """``run`` for inputs ``try_run`` did not take: a WiaUsageError says what is wrong."""
@@ -238,6 +258,15 @@ class CpuKernel:
         return results
 
     def _compile(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
+        """Compile (or load) this kernel for ``shapes``, once: a thread that finds
+        another one compiling it waits for that one and uses its result."""
+        with self._lock:
+            if self._native is not None:
+                return self._native
+            jit_engine()  # created by one thread, before any compile asks for it
+            return self._compile_locked(shapes, dtypes)
+
+    def _compile_locked(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
         stages = Stages()
         with stages.stage("key"):
             config = self.config or _tuned(self.module, self.kernel, shapes, dtypes)

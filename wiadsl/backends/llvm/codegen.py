@@ -38,7 +38,7 @@ from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
 from .destinations import result_allocations
 from .mathlib import type_suffix
-from .runtime import alloc_function
+from .runtime import alloc_function, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
 
@@ -375,7 +375,7 @@ def _vload(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     t, vt = op.operand_types[0], op.result.type
     assert isinstance(t, TensorType)
     p = e.element_ptr(e.buf(op.operands[0]), t, e.get(op.operands[1]))
-    v = e.b.load(p, typ=_vector_mem_type(t, vt.lanes), align=itemsize(t.dtype))  # type: ignore[union-attr]
+    v = vector_load(e.b, p, _vector_mem_type(t, vt.lanes), itemsize(t.dtype))  # type: ignore[union-attr]
     want = scalar_type(vt)
     return [e.b.trunc(v, want) if v.type != want else v]
 
@@ -389,7 +389,7 @@ def _vstore(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     if v.type != mt:
         v = e.b.zext(v, mt)
     p = e.element_ptr(e.buf(op.operands[1]), t, e.get(op.operands[2]))
-    e.b.store(v, p, align=itemsize(t.dtype))
+    vector_store(e.b, v, p, itemsize(t.dtype))
     return []
 
 

@@ -42,6 +42,7 @@ from llvmlite import ir
 from ...dtypes import DType
 from .gemm import GemmBuilder, _i, for_range, imax, imin
 from .parallel import THREADS, WORKER_TYPE, parallel_for, worth_threads
+from .runtime import vector_load, vector_store
 from .types import I1, I32, I64, PTR
 
 NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2
@@ -68,7 +69,8 @@ class ConvBuilder(GemmBuilder):
                     offs: ir.Value, ows: ir.Value, valid: ir.Value, wo: ir.Value, wp: ir.Value) -> None:
         """dst[p * NR + jj] = x[kbase[p] + offs[jj]] for p < kc and jj < min(valid, W),
         zero for the other lanes; ``offs``/``ows`` hold the source offset and output
-        column of the vector's pixels (``dst`` is aligned)."""
+        column of the vector's pixels (``dst`` is W lanes into a panel row: aligned to
+        ``vector_align``)."""
         zero = ir.Constant(self.vt, [0.0] * self.w)
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
@@ -79,8 +81,9 @@ class ConvBuilder(GemmBuilder):
         def rows(load: Callable[[ir.Value], ir.Value]) -> None:
             def body(p: ir.Value) -> None:
                 base = b.load(b.gep(kbase, [p], source_etype=I64), typ=I64)
-                b.store(load(base), b.gep(dst, [b.mul(p, _i(self.nr))], source_etype=self.et),
-                        align=self.panel_align)
+                # dst is a panel row plus a multiple of W lanes
+                vector_store(b, load(base), b.gep(dst, [b.mul(p, _i(self.nr))], source_etype=self.et),
+                             self.vector_align)
             for_range(b, _i(0), kc, 1, body, "pk")
 
         def lanes() -> None:  # any stride or row width: one scalar load per lane
@@ -130,8 +133,8 @@ class ConvBuilder(GemmBuilder):
             with contiguous:
                 with b.if_else(b.icmp_signed("==", valid, _i(self.w))) as (full, part):
                     with full:
-                        rows(lambda base: b.load(b.gep(x, [b.add(base, off_a)], source_etype=self.et),
-                                                 typ=self.vt, align=self.size))
+                        rows(lambda base: vector_load(b, b.gep(x, [b.add(base, off_a)], source_etype=self.et),
+                                                      self.vt, self.size))
                     with part:
                         mask = self.lane_masks(b, _i(0), valid)
                         rows(lambda base: b.call(mload, [b.gep(x, [b.add(base, off_a)], source_etype=self.et),

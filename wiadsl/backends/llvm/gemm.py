@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from .parallel import THREADS, WORKER_TYPE, parallel_for
+from .runtime import offset_align, vector_load, vector_store
 from .target import host
 from .types import F32, F64, I1, I32, I64, PTR
 
@@ -151,7 +152,13 @@ class GemmBuilder:
         # panel rows start at multiples of NR elements from a 64-byte aligned buffer
         self.panel_align = math.gcd(self.nr * self.size, 64)
         self.vt = ir.VectorType(self.et, self.w)
+        #: a vector that starts ``w`` lanes into a panel row (conv packs whole vectors)
+        self.vector_align = offset_align(self.panel_align, self.w * self.size)
         self.suffix = f"{'f32' if dtype is DType.F32 else 'f64'}"
+
+    def lane_align(self, v: int) -> int:
+        """The alignment of vector ``v`` of a packed panel row (lanes ``v*W`` on)."""
+        return offset_align(self.panel_align, v * self.w * self.size)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.mod.globals.get(name)
@@ -193,7 +200,7 @@ class GemmBuilder:
         b.position_at_end(want)
         b.cbranch(full, plain, ragged)
         b.position_at_end(plain)
-        tiles = [(plain, [b.load(c_ptr(r, v), typ=self.vt, align=self.size)
+        tiles = [(plain, [vector_load(b, c_ptr(r, v), self.vt, self.size)
                           for r in range(mr) for v in range(nv)])]
         b.branch(start)
         b.position_at_end(ragged)
@@ -216,8 +223,8 @@ class GemmBuilder:
             for u in range(count):
                 pu = b.add(p, _i(u)) if u else p
                 brow = b.gep(bp, [b.mul(pu, _i(self.nr))], source_etype=self.et)
-                bvecs = [b.load(b.gep(brow, [_i(v * self.w)], source_etype=self.et), typ=self.vt,
-                                align=self.panel_align) for v in range(nv)]
+                bvecs = [vector_load(b, b.gep(brow, [_i(v * self.w)], source_etype=self.et), self.vt,
+                                     self.lane_align(v)) for v in range(nv)]
                 nexts = []
                 for r in range(mr):
                     x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), pu)], source_etype=self.et),
@@ -236,7 +243,7 @@ class GemmBuilder:
             with plain:
                 for r in range(mr):
                     for v in range(nv):
-                        b.store(accs[r * nv + v], c_ptr(r, v), align=self.size)
+                        vector_store(b, accs[r * nv + v], c_ptr(r, v), self.size)
             with ragged:
                 for r in range(mr):
                     for v in range(nv):
@@ -392,7 +399,8 @@ class GemmBuilder:
                 for v in range(nv):
                     x = b.call(mload, [b.gep(src, [_i(v * self.w)], source_etype=self.et),
                                        ir.Constant(I32, self.size), masks[v], zero])
-                    b.store(x, b.gep(dst, [_i(v * self.w)], source_etype=self.et), align=self.panel_align)
+                    vector_store(b, x, b.gep(dst, [_i(v * self.w)], source_etype=self.et),
+                                 self.lane_align(v))
             for_range(b, _i(0), kc, 1, per_p, "pp")
         for_range(b, jc, jend, self.nr, per_jr, "pj")
 

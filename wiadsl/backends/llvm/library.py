@@ -27,11 +27,18 @@ Invariants:
   fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
 - Ahead-of-time outputs (``wiac -o x.o``) are self-contained: ``link_into``
   copies the helpers' definitions into the module before code generation.
+- Threads: ``_LOADED`` is a ``cache.OnceTable``: a helper is loaded by one thread
+  while the others that need it wait for that one, and no lock is held while it
+  is obtained (``cached_object`` may wait for the compile cache, which may be
+  loading a kernel that needs another helper: issue 17's deadlock was this
+  module's lock held across that wait). ``ensure_pool`` is also called from
+  native code (the LOAD_SYMBOL callback, GIL released until it runs).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import threading
 from typing import Any
@@ -40,14 +47,16 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...dtypes import DType
+from ...runtime.cache import OnceTable
 from .gemm import GemmConfig, current_config
 from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
 from .types import I1, I64, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
-_LOADED: dict[str, int] = {}
-_LOCK = threading.Lock()
+#: symbol -> address of every helper loaded into this process's engine
+_LOADED = OnceTable()
+_ENGINE_LOCK = threading.Lock()
 
 Spec = dict[str, Any]
 #: The thread pool's spec (its code depends on the threads per region).
@@ -107,26 +116,44 @@ def _optimized(spec: Spec) -> llvm.ModuleRef:
     return mod
 
 
-def ensure_loaded(specs: list[Spec]) -> None:
-    """Compile and load every helper of ``specs`` not yet in this process's engine."""
-    from ...runtime.cache import cached_object
+def jit_engine() -> Any:
+    """The process's engine (target.py), created by one thread only: ``engine()`` is a
+    plain ``functools.cache``, and two threads creating it at once would each get
+    an engine of their own (one of them soon collected, with the code loaded in it)."""
     from .target import engine
 
+    with _ENGINE_LOCK:
+        return engine()
+
+
+def ensure_loaded(specs: list[Spec]) -> None:
+    """Compile and load every helper of ``specs`` not yet in this process's engine."""
     for spec in specs:
         name = symbol(spec)
-        with _LOCK:
-            if name in _LOADED:
-                continue
-            eng = engine()
-            # A helper's code depends only on its spec (and the CPU and compiler
-            # version, which the cache key adds): a warm process loads it from the
-            # compile cache instead of optimizing and compiling it again (~0.5 s).
-            def build(spec: Spec = spec, eng: Any = eng) -> bytes:
-                return eng.emit_jit_object(_optimized(spec))
-            obj = cached_object(name, json.dumps(spec, sort_keys=True), build)
-            address = eng.add_object(obj, name)
-            llvm.add_symbol(name, address)
-            _LOADED[name] = address
+        if name not in _LOADED:
+            _LOADED.get(name, functools.partial(_load, spec, name))
+
+
+def _load(spec: Spec, name: str) -> int:
+    """Load one helper (this thread holds its flight in ``_LOADED``; no lock)."""
+    from ...runtime.cache import cached_object
+
+    eng = jit_engine()
+
+    # A helper's code depends only on its spec (and the CPU and compiler
+    # version, which the cache key adds): a warm process loads it from the
+    # compile cache instead of optimizing and compiling it again (~0.5 s).
+    def build() -> bytes:
+        return eng.emit_jit_object(_optimized(spec))  # type: ignore[no-any-return]
+    obj = cached_object(name, json.dumps(spec, sort_keys=True), build)
+    address: int = eng.add_object(obj, name)
+    llvm.add_symbol(name, address)
+    return address
+
+
+def loaded_address(name: str) -> int | None:
+    """The address of the helper ``name`` when it is loaded in this process."""
+    return _LOADED.peek(name)  # type: ignore[no-any-return]
 
 
 #: The pool's ``parallel_for`` once loaded (null before): modules read it at SLOT_SYMBOL.
@@ -136,7 +163,7 @@ _SLOT = ctypes.c_void_p(0)
 def ensure_pool() -> int:
     """Load the thread pool (parallel.py) into this process; its ``parallel_for``."""
     ensure_loaded([POOL_SPEC])
-    address = _LOADED[POOL_SYMBOL]
+    address = _LOADED.peek(POOL_SYMBOL)
     _SLOT.value = address
     return address
 
@@ -171,5 +198,5 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["POOL_SPEC", "declare", "ensure_loaded", "ensure_pool", "library_ir", "link_into", "pool_address",
-           "symbol"]
+__all__ = ["POOL_SPEC", "declare", "ensure_loaded", "ensure_pool", "jit_engine", "library_ir", "link_into",
+           "loaded_address", "pool_address", "symbol"]

@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from .gemm import _i, for_range, imin
 from .parallel import THREADS, WORKER_TYPE, parallel_for
+from .runtime import offset_align, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)
@@ -37,6 +38,7 @@ PARALLEL_MACS = 64 ** 3
 V8 = ir.VectorType(I32, W)
 V16S = ir.VectorType(I16, 2 * W)
 V16W = ir.VectorType(I32, 2 * W)
+V16B = ir.VectorType(I8, NR)
 ARGS = [PTR, PTR, PTR] + [I64] * 6
 
 
@@ -99,7 +101,9 @@ class QGemmBuilder:
         b.cbranch(b.icmp_signed("<", p, kcp), loop, done)
         b.position_at_end(loop)
         row = b.gep(panel, [b.mul(p, _i(2 * NR))], source_etype=I16)
-        bvecs = [b.load(b.gep(row, [_i(2 * W * v)], source_etype=I16), typ=V16S, align=32) for v in range(NV)]
+        # the panel is 64-byte aligned (aligned_alloc), a row is 2NR i16 = 64 bytes
+        bvecs = [vector_load(b, b.gep(row, [_i(2 * W * v)], source_etype=I16), V16S,
+                             offset_align(64, 2 * W * v * 2)) for v in range(NV)]
         nexts = []
         for r in range(mr):
             word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kp), p)], source_etype=I32), typ=I32)
@@ -163,11 +167,12 @@ class QGemmBuilder:
                 full = b.icmp_signed("<=", b.add(jr, _i(NR)), n)
                 with b.if_else(full) as (then, other):
                     with then:   # a whole panel row: two 16-byte loads, one interleave
-                        v0 = b.sext(b.load(b.gep(r0, [jr], source_etype=I8), typ=ir.VectorType(I8, NR)), V16S)
-                        v1 = b.sext(b.load(b.gep(r1, [jr], source_etype=I8), typ=ir.VectorType(I8, NR)), V16S)
+                        # rows of B start at B + k*ldb: byte-aligned only (issue 17)
+                        v0 = b.sext(vector_load(b, b.gep(r0, [jr], source_etype=I8), V16B, 1), V16S)
+                        v1 = b.sext(vector_load(b, b.gep(r1, [jr], source_etype=I8), V16B, 1), V16S)
                         inter = [x for j in range(NR) for x in (j, NR + j)]
                         both = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(I32, 2 * NR), inter))
-                        b.store(both, dst, align=2)
+                        vector_store(b, both, dst, 2)
                     with other:  # the column tail: element by element, zero past n
                         def col(j: ir.Value) -> None:
                             jj = b.add(jr, j)

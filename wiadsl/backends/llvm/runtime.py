@@ -14,10 +14,20 @@ per input, a data pointer (tensors: extents are compiled in; scalars: a pointer
 to the value), followed by the result slots of the kernel (codegen.py; at least
 one), followed by a (destination pointer, byte count) pair per tensor result
 for the optional copy-out (``_copy_out``; zeros: none).
+
+Vector memory (``vector_load``/``vector_store``): every vector load and store the
+CPU backend emits goes through these two, which take the alignment as a required
+argument. A plain ``IRBuilder.load``/``store`` of a vector without ``align`` tells
+LLVM the address is aligned to the whole vector (16 bytes for ``<16 x i8>``), and an
+aligned instruction on a row of a NumPy array (``B + k*ldb``) faults: the alignment
+is the element's size unless the address is provably aligned further (a packed
+panel in a 64-byte aligned buffer, ``offset_align``). Masked load/store intrinsics
+take their alignment as an operand, which the callers also set to what they know.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from llvmlite import ir
@@ -35,6 +45,29 @@ def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
     if fn is None:
         fn = ir.Function(mod, ir.FunctionType(ret, args), name)
     return fn
+
+
+def _checked_align(align: int) -> int:
+    if not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise ValueError(f"a vector access needs an explicit power-of-two alignment, got {align!r}")
+    return align
+
+
+def vector_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, align: int) -> ir.Value:
+    """``load <vt>, ptr, align <align>``: ``align`` is what the address is known to be
+    aligned to (the element size for an arbitrary element of a NumPy array)."""
+    return b.load(ptr, typ=vt, align=_checked_align(align))
+
+
+def vector_store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int) -> None:
+    """``store <value>, ptr, align <align>`` (see ``vector_load``)."""
+    b.store(value, ptr, align=_checked_align(align))
+
+
+def offset_align(base_align: int, offset_bytes: int) -> int:
+    """The alignment provable for ``base + offset_bytes`` when ``base`` is aligned to
+    ``base_align`` (a power of two)."""
+    return base_align if offset_bytes == 0 else math.gcd(base_align, offset_bytes)
 
 
 def alloc_function(mod: ir.Module) -> ir.Function:
