@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -306,3 +307,18 @@ class Program:
     @property
     def funcs(self) -> list[Func]:
         return self.of_type(Func)
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def child_fields(kind: type) -> tuple[str, ...] | None:
+    """The field names but ``span`` of a node class, None for any other type.
+
+    Looked up once per type: the walks over every node of a file (the nesting
+    check, ``scope.iter_nodes``) ask for each node.
+    """
+    if kind not in _CHILD_FIELDS:
+        _CHILD_FIELDS[kind] = (tuple(f.name for f in dataclasses.fields(kind) if f.name != "span")
+                               if dataclasses.is_dataclass(kind) else None)
+    return _CHILD_FIELDS[kind]

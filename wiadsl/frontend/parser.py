@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from lark import Token
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
-from .ast import BinOp, Program
+from .ast import BinOp, Program, child_fields
 from .ast_builder import AstBuilder
 from .lalr import LalrParser
 from .tokens import (
@@ -241,11 +240,11 @@ def _check_depth(program: Program) -> list[WiaError]:
             too_deep.append(node.span)  # type: ignore[attr-defined]
             continue
         deeper = depth + 1
-        for name in _fields(type(node)) or ():
+        for name in child_fields(type(node)) or ():
             value = getattr(node, name)
             if isinstance(value, tuple):
-                stack.extend((c, deeper) for c in value if _fields(type(c)) is not None)
-            elif _fields(type(value)) is not None:
+                stack.extend((c, deeper) for c in value if child_fields(type(c)) is not None)
+            elif child_fields(type(value)) is not None:
                 in_chain = name == "lhs" and isinstance(node, BinOp) and isinstance(value, BinOp)
                 stack.append((value, depth if in_chain else deeper))
     if not too_deep:
@@ -253,14 +252,3 @@ def _check_depth(program: Program) -> list[WiaError]:
     first = min(too_deep, key=lambda s: (s.line, s.column))
     return [WiaSyntaxError(f"nesting too deep (more than {MAX_DEPTH} levels)", first)]
 
-
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
-
-
-def _fields(kind: type) -> tuple[str, ...] | None:
-    """The field names but ``span`` of an AST node class, None for any other type
-    (looked up once per type: this walk visits every node of every file)."""
-    if kind not in _FIELDS:
-        _FIELDS[kind] = (tuple(f.name for f in dataclasses.fields(kind) if f.name != "span")
-                         if dataclasses.is_dataclass(kind) else None)
-    return _FIELDS[kind]

@@ -12,7 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -143,12 +142,11 @@ def iter_nodes(node: object) -> Iterator[object]:
         if isinstance(n, tuple):
             stack.extend(reversed(n))
             continue
-        if not dataclasses.is_dataclass(n) or isinstance(n, type):
+        names = ast.child_fields(type(n))
+        if names is None:
             continue
         yield n
-        for f in dataclasses.fields(n):
-            if f.name != "span":
-                stack.append(getattr(n, f.name))
+        stack.extend(getattr(n, name) for name in names)
 
 
 def assigned_names(block: ast.Block) -> set[str]:
