@@ -22,12 +22,13 @@ Invariants:
 - ``WIADSL_CACHE=0`` turns the disk half off (memory still works).
 
 Threads (issue 17: eight threads calling one matmul on new shapes deadlocked):
-- ``_LOCK`` guards the tables and counters only; it is never held while reading
-  the disk, compiling or loading. A key being obtained has a ``Flight`` in
-  ``_FLIGHTS``: the first thread to miss owns it and compiles (or loads); every
-  other thread that misses on that key waits for it and then takes the loaded
-  kernel from memory (so one compile per key, however many threads). When the
-  owner fails, a waiter tries again itself (and gets its own error).
+- The memory table is a ``OnceTable``: its lock (and ``_LOCK``, the counters')
+  guards dict operations only and is never held while reading the disk,
+  compiling or loading. A key being obtained has a ``Flight``: the first thread
+  to miss owns it and compiles (or loads); every other thread that misses on that
+  key waits for it and then takes the loaded kernel from memory (so one compile
+  per key, however many threads). When the owner fails, a waiter tries again
+  itself (and gets its own error).
 - ``compile_fn`` runs under ``_COMPILE_LOCK`` (LLVM's global context is not
   thread-safe), a leaf lock: a compile takes no other lock (but the engine's)
   and waits for no flight, so no cycle can go through it. ``load_fn`` runs under
@@ -81,8 +82,7 @@ class CacheStats:
 
 
 STATS = CacheStats()
-_MEMORY: dict[str, Any] = {}
-#: guards _MEMORY, _FLIGHTS and STATS; held for dict operations only
+#: guards STATS; held for counting only
 _LOCK = threading.Lock()
 #: serializes compile_fn (LLVM's global context is not thread-safe); a leaf: under it
 #: nothing is waited for and no lock is taken but the engine's own (target.py)
@@ -144,8 +144,14 @@ class OnceTable:
                 del self._flights[key]
             flight.finish()
 
+    def clear(self) -> None:
+        """Forget every value (a flight in progress still stores its own)."""
+        with self._lock:
+            self.values.clear()
 
-_FLIGHTS: dict[str, Flight] = {}
+
+#: key -> the loaded kernel: the memory half of the cache
+_KERNELS = OnceTable()
 
 
 def _count(name: str) -> None:
@@ -159,8 +165,7 @@ def disk_enabled() -> bool:
 
 def clear_memory() -> None:
     """Forget every kernel loaded in this process (the disk entries stay)."""
-    with _LOCK:
-        _MEMORY.clear()
+    _KERNELS.clear()
 
 
 def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
@@ -174,28 +179,16 @@ def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, 
     stages = stages or Stages()
     with stages.stage("key"):
         key = parts.digest()
-    while True:
-        with _LOCK:
-            hit = _MEMORY.get(key)
-            if hit is not None:
-                STATS.memory_hits += 1
-                break
-            other = _FLIGHTS.get(key)
-            if other is None:  # this thread obtains the key
-                mine = _FLIGHTS[key] = Flight()
-                break
-        other.wait()  # another thread is obtaining this key: then take it from memory
-    if hit is not None:
-        log_hit(parts.kernel, key, "memory", stages)
-        return hit, _record(key, "memory", stages)
-    try:
+    source = "memory"
+
+    def obtain() -> T:  # runs in the one thread that owns the key's flight
+        nonlocal source
         loaded, source = _obtain(parts, key, compile_fn, load_fn, stages)
-        with _LOCK:
-            _MEMORY[key] = loaded
-    finally:
-        with _LOCK:
-            del _FLIGHTS[key]
-        mine.finish()
+        return loaded
+    loaded: T = _KERNELS.get(key, obtain)
+    if source == "memory":
+        _count("memory_hits")
+        log_hit(parts.kernel, key, "memory", stages)
     return loaded, _record(key, source, stages)
 
 
