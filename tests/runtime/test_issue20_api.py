@@ -109,3 +109,12 @@ def test_every_jit_error_is_a_wia_error():
     for bad in (b"x", 3, None):
         with pytest.raises(WiaError):
             wiadsl.jit(bad)
+
+
+def test_quantized_kernel_repr_and_bad_method(mod):
+    a = np.ones((2, 3), np.float32)
+    b = np.ones((3, 2), np.float32)
+    qk = wiadsl.quantize(mod.matmul, calibration=[(a, b)])
+    assert repr(qk).startswith("<wiadsl kernel matmul(") and "\n" not in repr(qk)
+    with pytest.raises(WiaUsageError, match="method must be 'minmax' or 'percentile'"):
+        wiadsl.quantize(mod.matmul, calibration=[(a, b)], method="entropy")

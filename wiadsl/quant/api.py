@@ -80,7 +80,7 @@ class QuantReport:
         return "\n".join(lines)
 
 
-@dataclass
+@dataclass(repr=False)
 class QuantizedKernel(KernelFunction):
     """A kernel whose IR is the int8-quantized module made by ``quantize``."""
 
@@ -123,6 +123,8 @@ def quantize(kernel: KernelFunction, calibration: Sequence[Sequence[Any] | Mappi
         raise WiaUsageError("quantize() takes a kernel from wiadsl.jit (e.g. mod.mlp)")
     if not calibration:
         raise WiaUsageError("quantize() needs at least one calibration sample")
+    if method not in ("minmax", "percentile"):  # a WiaError, not calibrate's ValueError
+        raise WiaUsageError(f"quantize(): method must be 'minmax' or 'percentile', got {method!r}")
     samples = [_inputs(kernel, s) for s in calibration]
     generic = _generic_types(kernel, samples[0])
     module = kernel.ir_for(generic)
