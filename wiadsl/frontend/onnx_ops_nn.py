@@ -102,7 +102,7 @@ def _pool(n: Node) -> list[Val]:
     if not p:
         return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
     # The pools take no padding: pad with concat (-inf for max, 0 for average).
-    padded = _padded(n, x, p, "(-1e400)" if fn == "max_pool" else "0.0")
+    padded = _padded(n, x, p, "(-1.0 / 0.0)" if fn == "max_pool" else "0.0")
     expr = f"{fn}({padded.ref}, kernel={k}, stride={s})"
     if fn == "avg_pool" and not int(n.attr("count_include_pad", 0)):
         # average over the real elements only: scale by k*k / (real elements per window)

@@ -61,7 +61,8 @@ def literal(value: Any, dtype: DType) -> str:
     f = float(value)
     if np.isnan(f):
         raise LiteralError("a NaN constant cannot be written as a WIA DSL literal")
-    text = "1e400" if np.isinf(f) else _shortest(abs(f), dtype)
+    # no literal overflows to inf (1e400 is an error): a division spells it
+    text = "(1.0 / 0.0)" if np.isinf(f) else _shortest(abs(f), dtype)
     if "." not in text and "e" not in text:
         text += ".0"
     return f"(-{text})" if f < 0 or (f == 0 and np.signbit(f)) else text
