@@ -91,3 +91,11 @@ def test_autotune_names_the_dims_it_tunes_at_and_prints_once(wiac, example):
     assert proc.returncode == 0, proc.err
     assert "no -D or --input fixes K, N: tuned at K=7, N=7" in proc.out
     assert (proc.out + proc.err).count("speedup over the default") == 1
+
+
+def test_a_misspelled_kernel_suggests_the_closest(wiac, example):
+    proc = wiac(example("matmul.wia"), "--kernel", "matmull", "--emit", "ptx")
+    assert proc.returncode == 1
+    assert "did you mean 'matmul'?" in proc.err and "(kernels: matmul)" in proc.err
+    proc = wiac("check", example("matmul.wia"), "--kernel", "matmull")
+    assert "did you mean 'matmul'?" in proc.err

@@ -208,9 +208,12 @@ def run_check(args: argparse.Namespace) -> int:
     text, filename = read_source(args.file)
     kernels = [signature_of(k) for k in compile_source(text, filename).kernels]
     if args.kernel is not None:
+        names = [k.name for k in kernels]
         kernels = [k for k in kernels if k.name == args.kernel]
         if not kernels:
-            raise CommandLineError(f"no kernel named '{args.kernel}' in {filename}")
+            from ..runtime.jit import unknown_kernel_message
+
+            raise CommandLineError(unknown_kernel_message(args.kernel, names, filename))
     known = {d for sig in kernels for d in symbolic_dims(sig)}
     unknown_dims = [d for d in defines if d not in known]
     if unknown_dims:

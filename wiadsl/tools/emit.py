@@ -109,8 +109,9 @@ def select_kernel(job: CompileJob) -> KernelSignature:
         raise WiaUsageError(f"{job.filename} declares no kernel")
     if job.kernel is not None:
         if job.kernel not in kernels:
-            raise WiaUsageError(f"no kernel named '{job.kernel}' in {job.filename}; "
-                                f"kernels: {', '.join(kernels)}")
+            from ..runtime.jit import unknown_kernel_message
+
+            raise WiaUsageError(unknown_kernel_message(job.kernel, list(kernels), job.filename))
         return signature_of(kernels[job.kernel])
     if len(kernels) > 1:
         raise WiaUsageError(f"{job.filename} declares {len(kernels)} kernels "
