@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .core import Block, Operation, Region, Trait, Value
-from .numerics import to_dtype, to_type
+from .numerics import cast_values, to_type
 from .ops_arith import ArithSelectOp, CastOp, CmpOp, ConstantOp
 from .ops_base import PURE, register
 from .ops_elementwise import ArithElementwiseOp, apply_elementwise, broadcast_may_fail
@@ -67,8 +67,8 @@ def _vector_eval(op: Operation, args: list[np.ndarray]) -> np.ndarray:
             return np.asarray(op.predicates[op.attributes["predicate"]](a, b))
     if isinstance(op, ArithSelectOp):
         return to_type(np.where(args[0], args[1], args[2]), t)
-    if isinstance(op, CastOp):
-        return to_dtype(args[0], t.dtype)  # type: ignore[union-attr]
+    if isinstance(op, CastOp):  # the language's cast (saturating, NaN -> 0), as CastOp.evaluate
+        return to_type(cast_values(args[0], t.dtype), t)  # type: ignore[union-attr]
     raise op.error("cannot appear in a fused body")
 
 
