@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ....diagnostics import WiaError
+from ....diagnostics import WiaError, WiaRuntimeError
 from ....dtypes import DType
 from ....ir.core import Block, Operation, Value
 from ....ir.module import FuncOp
@@ -305,9 +305,18 @@ class Planner(OpsMixin):
         elif op.name.startswith("arith."):
             args = [self.host(v) for v in op.operands]
             if all(a.is_literal for a in args):
-                out = op.evaluate([np.asarray(a.value) for a in args])[0]
-                self.env[id(r)] = HostScalar(_literal(out, value_dtype(r)), value_dtype(r))
-                return
+                # Fold at plan time only what cannot fail: an op that traps on its constant
+                # operands (an integer to a negative power) becomes a 'scalar' step in its own
+                # plan block, so the error happens exactly when the op runs (not in a loop run
+                # zero times or a branch not taken), as on the interpreter.
+                try:
+                    with np.errstate(all="ignore"):
+                        out = op.evaluate([np.asarray(a.value) for a in args])[0]
+                except WiaRuntimeError:
+                    pass
+                else:
+                    self.env[id(r)] = HostScalar(_literal(out, value_dtype(r)), value_dtype(r))
+                    return
             name = self.fresh("s")
             self.steps.append({"op": "scalar", "dst": name, "ir": op.name,
                                "attrs": _json_attrs(op.attributes),
