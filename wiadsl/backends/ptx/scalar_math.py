@@ -7,19 +7,32 @@ Invariants (accuracy, f32, vs. NumPy's correctly rounded float32 results):
   near 1).
 - ``tanh``: odd polynomial for |x| < 0.3, ``1 - 2/(exp(2|x|)+1)`` above: < 1e-6 rel.
 - ``erf``: Taylor series for |x| < 0.5, Abramowitz-Stegun 7.1.26 above (abs < 2e-7).
-- ``sin/cos``: reduction by 2*pi (hi/lo) then ``sin.approx``/``cos.approx``.
+- ``sin/cos``: ``x - k*pi/2`` with pi/2 in three f32 parts (the first with 20
+  bits, so the first ``fma`` is exact) for |x| <= 105615; above (and for inf/NaN)
+  a branch converts x to f64 and takes ``F64MathEmitter.reduce_half_pi``
+  (Cody-Waite / Payne-Hanek), rounding r to f32. Then Taylor polynomials in f32
+  (to r^9 / r^10, truncation < 0.05 ulp on |r| <= pi/4) and the quadrant from k:
+  <= 2 ulp for every finite x (f16/bf16 round that once more);
+  sin/cos(+-inf, NaN) = NaN, sin(-0) = -0.
 - ``pow``: ``exp2(y*log2|x|)`` with NumPy's sign rules for negative bases and
   ``pow(x, 0) = 1``.
 """
 
 from __future__ import annotations
 
+import math
+
 from ...dtypes import DType
 from .isa import float_literal
 
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
-TWO_PI_HI, TWO_PI_LO = 6.28125, 0.0019353071795864769
+#: pi/2 = HALF_PI_F32[0] + [1] + [2] (- 9.5e-23): the first cut to 20 fraction bits
+#: (k * it is exact, and so is x - k * it, for |k| < 2^17), the others f32-rounded
+HALF_PI_F32 = (1.5707960128784180, 3.1391647326017846e-07, 5.390302953474238e-15)
+#: |x| above which the f32 reduction by HALF_PI_F32 loses accuracy
+TRIG_LIMIT_F32 = 105615.0
+TWO_OVER_PI = 0.6366197723675814
 
 
 def _f32(v: float) -> str:
@@ -188,23 +201,69 @@ class MathEmitter:
         self._e(f"selp.f32 {out}, {small}, {big}, {p}")
         return out
 
-    def _reduce_2pi(self, x: str) -> str:
-        k, r = self._r(), self._r()
-        self._e(f"mul.rn.f32 {k}, {x}, {_f32(0.15915494309189535)}")
-        self._e(f"cvt.rni.f32.f32 {k}, {k}")
-        self._e(f"fma.rn.f32 {r}, {k}, {_f32(-TWO_PI_HI)}, {x}")
-        self._e(f"fma.rn.f32 {r}, {k}, {_f32(-TWO_PI_LO)}, {r}")
-        return r
+    def _reduce_half_pi_f32(self, x: str) -> tuple[str, str]:
+        """(r as f32, k as b32) with x = k*pi/2 + r, |r| <~ pi/4, for every x: f32
+        Cody-Waite for |x| <= TRIG_LIMIT_F32, else (a branch, inf and NaN too) the
+        f64 reduction; r is NaN for +-inf and NaN."""
+        ax, j, r = self._r(), self._r(), self._r()
+        q, small = self._r("b32"), self._r("pred")
+        self._e(f"abs.f32 {ax}, {x}")
+        self._e(f"mul.rn.f32 {j}, {x}, {_f32(TWO_OVER_PI)}")
+        self._e(f"cvt.rni.f32.f32 {j}, {j}")
+        self._e(f"fma.rn.f32 {r}, {j}, {_f32(-HALF_PI_F32[0])}, {x}")
+        self._e(f"fma.rn.f32 {r}, {j}, {_f32(-HALF_PI_F32[1])}, {r}")
+        self._e(f"fma.rn.f32 {r}, {j}, {_f32(-HALF_PI_F32[2])}, {r}")
+        self._e(f"cvt.rni.s32.f32 {q}, {j}")
+        done = self.kb.new_label("trig32")  # type: ignore[attr-defined]
+        self._e(f"setp.le.f32 {small}, {ax}, {_f32(TRIG_LIMIT_F32)}")  # false for NaN
+        self._e(f"@{small} bra {done}")
+        xd, nan = self._r("f64"), self._r("f64")
+        self._e(f"cvt.f64.f32 {xd}, {x}")
+        rd, qd = self.reduce_half_pi(xd)  # type: ignore[attr-defined]
+        self._e(f"sub.rn.f64 {nan}, {xd}, {xd}")  # NaN for +-inf and NaN, else 0
+        self._e(f"add.rn.f64 {rd}, {rd}, {nan}")
+        self._e(f"cvt.rn.f32.f64 {r}, {rd}")
+        self._e(f"mov.b32 {q}, {qd}")
+        self.kb.label(done)  # type: ignore[attr-defined]
+        return r, q
+
+    def _trig_f32(self, x: str, shift: int) -> str:
+        """sin (shift 0) or cos (shift 1) of an f32 register."""
+        r, q = self._reduce_half_pi_f32(x)
+        z, t, sp, cp, v, nv, out = (self._r() for _ in range(7))
+        bit = self._r("b32")
+        odd, neg = self._r("pred"), self._r("pred")
+        self._e(f"mul.rn.f32 {z}, {r}, {r}")
+        sin_c = [(-1.0) ** (n // 2) / math.factorial(n) for n in range(9, 2, -2)]
+        self._e(f"mov.f32 {sp}, {_f32(sin_c[0])}")
+        for c in sin_c[1:]:
+            self._e(f"fma.rn.f32 {sp}, {sp}, {z}, {_f32(c)}")
+        self._e(f"mul.rn.f32 {t}, {r}, {z}")
+        self._e(f"fma.rn.f32 {sp}, {t}, {sp}, {r}")  # r + r^3 * P(r^2)
+        cos_c = [(-1.0) ** (n // 2) / math.factorial(n) for n in range(10, -1, -2)]
+        self._e(f"mov.f32 {cp}, {_f32(cos_c[0])}")
+        for c in cos_c[1:]:
+            self._e(f"fma.rn.f32 {cp}, {cp}, {z}, {_f32(c)}")
+        if shift:
+            self._e(f"add.s32 {q}, {q}, {shift}")
+        self._e(f"and.b32 {bit}, {q}, 1")
+        self._e(f"setp.ne.u32 {odd}, {bit}, 0")
+        self._e(f"and.b32 {bit}, {q}, 2")
+        self._e(f"setp.ne.u32 {neg}, {bit}, 0")
+        self._e(f"selp.f32 {v}, {cp}, {sp}, {odd}")
+        self._e(f"neg.f32 {nv}, {v}")
+        self._e(f"selp.f32 {out}, {nv}, {v}, {neg}")
+        if not shift:  # sin(+-0) = +-0 (the reduction loses the sign of -0)
+            zero = self._r("pred")
+            self._e(f"setp.eq.f32 {zero}, {x}, {_f32(0.0)}")
+            self._e(f"selp.f32 {out}, {x}, {out}, {zero}")
+        return out
 
     def f_sin(self, x: str) -> str:
-        r, out = self._reduce_2pi(x), self._r()
-        self._e(f"sin.approx.f32 {out}, {r}")
-        return out
+        return self._trig_f32(x, 0)
 
     def f_cos(self, x: str) -> str:
-        r, out = self._reduce_2pi(x), self._r()
-        self._e(f"cos.approx.f32 {out}, {r}")
-        return out
+        return self._trig_f32(x, 1)
 
     def f_pow(self, x: str, y: str) -> str:
         a, lg, prod, r = (self._r() for _ in range(4))

@@ -307,9 +307,21 @@ class F64MathEmitter(MathEmitter):
 
     # ------------------------------------------------------------ sin / cos
     def _quadrant(self, x: str) -> tuple[str, str, str]:
-        """(sin r, cos r, k mod 4 as b32) with x = k*pi/2 + r, |r| <= pi/4:
-        Cody-Waite below TRIG_LIMIT, Payne-Hanek at and above it."""
-        k, r, z, kc, sr, cr, ax = (self._r("f64") for _ in range(7))
+        """(sin r, cos r, k mod 4 as b32) with x = k*pi/2 + r, |r| <= pi/4."""
+        r, q = self.reduce_half_pi(x)
+        z, sr, cr = (self._r("f64") for _ in range(3))
+        self._e(f"mul.rn.f64 {z}, {r}, {r}")
+        sp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(21, 0, -2)], z)
+        self._e(f"mul.rn.f64 {sr}, {sp}, {r}")
+        cp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(20, -1, -2)], z)
+        self._e(f"mov.f64 {cr}, {cp}")
+        return sr, cr, q
+
+    def reduce_half_pi(self, x: str) -> tuple[str, str]:
+        """(r, k mod 4 as b32) with x = k*pi/2 + r, |r| <= pi/4 (to ~2^-60 relative):
+        Cody-Waite below TRIG_LIMIT, Payne-Hanek at and above it. For +-inf r is
+        garbage (callers give NaN), for NaN it is NaN."""
+        k, r, kc, ax = (self._r("f64") for _ in range(4))
         q, huge = self._r("b32"), self._r("pred")
         self._e(f"abs.f64 {ax}, {x}")
         self._e(f"mul.rn.f64 {k}, {x}, {_d(TWO_OVER_PI)}")
@@ -327,12 +339,7 @@ class F64MathEmitter(MathEmitter):
         self._e(f"selp.f64 {r}, {big_r}, {r}, {huge}")
         self._e(f"selp.b32 {q}, {big_q}, {q}, {huge}")
         self._e(f"and.b32 {q}, {q}, 3")
-        self._e(f"mul.rn.f64 {z}, {r}, {r}")
-        sp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(21, 0, -2)], z)
-        self._e(f"mul.rn.f64 {sr}, {sp}, {r}")
-        cp = self._horner([(-1.0) ** (n // 2) / math.factorial(n) for n in range(20, -1, -2)], z)
-        self._e(f"mov.f64 {cr}, {cp}")
-        return sr, cr, q
+        return r, q
 
     def _payne_hanek(self, x: str, ax: str) -> tuple[str, str]:
         """(r, k mod 4) for x = k*pi/2 + r by exact integer arithmetic: |x| = M * 2^E
