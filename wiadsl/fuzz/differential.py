@@ -14,7 +14,10 @@ Verdicts per target (``Verdict.kind``):
   not implement); counted per target with the reasons, never silently.
 - ``ambiguous``: not the oracle's result, but the one another branch gives where a
   condition compared inexact floats within rounding of each other (the NumPy
-  evaluator finds these choice points and evaluates every path): either is right.
+  evaluator finds these choice points and evaluates every path): either is right;
+  or the results differ only at elements the evaluator marks ``free`` (a float
+  reduction that could overflow in some order of its terms, npvalues.py): any
+  value is right there, and the rest must still agree.
 The pseudo-target ``passes`` runs the -O3 pipeline one pass at a time and the
 interpreter after each pass that changed the IR: its failure names that pass.
 The pseudo-target ``numpy`` is the independent evaluator of the AST
@@ -55,6 +58,8 @@ class Outcome:
     error: str = ""
     crashed: bool = False
     unsupported: bool = False
+    #: per output, elements with no single right value (the NumPy evaluator's only)
+    free: list[np.ndarray | None] = field(default_factory=list)
 
 
 @dataclass
@@ -127,7 +132,7 @@ def run_numpy(case: FuzzCase, precision: str | None) -> list[Outcome]:
         return [Outcome(error=f"numpy evaluator: {err}", unsupported=True)]
     except Exception as exc:  # noqa: BLE001 - a bug of the evaluator is a finding too
         return [Outcome(error=f"numpy evaluator: {_crash_text(exc)}", crashed=True)]
-    return [Outcome(values=p.values, error=p.error) for p in paths]
+    return [Outcome(values=p.values, error=p.error, free=p.free) for p in paths]
 
 
 def judge(target: str, ref: Outcome, got: Outcome, precision: str | None,
@@ -136,7 +141,16 @@ def judge(target: str, ref: Outcome, got: Outcome, precision: str | None,
     (``paths``, a near-threshold branch), a mismatch that matches one of them is
     ``ambiguous``. ``got`` is itself ``paths[0]`` for the ``numpy`` target."""
     verdict = _judge(target, ref, got, precision)
-    if verdict.kind != "mismatch" or not paths or len(paths) < 2:
+    if verdict.kind != "mismatch" or not paths:
+        return verdict
+    for p in paths:
+        n = _free_count(p.free)
+        if n and _judge(target, _masked(ref, p.free), _masked(got, p.free),
+                        precision).kind == "ok":
+            return Verdict(target, "ambiguous", f"differs only at {n} elements whose float "
+                           f"reduction may overflow in some order; against the oracle: "
+                           f"{verdict.detail}")
+    if len(paths) < 2:
         return verdict
     if got is paths[0]:  # the evaluator: does the oracle follow another path?
         others = [_judge(target, p, ref, precision) for p in paths[1:]]
@@ -146,6 +160,24 @@ def judge(target: str, ref: Outcome, got: Outcome, precision: str | None,
         return Verdict(target, "ambiguous", f"another branch of a near-threshold condition "
                        f"({len(paths)} paths); against the oracle: {verdict.detail}")
     return verdict
+
+
+def _free_count(free: list[np.ndarray | None]) -> int:
+    return sum(int(np.count_nonzero(m)) for m in free if m is not None)
+
+
+def _masked(o: Outcome, free: list[np.ndarray | None]) -> Outcome:
+    """``o`` with its ``free`` elements (same shape only) set to 0, so that neither
+    side's value there counts, nor sets the comparison's scale."""
+    if o.values is None or len(free) != len(o.values):
+        return o
+    values = []
+    for v, m in zip(o.values, free, strict=True):
+        a = np.asarray(v)
+        if m is not None and m.shape == a.shape:
+            a = np.where(m, np.zeros((), a.dtype), a)
+        values.append(a)
+    return Outcome(values=values, error=o.error, crashed=o.crashed, unsupported=o.unsupported)
 
 
 def _judge(target: str, ref: Outcome, got: Outcome, precision: str | None) -> Verdict:

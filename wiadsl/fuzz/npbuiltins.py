@@ -24,6 +24,7 @@ from .npvalues import (
     convert,
     is_float,
     is_int,
+    overflow_limit,
     promote,
     store,
 )
@@ -80,7 +81,41 @@ def reduce(fn: str, x: Val, axis: Any = None, keepdims: bool = False) -> Val:
         count = math.prod(x.shape[a] for a in axes)
         mag = max(absmax(np.sum(np.abs(np.where(np.isfinite(data), data, 0)), axis=axes)),
                   count * x.mag, absmax(out))
-    return Val(store(out, dtype), dtype, x.weak, exact, mag=mag)
+    free = _reduce_free(fn, x, data, dtype, axes, keepdims)
+    return Val(store(out, dtype), dtype, x.weak, exact, mag=mag, free=free)
+
+
+def _reduce_free(fn: str, x: Val, data: np.ndarray, dtype: str, axes: tuple[int, ...],
+                 keepdims: bool) -> np.ndarray | None:
+    """Elements of a reduction with no single right value: a float sum whose finite
+    |terms| add up near the dtype's max, a float product whose factors of magnitude
+    above 1 multiply up near it (or whose factors below 1 could underflow a product
+    that is not itself negligible), in some order; or any reduced element ``free``."""
+    free = None
+    if x.free is not None and x.free.any():
+        free = np.any(x.free, axis=axes, keepdims=keepdims)
+    if not is_float(dtype) or fn not in ("reduce_sum", "reduce_mean", "reduce_prod"):
+        return free
+    count = math.prod(x.shape[a] for a in axes)
+    a = np.abs(data.astype(np.float64))
+    ok = np.isfinite(a) & (a > 0)
+    with np.errstate(all="ignore"):
+        if fn == "reduce_prod":
+            logs = np.where(ok, np.log2(np.where(ok, a, 1.0)), 0.0)
+            up = np.sum(np.maximum(logs, 0.0), axis=axes, keepdims=keepdims)
+            down = np.sum(np.minimum(logs, 0.0), axis=axes, keepdims=keepdims)
+            info = np.finfo(np.float16 if dtype == "f16" else np.float32 if dtype != "f64"
+                            else np.float64)
+            tiny = math.log2(float(info.tiny)) + 1
+            over = up > math.log2(overflow_limit(dtype, count))
+            under = (down < tiny) & (up + down > tiny - 8)
+            mine = over | under
+        else:
+            mine = np.sum(np.where(ok, a, 0.0), axis=axes, keepdims=keepdims) \
+                > overflow_limit(dtype, count)
+    mine = np.asarray(mine)
+    out = mine if free is None else (free | mine)
+    return out if out.any() else None
 
 
 def quant(fn: str, x: Val, scale: Val, zp: Val) -> Val:

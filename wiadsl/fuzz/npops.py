@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from .npvalues import (
     convert,
     is_float,
     is_int,
+    merge_free,
+    overflow_limit,
     promote,
     store,
 )
@@ -56,9 +59,11 @@ FLOAT_RESULT = {"bool": "f16", "i8": "f16", "i32": "f64", "i64": "f64"}
 
 
 def finish(x: object, dtype: str, weak: bool, exact: bool, near: bool = False,
-           mag: float = 0.0) -> Val:
+           mag: float = 0.0, of: tuple[Val, ...] = ()) -> Val:
+    """A result Val; ``of`` are elementwise operands whose ``free`` masks it inherits."""
     data = store(x, dtype)
-    return Val(data, dtype, weak, exact, near, 0.0 if exact else max(mag, absmax(data)))
+    return Val(data, dtype, weak, exact, near, 0.0 if exact else max(mag, absmax(data)),
+               merge_free(tuple(data.shape), *of))
 
 
 def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
@@ -68,7 +73,8 @@ def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
     if op in LOGIC:
         if a.dtype != "bool" or b.dtype != "bool":
             raise Unsupported(f"'{op}' of {a.dtype} and {b.dtype}")
-        return finish(LOGIC[op](a.data, b.data), "bool", weak, exact, a.near or b.near)
+        return finish(LOGIC[op](a.data, b.data), "bool", weak, exact, a.near or b.near,
+                      of=(a, b))
     if op in COMPARE:
         if is_int(dtype) and any(v.weak and is_int(v.dtype) for v in (a, b)):
             dtype = "i64"  # NumPy 2 compares a Python int with an integer array by value
@@ -77,7 +83,7 @@ def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
             out = COMPARE[op](x, y)
         near = not exact and is_float(dtype) and _within_rounding(
             x, y, dtype, precision, max(a.mag, b.mag))
-        return finish(out, "bool", weak, True, near or a.near or b.near)
+        return finish(out, "bool", weak, True, near or a.near or b.near, of=(a, b))
     if op not in ARITH:
         raise Unsupported(f"operator '{op}'")
     if dtype == "bool" and op == "-":
@@ -95,7 +101,7 @@ def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
                                                                y.astype(compute))
     if is_float(dtype) and op in INEXACT_BINARY:
         exact = False
-    return finish(out, dtype, weak, exact, mag=max(a.mag, b.mag))
+    return finish(out, dtype, weak, exact, mag=max(a.mag, b.mag), of=(a, b))
 
 
 def _within_rounding(x: np.ndarray, y: np.ndarray, dtype: str, precision: str | None,
@@ -120,13 +126,13 @@ def negate(x: Val) -> Val:
     if x.dtype == "bool":
         raise Unsupported("'-' of a bool (the checker rejects it)")
     with np.errstate(all="ignore"):
-        return finish(np.negative(x.data), x.dtype, x.weak, x.exact, mag=x.mag)
+        return finish(np.negative(x.data), x.dtype, x.weak, x.exact, mag=x.mag, of=(x,))
 
 
 def logical_not(x: Val) -> Val:
     if x.dtype != "bool":
         raise Unsupported(f"'!' of {x.dtype}")
-    return finish(np.logical_not(x.data), "bool", x.weak, x.exact, x.near)
+    return finish(np.logical_not(x.data), "bool", x.weak, x.exact, x.near, of=(x,))
 
 
 def unary(fn: str, x: Val) -> Val:
@@ -140,7 +146,7 @@ def unary(fn: str, x: Val) -> Val:
             return x
         f = KEEP_DTYPE[fn]
         with np.errstate(all="ignore"):
-            return finish(f(x.data), x.dtype, x.weak, x.exact, mag=x.mag)
+            return finish(f(x.data), x.dtype, x.weak, x.exact, mag=x.mag, of=(x,))
     if fn not in TRANSCENDENTAL:
         raise Unsupported(f"unary builtin '{fn}'")
     dtype = x.dtype if is_float(x.dtype) else (WEAK[2] if x.weak else FLOAT_RESULT[x.dtype])
@@ -148,7 +154,7 @@ def unary(fn: str, x: Val) -> Val:
     with np.errstate(all="ignore"):
         out = TRANSCENDENTAL[fn](store(x.data, dtype).astype(np.float64))
     exact = x.exact and fn == "sqrt"
-    return finish(np.asarray(out, dtype=np.float64), dtype, x.weak, exact, mag=x.mag)
+    return finish(np.asarray(out, dtype=np.float64), dtype, x.weak, exact, mag=x.mag, of=(x,))
 
 
 def where(c: Val, a: Val, b: Val) -> Val:
@@ -156,7 +162,8 @@ def where(c: Val, a: Val, b: Val) -> Val:
         raise Unsupported(f"where with a {c.dtype} condition")
     dtype, weak = promote(a, b)
     out = np.where(c.data, convert(a, dtype), convert(b, dtype))
-    return finish(out, dtype, weak, a.exact and b.exact and c.exact, mag=max(a.mag, b.mag))
+    return finish(out, dtype, weak, a.exact and b.exact and c.exact, mag=max(a.mag, b.mag),
+                  of=(c, a, b))
 
 
 def matmul(a: Val, b: Val) -> Val:
@@ -175,4 +182,22 @@ def matmul(a: Val, b: Val) -> Val:
         # rounding is relative to sum |a_ik| |b_kj| (operands' own error bounds included)
         bound = np.matmul(np.maximum(np.abs(x.astype(np.float64)), a.mag),
                           np.maximum(np.abs(y.astype(np.float64)), b.mag))
-    return finish(out, dtype, weak, a.exact and b.exact and KIND[dtype] < 2, mag=absmax(bound))
+        free = _matmul_free(a, b, x, y, dtype)
+    v = finish(out, dtype, weak, a.exact and b.exact and KIND[dtype] < 2, mag=absmax(bound))
+    return v if free is None else replace(v, free=free)
+
+
+def _matmul_free(a: Val, b: Val, x: np.ndarray, y: np.ndarray, dtype: str) -> np.ndarray | None:
+    """Elements of ``x @ y`` whose sum could overflow in some order (sum over k of
+    the finite |x_ik y_kj| near the dtype's max), or whose operands are ``free``."""
+    if not is_float(dtype):
+        return None
+    x64, y64 = np.abs(x.astype(np.float64)), np.abs(y.astype(np.float64))
+    x64, y64 = np.where(np.isfinite(x64), x64, 0.0), np.where(np.isfinite(y64), y64, 0.0)
+    free = np.asarray(np.matmul(x64, y64) > overflow_limit(dtype, x.shape[-1]))
+    ones_x, ones_y = np.ones(x.shape), np.ones(y.shape)
+    if a.free is not None and a.free.any():
+        free = free | (np.matmul(np.broadcast_to(a.free, x.shape).astype(float), ones_y) > 0)
+    if b.free is not None and b.free.any():
+        free = free | (np.matmul(ones_x, np.broadcast_to(b.free, y.shape).astype(float)) > 0)
+    return free if free.any() else None

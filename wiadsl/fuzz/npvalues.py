@@ -14,6 +14,11 @@ Invariants:
   rounding of each other (a branch on it may go either way).
 - ``mag`` bounds the magnitudes an inexact value was computed from (the sum of
   |x| behind a float sum): its rounding error is relative to that, not to itself.
+- ``free`` (None, or a bool mask of ``data``'s shape) marks elements with no single
+  right value: a float reduction behind them could overflow (or underflow a product)
+  in some order of its terms, so NaN, +-inf or any finite value is allowed there
+  (LANGUAGE.md §8, "within float reassociation"). Elementwise ops and reductions
+  carry it on; any other op drops it, which only makes the judge stricter.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Val:
     exact: bool = True
     near: bool = False
     mag: float = 0.0
+    free: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -164,3 +170,25 @@ def weak_scalar(value: int | float | bool) -> Val:
             raise Unsupported(f"integer literal {value} out of range for i64")
         return Val(np.asarray(value, np.int64), "i64", True)
     return Val(np.asarray(value, np.float64), "f64", True)
+
+
+def merge_free(shape: tuple[int, ...], *vals: Val) -> np.ndarray | None:
+    """The ``free`` masks of elementwise operands, broadcast to ``shape`` and or-ed."""
+    masks = [v.free for v in vals if v.free is not None and v.free.any()]
+    if not masks:
+        return None
+    out = np.zeros(shape, dtype=bool)
+    try:
+        for m in masks:
+            out = out | np.broadcast_to(m, shape)
+    except ValueError:
+        return None  # not elementwise after all: drop it (stricter, never looser)
+    return out
+
+
+def overflow_limit(dtype: str, count: int) -> float:
+    """A magnitude below which partial results of ``count`` terms cannot overflow
+    ``dtype`` in any order, rounding included (conservatively)."""
+    fmax = 3.3895313892515355e38 if dtype == "bf16" else float(np.finfo(STORAGE[dtype]).max)
+    eps = ROUNDING[dtype]
+    return fmax * max(0.5, 1.0 - (count + 2) * eps)

@@ -64,6 +64,8 @@ class PathOutcome:
     values: list[np.ndarray] | None
     error: str = ""
     choices: int = 0
+    #: per output, the elements with no single right value (npvalues ``Val.free``)
+    free: list[np.ndarray | None] = field(default_factory=list)
 
 
 class _Return(Exception):
@@ -83,6 +85,7 @@ class Evaluator:
         self.consts: dict[str, ast.Expr] = {c.name: c.value for c in program.of_type(ast.Const)}
         self.dims: dict[str, int] = {}
         self.depth = 0
+        self.free: list[np.ndarray | None] = []
         if program.of_type(ast.Import):
             raise Unsupported("imports (the stdlib is not evaluated)")
 
@@ -125,11 +128,12 @@ class Evaluator:
         if v.dtype != t.dtype:
             if not v.weak:
                 raise Unsupported(f"output {p.name}: {v.dtype} for declared {t.dtype}")
-            v = Val(convert(v, t.dtype), t.dtype)
+            v = Val(convert(v, t.dtype), t.dtype, free=v.free)
         want = () if isinstance(t, ast.ScalarType) else tuple(
             self.dims[d.value] if isinstance(d.value, str) else d.value for d in t.dims)
         if v.shape != want:
             raise RuntimeFailure(f"output {p.name}: shape {v.shape}, declared {want}")
+        self.free.append(None if v.free is None or v.free.shape != v.shape else v.free.copy())
         return v.data.copy()
 
     # ------------------------------------------------------------ statements
@@ -327,8 +331,9 @@ def evaluate_paths(program: ast.Program, kernel: str, inputs: dict[str, np.ndarr
         forced = pending.pop()
         choices = Choices(list(forced))
         try:
-            values = Evaluator(program, precision, choices).run(kernel, inputs, dims)
-            outcomes.append(PathOutcome(values, choices=len(choices.taken)))
+            ev = Evaluator(program, precision, choices)
+            values = ev.run(kernel, inputs, dims)
+            outcomes.append(PathOutcome(values, choices=len(choices.taken), free=ev.free))
         except RuntimeFailure as err:
             outcomes.append(PathOutcome(None, f"runtime failure: {err}", len(choices.taken)))
         taken = choices.taken
