@@ -59,6 +59,13 @@ def autotune(kernel, *args, **options):
     return _autotune(kernel, *args, **options)
 
 
+# The function below shares its name with the subpackage ``wiadsl.profile``. Importing a
+# subpackage binds its name in this module the first time, so the (empty) package is
+# imported here, before the function is defined: later imports of its modules find it
+# in sys.modules and no longer replace ``wiadsl.profile`` the function.
+from . import profile as _profile_package  # noqa: E402,F401
+
+
 def profile(kernel, *args, **options):
     """Per fused kernel time, FLOPs, bytes and roofline verdict, and eager vs compiled
     latency. See ``wiadsl.profile.profiler.profile``."""

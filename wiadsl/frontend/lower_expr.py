@@ -116,9 +116,15 @@ class ExprLowerer:
         # A chain `a + b + ... + z` is folded in a loop, not one frame per operand.
         chain = left_chain(e)
         value = self.expr(chain[-1].lhs, env)
+        b = self.em.b
         for node in reversed(chain):
             rhs = self.expr(node.rhs, env)
-            value = self.matmul(value, rhs) if node.op == "@" else self.binary(node.op, value, rhs)
+            b.loc = node.span  # each link's ops carry its own span, not the whole chain's
+            try:
+                value = (self.matmul(value, rhs) if node.op == "@"
+                         else self.binary(node.op, value, rhs))
+            except tr.RuleError as err:
+                raise rule_error(err, node.span) from None
         return value
 
     def binary(self, op: str, a: TypedValue, b: TypedValue) -> TypedValue:
