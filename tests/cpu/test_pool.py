@@ -229,7 +229,7 @@ def test_forked_child_gets_a_working_pool(mod):
 def test_ahead_of_time_output_defines_the_pool(mod):
     from wiadsl.backends.llvm import emit_llvm
     from wiadsl.backends.llvm.parallel import POOL_SYMBOL
-    text = emit_llvm(mod.kernels["fused"].ir_for({}), "fused", [((1 << 20),)] * 3)
+    text = emit_llvm(mod.kernels["fused"].ir_for({}), {"fused": [((1 << 20),)] * 3})
     if THREADS > 1:
         assert any(line.startswith("define") and POOL_SYMBOL in line for line in text.splitlines())
     assert not any(line.startswith("declare") and POOL_SYMBOL in line for line in text.splitlines())

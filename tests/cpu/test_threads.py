@@ -95,7 +95,7 @@ def test_threads_constant_is_sane():
 
 def test_ahead_of_time_ir_defines_the_library_helpers(mod):
     module = mod.kernels["mm"].ir_for({})
-    text = emit_llvm(module, "mm", [(8, 8), (8, 8)])
+    text = emit_llvm(module, {"mm": [(8, 8), (8, 8)]})
     helpers = [line for line in text.splitlines() if "wia.lib.gemm" in line and line.startswith("define")]
     assert helpers, "the gemm helper must be linked into AOT output"
 

@@ -7,10 +7,10 @@ returns an ``Artifact``: the main text (or bytes, for objects) and any side file
 Invariants:
 - ``EMITTERS`` is the whitelist: ``--emit`` choices, ``-o`` extensions and the
   ``--target`` defaults all resolve through it; an unknown name is an error.
-- Backend emitters work on one kernel (``--kernel``, or the file's only kernel)
-  after the optimization pipeline; an emitter marked ``static_shapes`` refuses to
-  run until every symbolic dim of that kernel has a ``-D`` value, and says which
-  are missing.
+- Backend emitters work on the selected kernels (``--kernel``'s, or every kernel
+  of the file, in one output) after the optimization pipeline. ``-D`` fixes dims:
+  PTX keeps the others symbolic; the CPU and systolic targets need every dim of
+  every selected kernel and say which are missing.
 """
 
 from __future__ import annotations
@@ -100,23 +100,35 @@ def _opt_ir(job: CompileJob) -> Artifact:
 
 # ------------------------------------------------------------------ backends
 
-def select_kernel(job: CompileJob) -> KernelSignature:
-    """The signature of the one kernel this job compiles (``--kernel`` or the only one)."""
+def _signatures(job: CompileJob) -> dict[str, KernelSignature]:
     from ..frontend.compile import compile_source
 
-    kernels = {k.name: k for k in compile_source(job.text, job.filename).kernels}
+    kernels = {k.name: signature_of(k) for k in compile_source(job.text, job.filename).kernels}
     if not kernels:
         raise WiaUsageError(f"{job.filename} declares no kernel")
-    if job.kernel is not None:
-        if job.kernel not in kernels:
-            from ..runtime.jit import unknown_kernel_message
+    if job.kernel is not None and job.kernel not in kernels:
+        from ..runtime.jit import unknown_kernel_message
 
-            raise WiaUsageError(unknown_kernel_message(job.kernel, list(kernels), job.filename))
-        return signature_of(kernels[job.kernel])
+        raise WiaUsageError(unknown_kernel_message(job.kernel, list(kernels), job.filename))
+    return kernels
+
+
+def select_kernel(job: CompileJob) -> KernelSignature:
+    """The signature of the one kernel this job runs (``--kernel`` or the only one)."""
+    kernels = _signatures(job)
+    if job.kernel is not None:
+        return kernels[job.kernel]
     if len(kernels) > 1:
         raise WiaUsageError(f"{job.filename} declares {len(kernels)} kernels "
                             f"({', '.join(kernels)}); choose one with --kernel NAME")
-    return signature_of(next(iter(kernels.values())))
+    return next(iter(kernels.values()))
+
+
+def selected_kernels(job: CompileJob) -> list[KernelSignature]:
+    """The kernels a backend output holds: ``--kernel``'s, or every kernel of the file
+    (in declaration order), as nvcc puts every ``__global__`` of a file in one module."""
+    kernels = _signatures(job)
+    return [kernels[job.kernel]] if job.kernel is not None else list(kernels.values())
 
 
 def symbolic_dims(sig: KernelSignature) -> list[str]:
@@ -129,62 +141,80 @@ def symbolic_dims(sig: KernelSignature) -> list[str]:
     return names
 
 
-def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str,
-                  required: bool) -> dict[str, tuple[int, ...]] | None:
-    """Every parameter's static shape under ``dims``; None when some dim is unknown.
-
-    A ``-D`` for a name that is not a dim of the kernel is an error (a typo would
-    otherwise be ignored). When ``required``, unknown dims are an error naming them.
-    """
-    known = symbolic_dims(sig)
+def check_defines(sigs: list[KernelSignature], dims: dict[str, int]) -> None:
+    """A ``-D`` for a name that no selected kernel has as a dim is an error (a typo
+    would otherwise be ignored)."""
+    known = [d for sig in sigs for d in symbolic_dims(sig)]
     extra = [d for d in dims if d not in known]
-    if extra:
-        raise WiaUsageError(f"-D {', '.join(extra)}: kernel '{sig.name}' has no such dim "
-                            f"(its dims: {', '.join(known) or 'none'})")
+    if not extra:
+        return
+    owner = f"kernel '{sigs[0].name}' has no such dim" if len(sigs) == 1 \
+        else "no kernel of the file has such a dim"
+    raise WiaUsageError(f"-D {', '.join(extra)}: {owner} "
+                        f"(dims: {', '.join(dict.fromkeys(known)) or 'none'})")
+
+
+def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str, static: bool
+                  ) -> dict[str, tuple[int | None, ...]]:
+    """The shape of every declared tensor or scalar parameter under ``dims``: a dim
+    without a value stays None (symbolic). A ``static`` target needs every dim, and
+    no ``tensor`` parameter: anything missing is an error that names it."""
     generic = [p.name for p in sig.params if p.dims is None]
-    missing = [d for d in known if d not in dims]
-    if required and generic:
+    missing = [d for d in symbolic_dims(sig) if d not in dims]
+    if static and generic:
         raise WiaUsageError(f"target '{target}' needs static shapes, but kernel '{sig.name}' "
                             f"takes 'tensor' parameter(s) {', '.join(generic)}")
-    if missing and len(missing) < len(known) and not required:
-        # PTX takes symbolic dims or static shapes, not a mix: a partial -D would
-        # otherwise be dropped without a word
-        raise WiaUsageError(f"-D fixes {', '.join(d for d in known if d in dims)} but not "
-                            f"{', '.join(missing)} of kernel '{sig.name}': target '{target}' "
-                            "takes every dim fixed (static shapes) or none (symbolic)")
-    if missing:
-        if required:
-            example = " ".join(f"-D {d}=128" for d in missing)
-            raise WiaUsageError(f"target '{target}' needs static shapes: kernel '{sig.name}' "
-                                f"has symbolic dims without a value: {', '.join(missing)} "
-                                f"(give them like {example})")
-        return None
-    if generic:
-        return None
-    return {p.name: tuple(dims[d] if isinstance(d, str) else d for d in p.dims or ())
-            for p in sig.params}
+    if static and missing:
+        example = " ".join(f"-D {d}=128" for d in missing)
+        raise WiaUsageError(f"target '{target}' needs static shapes: kernel '{sig.name}' "
+                            f"has symbolic dims without a value: {', '.join(missing)} "
+                            f"(give them like {example})")
+    return {p.name: tuple(dims.get(d) if isinstance(d, str) else d for d in p.dims)
+            for p in sig.params if p.dims is not None}
 
 
-def _backend_input(job: CompileJob, target: str, static: bool
-                   ) -> tuple[ModuleOp, str, dict[str, tuple[int, ...]] | None]:
-    """The optimized IR of the job's kernel, its name, and its input shapes by name."""
-    sig = select_kernel(job)
-    narrowed = CompileJob(**{**job.__dict__, "kernel": sig.name})
+@dataclass
+class BackendInput:
+    """What a backend emitter compiles: the optimized IR holding the selected kernels,
+    and each kernel's input shapes by parameter name (None: a symbolic extent)."""
+
+    module: ModuleOp
+    shapes: dict[str, dict[str, tuple[int | None, ...]]]
+
+    @property
+    def single(self) -> str | None:
+        """The kernel's name when there is only one (the one-kernel output formats)."""
+        return next(iter(self.shapes)) if len(self.shapes) == 1 else None
+
+    def static(self) -> dict[str, dict[str, tuple[int, ...]]]:
+        """The shapes of a static target (``kernel_shapes`` checked there is no None)."""
+        return {k: {n: tuple(d for d in s if d is not None) for n, s in shapes.items()}
+                for k, shapes in self.shapes.items()}
+
+
+def _backend_input(job: CompileJob, target: str, static: bool) -> BackendInput:
+    sigs = selected_kernels(job)
+    shapes: dict[str, dict[str, tuple[int | None, ...]]]
     if job.generic is not None and job.input_shapes is not None:
-        inputs: dict[str, tuple[int, ...]] | None = dict(job.input_shapes)  # one call's
+        # one call's shapes (the REPL's listing of a kernel it ran)
+        call: dict[str, tuple[int | None, ...]] = {n: tuple(s) for n, s in job.input_shapes.items()}
+        shapes = {sigs[0].name: call}
     else:
-        shapes = kernel_shapes(sig, job.dims, target, static)
-        inputs = None if shapes is None else {p.name: shapes[p.name] for p in sig.inputs}
+        check_defines(sigs, job.dims)
+        shapes = {}
+        for sig in sigs:
+            own = kernel_shapes(sig, job.dims, target, static)
+            shapes[sig.name] = {p.name: own[p.name] for p in sig.inputs if p.name in own}
+    narrowed = CompileJob(**{**job.__dict__, "kernel": sigs[0].name if len(sigs) == 1 else None})
     module = optimize_ir(lowered_ir(narrowed), job.opt, job.remarks)
-    return module, sig.name, inputs
+    return BackendInput(module, shapes)
 
 
 def _cpu(feature: str, job: CompileJob) -> str | bytes:
     """LLVM IR, assembly or an object: the CPU backend specializes to every extent."""
-    module, kernel, shapes = _backend_input(job, "cpu", True)
-    emit = require(feature)
-    assert shapes is not None
-    return emit(module, kernel, list(shapes.values()), level=job.opt.level)
+    given = _backend_input(job, "cpu", True)
+    kernels = {k: list(shapes.values()) for k, shapes in given.static().items()}
+    return require(feature)(given.module, kernels, level=job.opt.level)
 
 
 def _llvm(job: CompileJob) -> Artifact:
@@ -202,17 +232,23 @@ def _obj(job: CompileJob) -> Artifact:
 
 
 def _ptx(job: CompileJob) -> Artifact:
-    module, kernel, shapes = _backend_input(job, "ptx", False)
-    emit = require("ptx")
-    text, plan = emit(module, kernel, arch=job.arch, shapes=shapes)
+    """PTX with symbolic extents where ``-D`` gave none: the launch plan reads them."""
+    given = _backend_input(job, "ptx", False)
+    if given.single is not None:
+        text, plan = require("ptx")(given.module, given.single, arch=job.arch,
+                                     shapes=given.shapes[given.single])
+    else:
+        text, plan = require("ptx_module")(given.module, given.shapes, arch=job.arch)
     return Artifact(text, {".json": json.dumps(plan, indent=2, sort_keys=True, default=str) + "\n"})
 
 
 def _sasm(job: CompileJob) -> Artifact:
-    module, kernel, shapes = _backend_input(job, "systolic", True)
-    emit = require("sasm")
-    result = emit(module, kernel, array=job.array, dataflow=job.dataflow, shapes=shapes)
-    return Artifact(result if isinstance(result, str) else result[0])
+    given = _backend_input(job, "systolic", True)
+    options = {"array": job.array, "dataflow": job.dataflow}
+    if given.single is not None:
+        return Artifact(require("sasm")(given.module, given.single,
+                                        shapes=given.static()[given.single], **options))
+    return Artifact(require("sasm_program")(given.module, given.static(), **options))
 
 
 @dataclass(frozen=True)
@@ -229,11 +265,12 @@ EMITTERS: dict[str, Emitter] = {e.name: e for e in [
     Emitter("wia", _wia, "canonical WIA DSL source (an imported .onnx model as DSL)"),
     Emitter("ir", _ir, "the SSA IR as lowered, before any pass (the default)"),
     Emitter("opt-ir", _opt_ir, "the IR after the -O / -p pipeline"),
-    Emitter("llvm", _llvm, "LLVM IR of one kernel (CPU backend; needs static dims)"),
-    Emitter("asm", _asm, "host assembly of one kernel (CPU backend; needs static dims)"),
-    Emitter("obj", _obj, "a host object file of one kernel (CPU backend; needs static dims)", binary=True),
-    Emitter("ptx", _ptx, "PTX of one kernel, and its launch plan beside OUT as OUT.json"),
-    Emitter("sasm", _sasm, "systolic-array assembly of one kernel (needs static dims)"),
+    Emitter("llvm", _llvm, "LLVM IR of the kernels (CPU backend; needs static dims)"),
+    Emitter("asm", _asm, "host assembly of the kernels (CPU backend; needs static dims)"),
+    Emitter("obj", _obj, "a host object file of the kernels (CPU backend; needs static dims)",
+            binary=True),
+    Emitter("ptx", _ptx, "PTX of the kernels, and the launch plan beside OUT as OUT.json"),
+    Emitter("sasm", _sasm, "systolic-array assembly of the kernels (needs static dims)"),
 ]}
 
 #: ``-o`` extension -> emitter, when ``--emit`` is not given.

@@ -42,7 +42,10 @@ FEATURES: dict[str, Feature] = {
     "obj": Feature("object file output", ("wiadsl.backends.llvm",), "emit_object"),
     "ptx": Feature("the PTX backend", ("wiadsl.backends.ptx", "wiadsl.backends.ptx.emit"),
                    "emit_ptx"),
+    "ptx_module": Feature("the PTX backend", ("wiadsl.backends.ptx.emit",), "emit_ptx_module"),
     "sasm": Feature("the systolic-array backend", ("wiadsl.backends.systolic",), "emit_sasm"),
+    "sasm_program": Feature("the systolic-array backend", ("wiadsl.backends.systolic",),
+                            "emit_sasm_program"),
 }
 
 

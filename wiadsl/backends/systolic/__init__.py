@@ -5,11 +5,12 @@ emit a section per group for concrete shapes, ``isa`` prints it, ``asm`` parses 
 back, ``simulator`` runs it on NumPy data and ``timing`` counts its cycles.
 """
 
-from .api import emit_sasm, format_stats, trace_kernel
-from .asm import parse_listing
+from .api import emit_sasm, emit_sasm_program, format_stats, trace_kernel
+from .asm import parse_listing, parse_program
 from .config import ArrayConfig, config_from_options
-from .isa import Listing, SasmError, Section
+from .isa import Listing, Program, SasmError, Section
 from .simulator import SectionStats, run_section
 
-__all__ = ["ArrayConfig", "Listing", "SasmError", "Section", "SectionStats", "config_from_options",
-           "emit_sasm", "format_stats", "parse_listing", "run_section", "trace_kernel"]
+__all__ = ["ArrayConfig", "Listing", "Program", "SasmError", "Section", "SectionStats",
+           "config_from_options", "emit_sasm", "emit_sasm_program", "format_stats", "parse_listing",
+           "parse_program", "run_section", "trace_kernel"]

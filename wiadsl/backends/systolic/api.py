@@ -14,10 +14,11 @@ from ...diagnostics import WiaUsageError
 from ...ir.module import ModuleOp
 from ...ir.types import TensorType
 from .config import config_from_options
+from .isa import Program
 from .kernel import SystolicKernel
 from .stats import format_stats
 
-__all__ = ["emit_sasm", "format_stats", "trace_kernel"]
+__all__ = ["emit_sasm", "emit_sasm_program", "format_stats", "trace_kernel"]
 
 
 def trace_kernel(module: ModuleOp, kernel: str, shapes: dict[str, tuple[int, ...]],
@@ -55,3 +56,14 @@ def emit_sasm(module: ModuleOp, kernel: str, array: tuple[int, int] = (128, 128)
     """
     traced = trace_kernel(module, kernel, shapes or {}, array=array, dataflow=dataflow, **options)
     return traced.listing().text()
+
+
+def emit_sasm_program(module: ModuleOp, kernels: dict[str, dict[str, tuple[int, ...]]],
+                      array: tuple[int, int] = (128, 128), dataflow: str = "ws",
+                      **options: Any) -> str:
+    """The listings of several kernels (name -> input shapes) in one text, one
+    ``.kernel NAME`` line before each (``asm.parse_program`` reads it back)."""
+    listings = {name: trace_kernel(module, name, shapes, array=array, dataflow=dataflow,
+                                   **options).listing() for name, shapes in kernels.items()}
+    config = next(iter(listings.values())).config  # one machine: the same options for all
+    return Program(config, listings).text()

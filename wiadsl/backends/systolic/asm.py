@@ -2,6 +2,7 @@
 
 Syntax (one item per line; ``;`` starts a comment):
     .target rows=R cols=C dataflow=ws timing=overlap spad=B acc=B dma_bw=B dma_latency=N vec_lanes=L
+    .kernel NAME        (a listing of several kernels: before each one's sections)
     .section NAME array|vector|host "what"   ...   .end
     .dram NAME DTYPE [d0, d1, ...] in|out
     .view NAME = KIND BASE key=[ints] ...
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 from ...diagnostics import WiaUsageError
 from ...dtypes import IR_DTYPE_NAMES, DType
-from .config import config_from_header
+from .config import ArrayConfig, config_from_header
 from .isa import (
     Buffer,
     Dram,
@@ -33,6 +34,7 @@ from .isa import (
     Mvin,
     Mvout,
     Preload,
+    Program,
     Remote,
     SasmError,
     Section,
@@ -196,9 +198,30 @@ def _param(word: str) -> tuple[str, tuple[int, ...]]:
 
 
 def parse_listing(text: str) -> Listing:
-    """Assemble ``text``; SasmError (with the line number) on malformed input."""
+    """Assemble ``text``, one kernel's listing; SasmError (with the line number) on
+    malformed input."""
+    config, kernels = _parse(text)
+    if list(kernels) != [None]:
+        raise SasmError("a listing of several kernels (.kernel lines): read it with parse_program")
+    return Listing(config, kernels[None])
+
+
+def parse_program(text: str) -> Program:
+    """Assemble a listing of several kernels (``.kernel NAME`` before each one's sections)."""
+    config, kernels = _parse(text)
+    named = {k: Listing(config, sections) for k, sections in kernels.items() if k is not None}
+    if None in kernels and kernels[None]:
+        raise SasmError("sections before the first .kernel line")
+    if not named:
+        raise SasmError("no .kernel line: read a one-kernel listing with parse_listing")
+    return Program(config, named)
+
+
+def _parse(text: str) -> tuple[ArrayConfig, dict[str | None, tuple[Section, ...]]]:
+    """The ``.target`` config and the sections of each kernel (None: before any ``.kernel``)."""
     config = None
-    sections: list[Section] = []
+    kernels: dict[str | None, list[Section]] = {None: []}
+    sections = kernels[None]
     current: _SectionBuilder | None = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split(";", 1)[0].strip() if not raw.lstrip().startswith(".section") else raw.strip()
@@ -208,6 +231,13 @@ def parse_listing(text: str) -> Listing:
             if line.startswith(".target"):
                 pairs = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
                 config = config_from_header(pairs)
+            elif line.startswith(".kernel") and current is None:
+                words = line.split()
+                if len(words) != 2 or words[1] in kernels:
+                    raise SasmError(f"'{line}': expected '.kernel NAME' with a new name")
+                if None in kernels and not kernels[None]:
+                    del kernels[None]
+                sections = kernels.setdefault(words[1], [])
             elif line.startswith(".section"):
                 if current is not None:
                     raise SasmError("nested .section (missing .end)")
@@ -230,4 +260,4 @@ def parse_listing(text: str) -> Listing:
         raise SasmError("missing .end at the end of the listing")
     if config is None:
         raise SasmError("missing .target line")
-    return Listing(config, tuple(sections))
+    return config, {k: tuple(v) for k, v in kernels.items()}

@@ -256,3 +256,21 @@ class Listing:
         for s in self.sections:
             parts += [s.text(), ""]
         return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Program:
+    """The listings of several kernels for one machine (``wiac file.wia -o out.sasm`` on a
+    file of several kernels): one ``.target`` line, then ``.kernel NAME`` before each
+    kernel's sections."""
+
+    config: ArrayConfig
+    kernels: dict[str, Listing]
+
+    def text(self) -> str:
+        parts = ["; wiadsl systolic assembly", self.config.header(), ""]
+        for name, listing in self.kernels.items():
+            parts += [f".kernel {name}", ""]
+            for s in listing.sections:
+                parts += [s.text(), ""]
+        return "\n".join(parts)

@@ -53,7 +53,7 @@ def unique_block_names(blocks: list[Block]) -> dict[int, str]:
 class Planner(OpsMixin):
     """Plans one function; ``run()`` returns the plan dict (kernels in ``self.kernels``)."""
 
-    def __init__(self, func: FuncOp, shapes: dict[str, tuple[int, ...]] | None = None,
+    def __init__(self, func: FuncOp, shapes: dict[str, tuple[int | None, ...]] | None = None,
                  aliases: dict[str, str] | None = None, arch: str = DEFAULT_ARCH):
         self.func = func
         self.arch = arch
@@ -197,10 +197,11 @@ class Planner(OpsMixin):
             given = self.shapes.get(arg.name_hint or name)
             shape: list[Sym] = []
             for axis, d in enumerate(t.shape):
+                fixed = None if given is None else given[axis]  # None: -D left it symbolic
                 if d is not None:
                     shape.append(d)
-                elif given is not None:
-                    shape.append(int(given[axis]))
+                elif fixed is not None:
+                    shape.append(int(fixed))
                 else:
                     own = f"{name}_{axis}"
                     sym = self.aliases.get(own, own)
