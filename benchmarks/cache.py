@@ -2,6 +2,7 @@
 
 Usage:
     PYTHONPATH=. python benchmarks/cache.py [--reps N] [EXAMPLE.wia ...]
+    PYTHONPATH=. python benchmarks/cache.py --start [--reps N]   # only the start-up part
 
 For every kernel of every example (symbolic dims = 7, inputs as ``wiac check``
 makes them), each repetition uses a fresh, empty cache folder and runs:
@@ -11,6 +12,12 @@ makes them), each repetition uses a fresh, empty cache folder and runs:
 Reported: the kernel's ``compile_ms`` (the cache lookup + compile or load, as
 the backend measures it), medians over the repetitions, and cold / warm.
 The frontend (parse + check, the same in every case) is reported apart.
+
+Then (issue 21) the whole new-process start, as a user sees it: the wall time of
+``python -c "import numpy"`` (the interpreter's own start), and of a process that
+imports wiadsl, jits examples/mlp.wia and calls mlp_relu once, on an empty cache
+(cold) and on the cache that run left (warm), in interleaved rounds; and the cost
+of one call of a 4-element add against NumPy's ``a + b`` in this process.
 """
 
 from __future__ import annotations
@@ -109,8 +116,68 @@ def main(argv: list[str]) -> None:
           f"{np.median(ratios):.0f}x, min {min(ratios):.0f}x (goal: at least 20x)")
 
 
+START = """
+import numpy as np, wiadsl
+mod = wiadsl.jit_file({path!r})
+rng = np.random.default_rng(0)
+f = lambda *s: rng.standard_normal(s).astype(np.float32)
+mod.mlp_relu(f(5, 12), f(12, 32), f(32), f(32, 7), f(7))
+"""
+
+
+def _wall(code: str, folder: str) -> float:
+    env = dict(os.environ, WIADSL_CACHE_DIR=folder, PYTHONPATH=str(ROOT))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def process_start(reps: int) -> None:
+    code = START.format(path=str(ROOT / "examples" / "mlp.wia"))
+    base, cold, warm = [], [], []
+    for _ in range(reps):  # interleaved: load drifts hit all three alike
+        with tempfile.TemporaryDirectory() as folder:
+            base.append(_wall("import numpy", folder))
+            cold.append(_wall(code, folder))
+            warm.append(_wall(code, folder))
+    b, c, w = (float(np.median(x)) for x in (base, cold, warm))
+    print("\n| new process (mlp_relu) | wall ms | beyond `import numpy` ms |\n|---|---|---|")
+    print(f"| python -c 'import numpy' | {b:.0f} | 0 |")
+    print(f"| cold cache: import + jit + first call | {c:.0f} | {c - b:.0f} |")
+    print(f"| warm cache: import + jit + first call | {w:.0f} | {w - b:.0f} |")
+    print(f"\nwarm start {(c - b) / max(w - b, 1e-9):.1f}x faster than cold beyond the "
+          f"interpreter (goal: 25x, and under 30 ms); {reps} rounds, medians")
+
+
+def call_overhead(rounds: int = 7, calls: int = 20000) -> None:
+    import wiadsl
+
+    add = wiadsl.jit("kernel add(input a: f32[N], input b: f32[N], output c: f32[N]) "
+                     "{ c = a + b; }", kernel="add")
+    a, b = np.ones(4, np.float32), np.ones(4, np.float32)
+    add(a, b)
+    ours, numpy_ = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            add(a, b)
+        ours.append((time.perf_counter() - t0) / calls * 1e6)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            a + b  # noqa: B018
+        numpy_.append((time.perf_counter() - t0) / calls * 1e6)
+    o, n = float(np.median(ours)), float(np.median(numpy_))
+    print(f"\n4-element add per call: wiadsl {o:.2f} us, NumPy a + b {n:.2f} us, "
+          f"ratio {o / n:.1f}x (goal: <= 2 us and <= 3x)")
+
+
 if __name__ == "__main__":
     if "--child" in sys.argv:
         child(sys.argv[sys.argv.index("--child") + 1])
+    elif "--start" in sys.argv:
+        process_start(int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 5)
+        call_overhead()
     else:
         main(sys.argv[1:])
+        process_start(5)
+        call_overhead()

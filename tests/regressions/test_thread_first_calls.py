@@ -74,7 +74,8 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
     code = JOIN + textwrap.dedent("""
     import numpy as np
     import wiadsl
-    from wiadsl.backends.llvm import backend, library
+    from wiadsl.backends.llvm import compile as cpu_compile
+    from wiadsl.backends.llvm import library
     from wiadsl.backends.llvm.parallel import POOL_SYMBOL
     from wiadsl.runtime import cache
 
@@ -88,7 +89,7 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
     assert POOL_SYMBOL not in library._LOADED
 
     a_compiling, b_loading = threading.Event(), threading.Event()
-    real_compile, real_cached = backend.compile_object, cache.cached_object
+    real_compile, real_cached = cpu_compile.compile_object, cache.cached_object
 
     def slow_compile(*args, **kwargs):   # thread A, inside get_or_compile
         a_compiling.set()
@@ -101,7 +102,7 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
             b_loading.set()
         return real_cached(*args, **kwargs)
 
-    backend.compile_object = slow_compile
+    cpu_compile.compile_object = slow_compile  # backend.py imports it at compile time
     cache.cached_object = spy_cached
     errors = []
     rng = np.random.default_rng(0)

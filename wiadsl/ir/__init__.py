@@ -3,25 +3,43 @@
 The public API is re-exported here; see docs/ir.md for the text form of every op.
 """
 
-from .builder import Builder
-from .core import Block, BlockArgument, Operation, OpResult, Region, Successor, Trait, Use, Value
-from .dominance import DominanceInfo
-from .interpreter import Interpreter, run_func
-from .module import FuncOp, ModuleOp
-from .ops import OPS, constant_of, create_op, op_class
-from .parser import parse_func, parse_module
-from .printer import print_func, print_module, print_op
-from .types import (
-    INDEX,
-    IndexType,
-    IRType,
-    ScalarType,
-    TensorType,
-    broadcast_shapes,
-    scalar,
-    tensor,
-)
-from .verifier import verify
+from ..lazy import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Builder": ".builder",
+    "Block": ".core",
+    "BlockArgument": ".core",
+    "Operation": ".core",
+    "OpResult": ".core",
+    "Region": ".core",
+    "Successor": ".core",
+    "Trait": ".core",
+    "Use": ".core",
+    "Value": ".core",
+    "DominanceInfo": ".dominance",
+    "Interpreter": ".interpreter",
+    "run_func": ".interpreter",
+    "FuncOp": ".module",
+    "ModuleOp": ".module",
+    "OPS": ".ops",
+    "constant_of": ".ops",
+    "create_op": ".ops",
+    "op_class": ".ops",
+    "parse_func": ".parser",
+    "parse_module": ".parser",
+    "print_func": ".printer",
+    "print_module": ".printer",
+    "print_op": ".printer",
+    "INDEX": ".types",
+    "IndexType": ".types",
+    "IRType": ".types",
+    "ScalarType": ".types",
+    "TensorType": ".types",
+    "broadcast_shapes": ".types",
+    "scalar": ".types",
+    "tensor": ".types",
+    "verify": ".verifier",
+})
 
 __all__ = [
     "Block", "BlockArgument", "Builder", "DominanceInfo", "FuncOp", "INDEX", "IRType",

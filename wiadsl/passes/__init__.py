@@ -10,21 +10,20 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..ir.module import ModuleOp
-from . import registry  # noqa: F401  (fills PASSES)
-from .base import (
-    PASSES,
-    Pass,
-    PassContext,
-    PassManager,
-    _split_top,
-    default_pipeline,
-    parse_pipeline,
-)
-from .remarks import Remark, format_remarks
-from .shape_specialize import specialize_shapes
+from ..lazy import lazy_exports
+
+# Lazy (issue 21): ``import wiadsl.passes.base`` (the pipeline texts, for a cache
+# key) must not import every pass; the registry loads when a pipeline is parsed.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "PASSES": ".registry_view", "Pass": ".base", "PassContext": ".base",
+    "PassManager": ".base", "_split_top": ".base", "default_pipeline": ".base",
+    "parse_pipeline": ".base", "Remark": ".remarks", "format_remarks": ".remarks",
+    "specialize_shapes": ".shape_specialize",
+})
 
 if TYPE_CHECKING:
     from ..rewrite.pattern import RewritePattern
+    from .remarks import Remark
 
 
 def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
@@ -38,6 +37,7 @@ def optimize(module: ModuleOp, level: int = 2, pipeline: str | None = None,
     """
     from ..rewrite.declarative import load_patterns
     from . import pattern_pass
+    from .base import PassManager, _split_top, default_pipeline
     extra: list[RewritePattern] = []
     for p in patterns or ():
         extra += load_patterns(p) if isinstance(p, str) else [p]

@@ -197,6 +197,7 @@ class PassManager:
         self.verify_each = verify_each
         self.print_ir_after_all = print_ir_after_all
         self.print_ir_after = set(print_ir_after)
+        from . import registry  # noqa: F401  (registers every pass)
         unknown = self.print_ir_after - set(PASSES)
         if unknown:
             raise WiaUsageError(f"print_ir_after names unknown pass(es): {', '.join(sorted(unknown))}")

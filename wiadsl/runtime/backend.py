@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..diagnostics import WiaUsageError
-from ..ir.module import ModuleOp
+
+if TYPE_CHECKING:
+    from ..ir.module import ModuleOp
 
 
 class CompiledKernel(Protocol):

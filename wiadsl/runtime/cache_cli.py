@@ -54,6 +54,10 @@ def cache_info() -> str:
              f"damaged entries: {len(entries) - len(good)} (recompiled when next used)"]
     for name, count in sorted(per_kernel.items()):
         lines.append(f"  {name}: {count} specialization{'s' * (count != 1)}")
+    sources = len(list((root / "sources").glob("*/*.json")))
+    specs = len(list((root / "specs").glob("*/*.json")))
+    lines.append(f"source index: {sources} sources, {specs} specializations "
+                 "(a warm start finds these without compiling)")
     configs = sum(len(list(d.glob("*.json"))) for d in records)
     lines.append(f"autotuner records: {len(records)} (op, shape, dtype, CPU), {configs} measured configs")
     machine = root / "machine"

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..ir.module import ModuleOp
-from ..ir.printer import print_func
+if TYPE_CHECKING:
+    from ..ir.module import ModuleOp
 
 #: Package folders whose sources do not change CPU code (not hashed; the cache
 #: stores CPU kernels only).
@@ -49,19 +51,54 @@ def compiler_version() -> str:
 
     from .. import __version__
 
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or any(rel.as_posix().startswith(p + "/")
-                                             for p in _NOT_CODEGEN):
-            continue
-        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
-    grammar = root.parent / "grammar"
-    for path in sorted(grammar.glob("*.lark")) if grammar.is_dir() else ():
-        h.update(path.read_bytes())
     llvm_version = ".".join(map(str, llvm.llvm_version_info))
-    return f"wiadsl {__version__} src {h.hexdigest()[:16]} llvmlite {llvmlite.__version__} LLVM {llvm_version}"
+    return (f"wiadsl {__version__} src {_sources_digest()[:16]} llvmlite {llvmlite.__version__} "
+            f"LLVM {llvm_version}")
+
+
+def _source_files() -> list[tuple[str, Path]]:
+    """(relative name, path) of every source the generated code depends on, sorted."""
+    root = Path(__file__).resolve().parent.parent
+    found: list[tuple[str, Path]] = []
+    for folder, subdirs, names in os.walk(root):
+        rel_folder = Path(folder).relative_to(root).as_posix()
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__"
+                            and f"{rel_folder}/{d}".lstrip("./") not in _NOT_CODEGEN)
+        found += [(f"{rel_folder}/{n}".lstrip("./"), Path(folder) / n)
+                  for n in names if n.endswith(".py")]
+    grammar = root.parent / "grammar"
+    if grammar.is_dir():
+        found += [(f"grammar/{p.name}", p) for p in grammar.glob("*.lark")]
+    return sorted(found)
+
+
+def _sources_digest() -> str:
+    """SHA-256 over the sources' names and contents. A warm start (issue 21) reads the
+    digest from a memo keyed by every file's name, size, inode and modification time,
+    so it stats the files instead of reading them; any edit changes the stat key."""
+    from . import cache_store
+
+    files = _source_files()
+    stats = []
+    for rel, path in files:
+        st = path.stat()
+        stats.append([rel, st.st_size, st.st_ino, st.st_mtime_ns])
+    memo = cache_store.root() / "version-memo" / f"{sha256(json.dumps(stats))}.txt"
+    try:
+        digest = memo.read_text()
+        if len(digest) == 64:
+            return digest
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    for rel, path in files:
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest = h.hexdigest()
+    try:
+        cache_store.atomic_write(memo, digest.encode())
+    except OSError:
+        pass  # the next process hashes the files again
+    return digest
 
 
 @dataclass(frozen=True)
@@ -91,9 +128,24 @@ class KeyParts:
     def digest(self) -> str:
         return sha256(json.dumps(self.components(), sort_keys=True))
 
+    @staticmethod
+    def from_components(parts: dict[str, str]) -> KeyParts:
+        """The parts ``components()`` gave (the source-level cache stores those).
+        Its ``version`` is today's: a stored key of another compiler never matches."""
+        functions = [(parts["kernel"], parts["ir"])]
+        functions += [(k[len("callee @"):], v) for k, v in parts.items() if k.startswith("callee @")]
+        rebuilt = KeyParts(parts["kernel"], tuple(functions), parts["shapes"], parts["dtypes"],
+                           parts["target"], parts["cpu"], parts["flags"], parts["pipeline"],
+                           parts["gemm"])
+        if rebuilt.components() != parts:
+            raise ValueError("stored key parts of another compiler version or format")
+        return rebuilt
+
 
 def function_digests(module: ModuleOp, kernel: str) -> tuple[tuple[str, str], ...]:
     """(name, SHA-256 of canonical text) of every function, the kernel first."""
+    from ..ir.printer import print_func
+
     funcs = sorted(module.funcs, key=lambda f: (f.name != kernel, f.name))
     return tuple((f.name, sha256(print_func(f))) for f in funcs)
 

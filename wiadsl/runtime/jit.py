@@ -25,17 +25,20 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import numpy as np
 
 from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
-from ..frontend.compile import CompiledSource, compile_source
-from ..ir.module import ModuleOp
 from .backend import Backend, CompiledKernel, get_backend
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
+from .source_cache import load_signatures, store_signatures
+
+if TYPE_CHECKING:
+    from ..frontend.compile import CompiledSource
+    from ..ir.module import ModuleOp
 
 DEFAULT_TARGET = "cpu"
 
@@ -81,11 +84,13 @@ class KernelFunction:
     dataclass repr would print the whole compiled source.
     """
 
-    source: CompiledSource
+    source: LazySource
     signature: KernelSignature
     backend: Backend
     options: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    #: the source-level cache key (source_cache.py), when the backend can use one
+    source_key: str | None = None
     _specializations: dict[tuple, CompiledKernel] = field(default_factory=dict, repr=False)
     #: call plans by argument shapes, and the last one used (see the module docstring)
     _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
@@ -195,8 +200,14 @@ class KernelFunction:
             params = self.signature.inputs
             generic = {params[i].name: (from_numpy(inputs[i].dtype), inputs[i].ndim)
                        for i in generic_at}
-            module = self.ir_for(generic)  # type: ignore[arg-type]
-            compiled = self.backend.compile(module, self.name, self.options)
+            compile_lazily = getattr(self.backend, "compile_lazily", None)
+            if self.source_key is not None and not generic and compile_lazily is not None:
+                # the IR only if the source-level cache misses (backend.py: LazyBackend)
+                compiled = compile_lazily(self.ir_for, self.name, self.options, self.source_key,
+                                          self.signature, self.source.files)
+            else:
+                module = self.ir_for(generic)  # type: ignore[arg-type]
+                compiled = self.backend.compile(module, self.name, self.options)
             self._specializations[key] = compiled
         return compiled
 
@@ -327,14 +338,63 @@ def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,
     """
     _check_source_text(source)
     backend = get_backend(target)
-    compiled = compile_source(source, filename)
-    kernels = {k.name: KernelFunction(compiled, signature_of(k), backend, dict(options))
-               for k in compiled.kernels}
+    lazy = LazySource(source, filename)
+    key = _source_key(backend, lazy, target, options)
+    signatures = load_signatures(key) if key is not None else None
+    if signatures is None:  # a miss: parse and check now (errors are raised here)
+        signatures = [signature_of(k) for k in lazy.compiled.kernels]
+        if key is not None:
+            store_signatures(key, signatures)
+    kernels = {s.name: KernelFunction(lazy, s, backend, dict(options), source_key=key)
+               for s in signatures}
     if kernel is None:
         return Module(kernels, filename)
     if kernel not in kernels:
         raise WiaUsageError(unknown_kernel_message(kernel, list(kernels), filename))
     return kernels[kernel]
+
+
+class LazySource:
+    """A source that parses and checks on first use: a hit in the source-level cache
+    (source_cache.py) builds the kernels from their stored signatures and never needs
+    the frontend, unless a call misses there too."""
+
+    def __init__(self, text: str, filename: str):
+        self.text = text
+        self.filename = filename
+        self._compiled: CompiledSource | None = None
+
+    @property
+    def compiled(self) -> CompiledSource:
+        if self._compiled is None:
+            from ..frontend.compile import compile_source
+
+            self._compiled = compile_source(self.text, self.filename)
+        return self._compiled
+
+    @property
+    def files(self) -> dict[str, str]:
+        """Name -> text of the source and every file it may import (error spans)."""
+        from .source_cache import import_closure
+
+        return {self.filename: self.text, **import_closure(self.text, self.filename)}
+
+    def lower_kernel(self, name: str, generic: Any = None) -> ModuleOp:
+        return self.compiled.lower_kernel(name, generic)
+
+
+def _source_key(backend: Backend, source: LazySource, target: str,
+                options: dict[str, Any]) -> str | None:
+    """The source-level cache key, for a backend that takes one and with the disk
+    cache on; else None."""
+    host = getattr(backend, "cache_host", None)
+    if host is None:
+        return None
+    from .cache import disk_enabled
+    from .source_cache import source_key
+
+    return source_key(source.text, source.filename, target, options, host()) \
+        if disk_enabled() else None
 
 
 def jit_file(path: str | os.PathLike[str], kernel: str | None = None,

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..dtypes import DTYPE_NAMES, DType
-from ..frontend import ast
+
+if TYPE_CHECKING:
+    from ..frontend import ast
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def signature_of(kernel: ast.Kernel) -> KernelSignature:
 
 
 def _param_spec(param: ast.Param) -> ParamSpec:
+    from ..frontend import ast  # lazy: a warm start reads signatures from the cache
+
     declared = param.type
     is_output = param.direction == "output"
     if isinstance(declared, ast.AnyTensorType):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends.llvm.gemm import GemmConfig
+from ..backends.llvm.gemm_config import GemmConfig
 from ..backends.llvm.target import host
 from ..ir.module import ModuleOp
 from ..runtime import cache_store
@@ -57,6 +57,23 @@ def record_id(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
 
 def record_dir(rid: str) -> Path:
     return cache_store.root() / "tune" / rid
+
+
+def records_fingerprint() -> str:
+    """A digest of every measurement file's name, size and time: the source-level
+    cache (runtime/source_cache.py) keys a specialization's gemm config on it, so a
+    new measurement makes the next process look the config up again."""
+    folder = cache_store.root() / "tune"
+    if not folder.is_dir():
+        return "none"
+    rows = []
+    for path in sorted(folder.glob("*/*.json")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        rows.append(f"{path.parent.name}/{path.name} {st.st_size} {st.st_mtime_ns}")
+    return sha256("\n".join(rows))
 
 
 def save(rid: str, config: GemmConfig, ms: float, op: str, kernel: str) -> None:

@@ -34,19 +34,23 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...diagnostics import WiaRuntimeError, WiaUsageError
-from ...ir.module import ModuleOp
+from ...diagnostics import SourceFile, Span, WiaRuntimeError, WiaUsageError
+from ...runtime import source_cache
 from ...runtime.binding import check_distinct_buffers
 from ...runtime.cache import get_or_compile
-from ...runtime.cache_key import cpu_key_parts
+from ...runtime.cache_key import KeyParts, cpu_key_parts
 from ...runtime.cache_log import Stages
-from .compile import Layout, compile_object
-from .gemm import GemmConfig, default_config
+from .gemm_config import GemmConfig, default_config
+from .layout import Layout
 from .library import ensure_loaded, jit_engine
+
+if TYPE_CHECKING:
+    from ...ir.module import ModuleOp
+    from ...runtime.signature import KernelSignature
 
 _LIBC = ctypes.CDLL(None)
 _FREE = _LIBC.free
@@ -126,11 +130,28 @@ def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
     return Loaded(_ENTRY(jit_engine().add_object(obj, layout.symbol)), layout)
 
 
+@dataclass(frozen=True)
+class SourceLevel:
+    """What the source-level cache (runtime/source_cache.py) needs to find this
+    kernel's specializations without its IR: the source key, the kernel's output
+    names and the texts of its source files (for the spans of runtime errors)."""
+
+    key: str
+    outputs: tuple[str, ...]
+    files: dict[str, str]
+
+    def sources(self) -> dict[str, SourceFile]:
+        return {name: SourceFile(name, text) for name, text in self.files.items()}
+
+
 @dataclass
 class CpuKernel:
-    """One kernel on the CPU; ``passes=False`` when ``module`` is already optimized."""
+    """One kernel on the CPU; ``passes=False`` when ``module`` is already optimized.
 
-    module: ModuleOp
+    ``module`` may be None with ``lazy_ir`` (and ``source_level``) given: the IR is
+    then made only if the source-level cache has no entry for a call's shapes."""
+
+    module: ModuleOp | None
     kernel: str
     level: int = 3
     stats: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +159,8 @@ class CpuKernel:
     passes: bool = True
     #: extra loop-level passes after the default ones (``loop_pipeline`` option)
     loop_pipeline: str = ""
+    lazy_ir: Any = None  #: () -> ModuleOp, when ``module`` is None
+    source_level: SourceLevel | None = None
     _native: Native | None = None
     _shapes: tuple[tuple[int, ...], ...] | None = None
     #: one thread compiles this kernel (the tensor passes rewrite ``module`` in place)
@@ -228,9 +251,22 @@ class CpuKernel:
         finally:
             pool.append((slots, address))
 
+    @property
+    def ir(self) -> ModuleOp:
+        """The kernel's (unoptimized) IR, made on first need when given lazily."""
+        if self.module is None:
+            self.module = self.lazy_ir()
+        assert self.module is not None
+        return self.module
+
+    def _output_names(self) -> list[str]:
+        if self.source_level is not None:
+            return list(self.source_level.outputs)
+        func = self.ir.get(self.kernel)
+        return list(func.attributes.get("outputs", ())) if func is not None else []
+
     def _check_buffers(self, buffers: Sequence[np.ndarray | None]) -> None:
-        func = self.module.get(self.kernel)
-        names = list(func.attributes.get("outputs", ())) if func is not None else []
+        names = self._output_names()
         seen: dict[str, np.ndarray | None] = {}
         for j, buffer in enumerate(buffers):
             if isinstance(buffer, np.ndarray):
@@ -269,20 +305,26 @@ class CpuKernel:
     def _compile_locked(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
         stages = Stages()
         with stages.stage("key"):
-            config = self.config or _tuned(self.module, self.kernel, shapes, dtypes)
-            pipeline = _pipeline(self.level) if self.passes else "none"
-            if self.loop_pipeline:  # different loop passes: a different entry
-                pipeline += f" | loop: {self.loop_pipeline}"
-            parts = cpu_key_parts(self.module, self.kernel, shapes, dtypes, self.level, pipeline,
-                                  (config or default_config()).label())
+            spec = self._spec_key(shapes, dtypes)
+            known = source_cache.load_spec(spec) if spec is not None else None
+            found = _stored_spec(known) if known is not None else None
+            if found is None:
+                parts, config = self._ir_key(shapes, dtypes)
+            else:
+                parts, config = found
             symbol = f"wia_entry_{parts.digest()[:32]}"
 
         def compile_fn(st: Stages) -> tuple[bytes, dict[str, Any]]:
-            obj, layout = compile_object(self.module, self.kernel, shapes, self.level, symbol,
+            from .compile import compile_object
+
+            obj, layout = compile_object(self.ir, self.kernel, shapes, self.level, symbol,
                                          config, st, passes=self.passes,
                                          loop_pipeline=self.loop_pipeline)
             return obj, {"layout": layout.as_dict()}
         loaded, record = get_or_compile(parts, compile_fn, _load, stages)
+        if spec is not None and found is None:
+            source_cache.store_spec(spec, {"parts": parts.components(),
+                                           "config": None if config is None else config.as_dict()})
         layout = loaded.layout
         n_in = len(layout.in_dtypes)
         plan = [(int(k), int(rank), np.dtype(dt)) for k, rank, dt in layout.results]
@@ -291,11 +333,33 @@ class CpuKernel:
         in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
         specs = tuple((i, dt, shape, math.prod(shape) > 0)
                       for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))
-        self._native = Native(loaded.fn, layout.errors(self.module), layout.n_slots, n_in,
+        sources = self.source_level.sources() if self.source_level is not None \
+            else module_sources(self.ir)
+        self._native = Native(loaded.fn, layout.errors(sources), layout.n_slots, n_in,
                               record["ms"], in_dtypes, plan, outs, specs)
         self._shapes = shapes
         self.stats = {"compile_ms": record["ms"], "shapes": shapes, "cache": record["source"]}
         return self._native
+
+    def _ir_key(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]
+                ) -> tuple[KeyParts, GemmConfig | None]:
+        """The key from the IR (the slow path: the IR is made if it was lazy)."""
+        config = self.config or _tuned(self.ir, self.kernel, shapes, dtypes)
+        pipeline = _pipeline(self.level) if self.passes else "none"
+        if self.loop_pipeline:  # different loop passes: a different entry
+            pipeline += f" | loop: {self.loop_pipeline}"
+        parts = cpu_key_parts(self.ir, self.kernel, shapes, dtypes, self.level, pipeline,
+                              (config or default_config()).label())
+        return parts, config
+
+    def _spec_key(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> str | None:
+        """The source-level key of this specialization (None: no source-level cache)."""
+        if self.source_level is None or self.config is not None:
+            return None
+        from ...tune.records import records_fingerprint
+
+        return source_cache.spec_key(self.source_level.key, self.kernel, shapes, dtypes,
+                                     records_fingerprint())
 
     def _results(self, native: Native, slots: Any, pre: list[np.ndarray | None]) -> list[object]:
         owned: dict[int, np.ndarray] = {}
@@ -380,7 +444,23 @@ class CpuBackend:
     name = "cpu"
     specialize_shapes = True
 
-    def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> CpuKernel:
+    def cache_host(self) -> str:
+        """The host's part of a source-level cache key: its triple, CPU and features."""
+        from .target import host
+
+        h = host()
+        return f"{h.triple} {h.cpu} {h.features}"
+
+    def compile_lazily(self, lazy_ir: Any, kernel: str, options: dict[str, Any], key: str,
+                       signature: KernelSignature, files: dict[str, str]) -> CpuKernel:
+        """``compile`` for a kernel whose IR ``lazy_ir()`` makes only when the
+        source-level cache misses (``key``: runtime/source_cache.py)."""
+        compiled = self.compile(None, kernel, options)
+        compiled.lazy_ir = lazy_ir
+        compiled.source_level = SourceLevel(key, tuple(p.name for p in signature.outputs), files)
+        return compiled
+
+    def compile(self, module: ModuleOp | None, kernel: str, options: dict[str, Any]) -> CpuKernel:
         """A kernel that compiles (or loads from the cache) on its first run; the tensor
         passes run then too, so a cache hit skips them."""
         unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline"}
@@ -388,16 +468,34 @@ class CpuBackend:
             raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config and "
                                 f"loop_pipeline, got {', '.join(sorted(unknown))}")
         level = int(options.get("opt_level", 3))
-        _pipeline(level)  # a bad level fails here, at compile time
+        if level not in range(4):
+            _pipeline(level)  # the passes' own error for a bad level, at compile time
         loop_pipeline = options.get("loop_pipeline") or ""
         if not isinstance(loop_pipeline, str):
             raise WiaUsageError(f"option 'loop_pipeline' of target 'cpu' must be a pipeline text "
                                 f"like 'unroll{{factor=4}}', got {loop_pipeline!r}")
-        from ...loops.passes import parse_loop_pipeline
+        if loop_pipeline:  # bad pass names or options fail here too
+            from ...loops.passes import parse_loop_pipeline
 
-        parse_loop_pipeline(loop_pipeline)  # bad pass names or options fail here too
+            parse_loop_pipeline(loop_pipeline)
         return CpuKernel(module, kernel, level, config=options.get("gemm_config"),
                          loop_pipeline=loop_pipeline)
+
+
+def _stored_spec(data: dict[str, Any]) -> tuple[KeyParts, GemmConfig | None] | None:
+    """A source-level entry's key parts and gemm config (None: damaged, a miss)."""
+    try:
+        parts = KeyParts.from_components(data["parts"])
+        config = None if data["config"] is None else GemmConfig(**data["config"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return parts, config
+
+
+def module_sources(module: ModuleOp) -> dict[str, SourceFile]:
+    """File name -> source of every span in ``module``."""
+    return {op.loc.source.name: op.loc.source for f in module.funcs for op in f.walk()
+            if isinstance(getattr(op, "loc", None), Span)}
 
 
 def _pipeline(level: int) -> str:

@@ -14,7 +14,7 @@ Invariant: the object exports exactly one external function, ``Layout.symbol``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -29,6 +29,7 @@ from ...loops.passes import default_loop_pipeline, run_loop_passes
 from ...runtime.cache_log import Stages
 from .codegen import ModuleEmitter, slot_count
 from .gemm import GemmConfig, use_config
+from .layout import Layout
 from .parallel import THREADS
 from .runtime import entry_wrapper
 from .target import engine, host, optimize, parse_and_verify
@@ -91,39 +92,6 @@ def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
     mod = parse_and_verify(lowered.llvm_ir)
     optimize(mod, min(level, KERNEL_SPEED_LEVEL), unroll=False)
     return mod
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How to call a compiled entry: argument slots and result plan (JSON-able)."""
-
-    symbol: str
-    messages: list[list[Any]]       #: per error code: [message, span as a dict or None]
-    in_dtypes: list[str]            #: storage dtype per input
-    results: list[list[Any]]        #: per result: [first slot, rank or -1, dtype]
-    n_slots: int                    #: inputs + result slots (at least one result slot)
-    libraries: list[dict[str, Any]] = field(default_factory=list)  #: library.py specs to load first
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Layout:
-        return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
-                      [list(r) for r in d["results"]], int(d["n_slots"]),
-                      [dict(s) for s in d.get("libraries", [])])
-
-    def errors(self, module: ModuleOp) -> list[tuple[str, Span | None]]:
-        """The runtime error messages with their spans rebuilt on ``module``'s sources
-        (a span whose source file is not among them is dropped, the message kept)."""
-        sources = {op.loc.source.name: op.loc.source for f in module.funcs for op in f.walk()
-                   if isinstance(getattr(op, "loc", None), Span)}
-        out: list[tuple[str, Span | None]] = []
-        for message, span in self.messages:
-            source = sources.get(span["file"]) if span else None
-            out.append((message, None if source is None else Span(
-                source, span["line"], span["column"], span["end_line"], span["end_column"])))
-        return out
 
 
 def _span_data(span: Any) -> dict[str, Any] | None:

@@ -31,81 +31,26 @@ IR is emitted; every valid config computes the same product.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 
 from llvmlite import ir
 
 from ...dtypes import DType
+from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
+    CHUNKS,
+    KC,
+    MC,
+    NC,
+    PARALLEL_FLOPS,
+    GemmConfig,
+    current_config,
+    default_config,
+    use_config,
+)
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .runtime import offset_align, vector_load, vector_store
-from .target import host
 from .types import F32, F64, I1, I32, I64, PTR
-
-KC, MC = 256, 96
-#: columns of B per packed block (rounded down to a multiple of NR): KC x NC
-#: floats = 256 KiB, so a packed block stays in L2 while every row block of A
-#: streams past it (item "N blocking": at n = 2048 the whole packed K-slab was 2 MiB).
-NC = 256
-PARALLEL_FLOPS = 96 ** 3
-#: chunks per thread of a parallel gemm (parallel.py hands them out dynamically)
-CHUNKS = 2
-
-
-@dataclass(frozen=True)
-class GemmConfig:
-    """The register-blocking and cache-blocking parameters of ``loop.gemm``."""
-
-    mr: int = 6            #: rows of the micro-kernel (broadcast A elements)
-    nv: int = 2            #: vectors per micro-kernel row (NR = nv * lanes)
-    vector_bits: int = 256  #: 128, 256 or 512 (at most what the host has)
-    kc: int = KC           #: k block: the packed B panel is KC x NR
-    mc: int = MC           #: rows of A per cache block
-    unroll: int = 1        #: k-loop unroll of the micro-kernel (1, 2, 4, 8)
-
-    def check(self, host_bits: int) -> None:
-        """Raise ValueError when the config cannot be emitted on this host."""
-        if self.vector_bits not in (128, 256, 512) or self.vector_bits > host_bits:
-            raise ValueError(f"vector_bits {self.vector_bits} not in 128..{host_bits}")
-        if not (1 <= self.mr <= 16 and 1 <= self.nv <= 4 and self.unroll in (1, 2, 4, 8)):
-            raise ValueError(f"bad micro-kernel shape {self}")
-        if self.kc < 8 or self.mc < self.mr:
-            raise ValueError(f"bad cache blocks kc={self.kc} mc={self.mc}")
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    def label(self) -> str:
-        return (f"mr{self.mr}-nv{self.nv}-v{self.vector_bits}-kc{self.kc}-mc{self.mc}"
-                f"-u{self.unroll}")
-
-
-def default_config() -> GemmConfig:
-    """The hand-tuned defaults: 8 x 2 vectors with AVX-512, 6 x 2 with AVX2."""
-    bits = host().vector_bits
-    return GemmConfig(mr=8 if bits >= 512 else 6, nv=2, vector_bits=bits)
-
-
-_CONFIG: contextvars.ContextVar[GemmConfig | None] = contextvars.ContextVar("gemm_config", default=None)
-
-
-def current_config() -> GemmConfig:
-    return _CONFIG.get() or default_config()
-
-
-@contextlib.contextmanager
-def use_config(config: GemmConfig | None) -> Iterator[None]:
-    """Emit every gemm inside the block with ``config`` (None: the default)."""
-    if config is not None:
-        config.check(host().vector_bits)
-    token = _CONFIG.set(config)
-    try:
-        yield
-    finally:
-        _CONFIG.reset(token)
 
 
 def _i(v: int) -> ir.Constant:

@@ -48,7 +48,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from ...runtime.cache import OnceTable
-from .gemm import GemmConfig, current_config
+from .gemm_config import GemmConfig, current_config
 from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
 from .types import I1, I64, PTR
 

@@ -45,7 +45,6 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
-from ...loops.passes import MIN_PARALLEL_WORK
 from .types import I1, I32, I64, PTR
 
 
@@ -396,6 +395,8 @@ def worth_threads(b: ir.IRBuilder, work: ir.Value) -> ir.Value:
     """``i1``: whether ``work`` (scalar operations) pays for the thread hand-off."""
     if THREADS <= 1:
         return ir.Constant(I1, 0)
+    from ...loops.passes import MIN_PARALLEL_WORK  # lazy: the loop passes are heavy
+
     return b.icmp_signed(">=", work, _i(MIN_PARALLEL_WORK))
 
 
@@ -473,6 +474,8 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
     reaches ``MIN_PARALLEL_WORK``, else calls the outlined loop directly. The range
     is cut into ``THREADS`` to ``4 * THREADS`` chunks of at least half that work each,
     so a thread that starts late (a busy core) leaves its chunks to the others."""
+    from ...loops.passes import MIN_PARALLEL_WORK
+
     lo, hi, rest = flat[0], flat[1], flat[2:]
     with b.goto_block(alloca_block):
         ctx = b.alloca(I64, size=max(1, len(rest)))

@@ -1,0 +1,41 @@
+"""How to call a compiled entry (its argument slots and result plan), as stored
+beside the object code in the compile cache. Light on purpose: a warm process
+reads it without importing the code generator (issue 21)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...diagnostics import SourceFile, Span
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to call a compiled entry: argument slots and result plan (JSON-able)."""
+
+    symbol: str
+    messages: list[list[Any]]       #: per error code: [message, span as a dict or None]
+    in_dtypes: list[str]            #: storage dtype per input
+    results: list[list[Any]]        #: per result: [first slot, rank or -1, dtype]
+    n_slots: int                    #: inputs + result slots (at least one result slot)
+    libraries: list[dict[str, Any]] = field(default_factory=list)  #: library.py specs to load first
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Layout:
+        return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
+                      [list(r) for r in d["results"]], int(d["n_slots"]),
+                      [dict(s) for s in d.get("libraries", [])])
+
+    def errors(self, sources: dict[str, SourceFile]) -> list[tuple[str, Span | None]]:
+        """The runtime error messages with their spans rebuilt on ``sources`` (file
+        name -> source; a span whose file is not among them is dropped, the message kept)."""
+        out: list[tuple[str, Span | None]] = []
+        for message, span in self.messages:
+            source = sources.get(span["file"]) if span else None
+            out.append((message, None if source is None else Span(
+                source, span["line"], span["column"], span["end_line"], span["end_column"])))
+        return out

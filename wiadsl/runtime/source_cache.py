@@ -1,0 +1,155 @@
+"""The source-level compile cache (issue 21): a warm process skips the compiler.
+
+The per-specialization key (``cache_key.KeyParts``) is taken from the lowered IR,
+so finding it means parsing, checking and lowering the source. This layer keys
+on what that IR is a function of, readable without the compiler:
+
+- ``source_key(text, filename, target, options)``: SHA-256 of the source text, its
+  file name, the text of every file its ``import``s may resolve to (found by a
+  regex and the loader's search order, transitively), the target and its options,
+  the compiler version, and the host CPU and its features.
+- Under it, ``sources/<key>.json`` holds the kernels' signatures (written after a
+  successful compile), so ``jit`` builds its ``Module`` without parsing; and one
+  ``specs/<key>.json`` per (kernel, shapes, dtypes, tuning state) holds the
+  ``KeyParts`` components and the gemm config of that specialization, so the
+  first call finds the object code without lowering.
+
+Invariants:
+- Only what a successful compile produced is written; a hit reproduces exactly
+  what the slow path computes for the same inputs (every input is in the key).
+  The import regex may find more names than the parser would (``import`` in a
+  comment): extra files only make the key stricter.
+- Any damaged, unreadable or mismatched file is a miss (the slow path runs and
+  rewrites it); writes are atomic (``cache_store.atomic_write``) and a failed
+  write only costs the next process the slow path.
+- Nothing here imports the frontend, the passes or the code generators.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..dtypes import DTYPE_NAMES
+from ..resources import stdlib_dir
+from . import cache_store
+from .cache_key import sha256
+from .signature import KernelSignature, ParamSpec
+
+_IMPORT = re.compile(r"\bimport\s+([A-Za-z_]\w*)\s*;")
+FORMAT = 1
+
+
+def _is_file(filename: str) -> bool:
+    return not (filename.startswith("<") and filename.endswith(">"))
+
+
+def import_closure(text: str, filename: str) -> dict[str, str]:
+    """Path -> text of every file an ``import`` of ``text`` (transitively) may load,
+    and a ``missing:`` entry for each candidate path that does not exist (a file
+    that appears later changes what the loader picks, so it changes the key)."""
+    found: dict[str, str] = {}
+    todo = [(text, filename)]
+    while todo:
+        body, importer = todo.pop()
+        for name in dict.fromkeys(_IMPORT.findall(body)):
+            folders = [Path(importer).resolve().parent] if _is_file(importer) else []
+            for folder in [*folders, stdlib_dir()]:
+                path = folder / f"{name}.wia"
+                key = str(path.resolve()) if path.exists() else f"missing:{path}"
+                if key in found:
+                    break
+                if not path.is_file():
+                    found[key] = ""
+                    continue
+                found[key] = path.read_text(encoding="utf-8")
+                todo.append((found[key], key))
+                break  # the first existing candidate is the one the loader takes
+    return found
+
+
+def source_key(text: str, filename: str, target: str, options: dict[str, Any],
+               host: str) -> str | None:
+    """The key of compiling ``text`` for ``target``; None when an option has no stable
+    text form (an object: the slow path, uncached at this level)."""
+    from .cache_key import compiler_version
+
+    try:
+        opts = json.dumps(options, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+    try:
+        imports = import_closure(text, filename)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return sha256(json.dumps({"format": FORMAT, "text": text, "filename": filename,
+                              "imports": imports, "target": target, "options": opts,
+                              "version": compiler_version(), "host": host}, sort_keys=True))
+
+
+def _path(kind: str, key: str) -> Path:
+    return cache_store.root() / kind / key[:2] / f"{key}.json"
+
+
+def _read(kind: str, key: str) -> Any:
+    try:
+        return json.loads(_path(kind, key).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(kind: str, key: str, data: Any) -> None:
+    try:
+        cache_store.atomic_write(_path(kind, key), json.dumps(data, sort_keys=True).encode())
+    except OSError:
+        pass  # only the next process's start gets slower
+
+
+def _param(p: ParamSpec) -> list[Any]:
+    return [p.name, p.is_output, None if p.dtype is None else str(p.dtype),
+            None if p.dims is None else list(p.dims)]
+
+
+def _unparam(row: list[Any]) -> ParamSpec:
+    name, is_output, dtype, dims = row
+    return ParamSpec(str(name), bool(is_output), None if dtype is None else DTYPE_NAMES[dtype],
+                     None if dims is None else tuple(d if isinstance(d, str) else int(d)
+                                                     for d in dims))
+
+
+def store_signatures(key: str, signatures: Sequence[KernelSignature]) -> None:
+    _write("sources", key, {"kernels": [[s.name, [_param(p) for p in s.params]]
+                                        for s in signatures]})
+
+
+def load_signatures(key: str) -> list[KernelSignature] | None:
+    data = _read("sources", key)
+    try:
+        return [KernelSignature(str(name), tuple(_unparam(p) for p in params))
+                for name, params in data["kernels"]]
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def spec_key(source: str, kernel: str, shapes: Sequence[tuple[int, ...]],
+             dtypes: Sequence[Any], tuning: str) -> str:
+    """The key of one specialization of ``kernel`` under the source key ``source``;
+    ``tuning``: a fingerprint of the autotuner's records (they pick the gemm config)."""
+    return sha256(json.dumps([source, kernel, [list(s) for s in shapes],
+                              [str(d) for d in dtypes], tuning]))
+
+
+def store_spec(key: str, data: dict[str, Any]) -> None:
+    _write("specs", key, data)
+
+
+def load_spec(key: str) -> dict[str, Any] | None:
+    data = _read("specs", key)
+    return data if isinstance(data, dict) else None
+
+
+__all__ = ["import_closure", "load_signatures", "load_spec", "source_key", "spec_key",
+           "store_signatures", "store_spec"]
