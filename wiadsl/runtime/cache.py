@@ -52,6 +52,7 @@ from typing import Any, TypeVar
 
 from . import cache_store
 from .cache_key import KeyParts
+from .cache_limit import enforce, touch
 from .cache_log import Stages, log_compile, log_hit
 from .cache_store import CorruptEntry
 
@@ -243,6 +244,7 @@ def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, An
         return None
     if entry is None:
         return None
+    touch(cache_store.entry_path(key))  # used: the last to be evicted (cache_limit.py)
     if entry.meta.get("components") != parts.components():
         _damaged(parts.kernel, key, "its key components do not match the lookup")
         return None
@@ -266,6 +268,7 @@ def _store(key: str, meta: dict[str, Any], obj: bytes, stages: Stages) -> None:
     try:
         with stages.stage("store"):
             cache_store.write(key, meta, obj)
+            enforce()  # the size limit (WIADSL_CACHE_MAX): least recently used go first
         _count("stores")
     except OSError as exc:
         _count("store_errors")
@@ -281,6 +284,6 @@ __all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning", "cac
            "clear_memory", "disk_enabled", "get_or_compile"]
 
 
-from .cache_cli import cache_clear, cache_info, cache_why  # noqa: E402  (re-exported for the CLI)
+from .cache_cli import cache_clear, cache_info, cache_prune, cache_why  # noqa: E402  (for the CLI)
 
-__all__ += ["cache_clear", "cache_info", "cache_why"]
+__all__ += ["cache_clear", "cache_info", "cache_prune", "cache_why"]

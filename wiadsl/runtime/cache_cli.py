@@ -51,7 +51,8 @@ def cache_info() -> str:
     lines = [f"cache folder: {cache_store.cache_dir()}",
              f"entries: {len(good)} compiled kernels, {_size(sum(p.stat().st_size for p in files))} "
              f"on disk in {len(files)} files",
-             f"damaged entries: {len(entries) - len(good)} (recompiled when next used)"]
+             f"damaged entries: {len(entries) - len(good)} (recompiled when next used)",
+             f"size limit: {_limit_text()} (WIADSL_CACHE_MAX; least recently used evicted first)"]
     for name, count in sorted(per_kernel.items()):
         lines.append(f"  {name}: {count} specialization{'s' * (count != 1)}")
     sources = len(list((root / "sources").glob("*/*.json")))
@@ -75,6 +76,25 @@ def cache_clear() -> str:
     freed = sum(p.stat().st_size for p in files)
     shutil.rmtree(root, ignore_errors=True)
     return f"removed {len(files)} files ({_size(freed)}) from {cache_store.cache_dir()}"
+
+
+def _limit_text() -> str:
+    from .cache_limit import cache_limit
+
+    limit = cache_limit()
+    return _size(limit) if limit > 0 else "none"
+
+
+def cache_prune(size: str | None = None) -> str:
+    """Evict least recently used files down to ``size`` (else the configured limit)."""
+    from .cache_limit import cache_limit, parse_size, prune
+
+    limit = parse_size(size, "wiac cache prune SIZE") if size is not None else cache_limit()
+    if limit <= 0:
+        return "no size limit (WIADSL_CACHE_MAX=0): nothing pruned"
+    report = prune(limit, low_water=1.0)
+    return (f"removed {report.removed} files ({_size(report.freed)}); "
+            f"{_size(report.kept)} of compiled code kept, limit {_size(limit)}")
 
 
 def cache_why(kernel: str) -> str:

@@ -87,6 +87,9 @@ def _sources_digest() -> str:
     try:
         digest = memo.read_text()
         if len(digest) == 64:
+            from .cache_limit import touch
+
+            touch(memo)
             return digest
     except OSError:
         pass

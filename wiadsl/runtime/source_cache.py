@@ -37,6 +37,7 @@ from ..dtypes import DTYPE_NAMES
 from ..resources import stdlib_dir
 from . import cache_store
 from .cache_key import sha256
+from .cache_limit import touch
 from .signature import KernelSignature, ParamSpec
 
 _IMPORT = re.compile(r"\bimport\s+([A-Za-z_]\w*)\s*;")
@@ -95,10 +96,13 @@ def _path(kind: str, key: str) -> Path:
 
 
 def _read(kind: str, key: str) -> Any:
+    path = _path(kind, key)
     try:
-        return json.loads(_path(kind, key).read_bytes())
+        data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
+    touch(path)  # used: the last to be evicted (cache_limit.py)
+    return data
 
 
 def _write(kind: str, key: str, data: Any) -> None:

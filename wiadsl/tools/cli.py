@@ -6,7 +6,7 @@ Three commands share the program name:
     wiac [OPTIONS] FILE --run      run a kernel of FILE on .npy inputs
     wiac check [OPTIONS] FILE      run every kernel on every backend and compare
     wiac fuzz --seed S --count N   differential fuzzing of random well-typed programs
-    wiac cache info|clear|why K    the compile cache: contents, clearing, why K recompiled
+    wiac cache info|clear|prune|why K   the compile cache: contents, clearing, size, why K recompiled
     wiac --repl  (or no argument)  the interactive session
 
 Exit statuses are documented in ``errors.py`` (0 ok, 1 user error, 2 bad command
@@ -71,7 +71,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = UsageArgumentParser(
         prog="wiac", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
         usage="wiac [options] FILE\n       wiac check [options] FILE\n"
-              "       wiac fuzz [options]\n       wiac cache info|clear|why KERNEL\n"
+              "       wiac fuzz [options]\n       wiac cache info|clear|prune [SIZE]|why KERNEL\n"
               "       wiac --repl",
         description="Compile WIA DSL kernels: print any stage of the pipeline, write "
         "PTX, systolic assembly, LLVM IR or objects, run a kernel on .npy files, or "
@@ -297,17 +297,20 @@ def _print_remarks(job: CompileJob) -> None:
 
 
 def _cache_command(argv: list[str]) -> int:
-    """``wiac cache info | clear | why KERNEL``."""
-    from ..runtime.cache import cache_clear, cache_info, cache_why
+    """``wiac cache info | clear | prune [SIZE] | why KERNEL``."""
+    from ..runtime.cache import cache_clear, cache_info, cache_prune, cache_why
 
     if argv[:1] == ["info"] and len(argv) == 1:
         print(cache_info())
     elif argv[:1] == ["clear"] and len(argv) == 1:
         print(cache_clear())
+    elif argv[:1] == ["prune"] and len(argv) <= 2:
+        print(cache_prune(argv[1] if len(argv) == 2 else None))
     elif argv[:1] == ["why"] and len(argv) == 2:
         print(cache_why(argv[1]))
     else:
-        raise CommandLineError("usage: wiac cache info | wiac cache clear | wiac cache why KERNEL")
+        raise CommandLineError("usage: wiac cache info | wiac cache clear | "
+                               "wiac cache prune [SIZE] | wiac cache why KERNEL")
     return EXIT_OK
 
 
