@@ -189,6 +189,14 @@ def examples(rng: np.random.Generator) -> None:
     ref = lambda: np.maximum(x @ w1 + b1, 0) @ w2 + b2  # noqa: E731
     np.testing.assert_allclose(mlp.mlp_relu(x, w1, b1, w2, b2), ref(), rtol=1e-3, atol=1e-3)
     row("example mlp_relu 256x512x1024x256", *paired(lambda: mlp.mlp_relu(x, w1, b1, w2, b2), ref), "")
+    xg = x[:64].copy()  # the GELU MLP: 64x512 -> 1024 -> 256, nn.gelu (tanh form)
+
+    def np_gelu_mlp() -> np.ndarray:
+        h = xg @ w1 + b1
+        return (0.5 * h * (1 + np.tanh(np.float32(0.7978845608) * (h + np.float32(0.044715) * h ** 3)))) @ w2 + b2
+    np.testing.assert_allclose(mlp.mlp_gelu(xg, w1, b1, w2, b2), np_gelu_mlp(), rtol=1e-3, atol=1e-3)
+    row("example mlp_gelu 64x512x1024x256", *paired(lambda: mlp.mlp_gelu(xg, w1, b1, w2, b2),
+                                                    np_gelu_mlp), "")
     path = ROOT / "examples" / "attention.wia"
     att = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
     q, k, v = (rng.standard_normal((512, 64), np.float32) for _ in range(3))

@@ -68,10 +68,10 @@ VECTOR_DTYPES = frozenset({DType.BOOL, DType.I8, DType.I32, DType.I64, DType.F32
 
 _FLOAT_COMMON = frozenset({"add", "sub", "mul", "div", "rem", "pow", "max", "min", "neg", "abs",
                            "sqrt", "rsqrt", "relu", "sin", "cos", "floor", "ceil", "rint"})
-#: elementwise functions the CPU backend emits on vectors, per dtype (exp/tanh/sigmoid
-#: of f32 are inline polynomials; libm-only functions such as log and erf are left out)
+#: elementwise functions the CPU backend emits on vectors, per dtype (exp/tanh/sigmoid/erf
+#: of f32 are inline polynomials; libm-only functions such as log are left out)
 VECTOR_FNS: dict[DType, frozenset[str]] = {
-    DType.F32: _FLOAT_COMMON | {"exp", "tanh", "sigmoid"},
+    DType.F32: _FLOAT_COMMON | {"exp", "tanh", "sigmoid", "erf"},
     DType.F64: _FLOAT_COMMON,
     DType.I8: frozenset({"add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "relu",
                          "floor", "ceil", "rint", "and", "or", "not"}),

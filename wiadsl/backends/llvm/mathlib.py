@@ -3,7 +3,8 @@
 libm calls (``expf``...) are opaque to the loop vectorizer; NumPy's own exp is
 SIMD, so a scalar libm loop would lose to it. ``exp_f32`` and ``tanh_f32`` are
 Cephes' single-precision algorithms (range reduction + polynomial, about
-1 ulp), written with plain IR and intrinsics that have vector forms. Other
+1 ulp), ``erf_f32`` a rational approximation (at most 7 ulp), written with plain
+IR and intrinsics that have vector forms. Other
 functions use LLVM intrinsics or libm (f64 always libm: accuracy first).
 
 Vectors (``<8 x float>``): ``intrinsic`` names the vector overload
@@ -26,6 +27,15 @@ EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
             1.6666665459e-1, 5.0000001201e-1)
 TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
              -3.33332819422e-1)
+#: erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (outside, erf is +-1 in f32): the rational
+#: approximation Eigen and XLA use for float. Measured against math.erf on 2e6 points
+#: of [-5, 5] and 2e4 of [1e-30, 1]: at most 7 ulp, 4.3e-7 absolute (near |x| = 3.6,
+#: where erf is 1 - 3e-7); libm's erff is 1 ulp but a scalar call per element.
+ERF_NUM = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+           -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+           -1.60960333262415e-02)
+ERF_DEN = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+           -7.37332916720468e-03, -1.42647390514189e-02)
 
 
 def type_suffix(t: ir.Type) -> str:
@@ -104,8 +114,23 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered("<", ax, _f(0.625)), small, big)
 
 
+def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """erf for float (ERF_NUM / ERF_DEN); NaN-propagating clamp, so NaN stays NaN and
+    +-inf give +-1; -0.0 gives -0.0. ``x`` is a float or a vector of floats."""
+    t = x.type
+    xc = intrinsic(b, "minimum", [intrinsic(b, "maximum", [x, ir.Constant(t, -4.0)]),
+                                  ir.Constant(t, 4.0)])
+    z = b.fmul(xc, xc)
+    # x * (P / Q), not (x P) / Q: x P would be subnormal (imprecise) for tiny x
+    return b.fmul(xc, b.fdiv(_poly(b, z, ERF_NUM), _poly(b, z, ERF_DEN)))
+
+
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return exp_f32(b, x) if element(x.type) == F32 else libm(b, "exp", [x])
+
+
+def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return erf_f32(b, x) if element(x.type) == F32 else libm(b, "erf", [x])
 
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -37,13 +37,44 @@ def _frem(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered("==", r, zero), m.intrinsic(b, "copysign", [zero, y]), out)
 
 
+#: |n| up to which ``x ** n`` with a constant integer n is a product, not a libm call
+#: (``pow`` never vectorizes: the GELU tanh form's ``x ** 3`` was a scalar call per element)
+POW_BY_PRODUCT = 4
+
+
+def _constant_float(v: ir.Value) -> float | None:
+    """The value of a float constant, or of a vector constant with equal lanes."""
+    if not isinstance(v, ir.Constant):
+        return None
+    c = v.constant
+    if isinstance(c, (list, tuple)):
+        lanes = {e.constant if isinstance(e, ir.Constant) else e for e in c}
+        c = lanes.pop() if len(lanes) == 1 else None
+    return float(c) if isinstance(c, (int, float)) else None
+
+
+def _fpow(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
+    """``x ** y``: by multiplication for a small constant integer ``y`` (squares are
+    exact as pow's; x**3 and x**4 round twice, within an ulp of pow), else ``pow``."""
+    n = _constant_float(y)
+    if n is None or n != int(n) or abs(n) > POW_BY_PRODUCT:
+        return m.intrinsic(b, "pow", [x, y])
+    k = abs(int(n))
+    one = ir.Constant(x.type, 1.0)
+    if k == 0:
+        return one  # pow(x, 0) is 1 for every x, NaN included
+    square = b.fmul(x, x) if k >= 2 else x
+    product = {1: x, 2: square, 3: b.fmul(square, x), 4: b.fmul(square, square)}[k]
+    return product if n > 0 else b.fdiv(one, product)
+
+
 FLOAT: dict[str, Fn] = {
     "add": lambda b, x, y, r=False: b.fadd(x, y, flags=_flags(r)),
     "sub": lambda b, x, y, r=False: b.fsub(x, y, flags=_flags(False)),
     "mul": lambda b, x, y, r=False: b.fmul(x, y, flags=_flags(r)),
     "div": lambda b, x, y, r=False: b.fdiv(x, y),
     "rem": lambda b, x, y, r=False: _frem(b, x, y),
-    "pow": lambda b, x, y, r=False: m.intrinsic(b, "pow", [x, y]),
+    "pow": lambda b, x, y, r=False: _fpow(b, x, y),
     "max": lambda b, x, y, r=False: m.intrinsic(b, "maximum", [x, y]),
     "min": lambda b, x, y, r=False: m.intrinsic(b, "minimum", [x, y]),
     "neg": lambda b, x: b.fneg(x),
@@ -61,7 +92,7 @@ FLOAT: dict[str, Fn] = {
     "floor": lambda b, x: m.intrinsic(b, "floor", [x]),
     "ceil": lambda b, x: m.intrinsic(b, "ceil", [x]),
     "rint": lambda b, x: m.intrinsic(b, "rint", [x]),  # half to even (default FP env)
-    "erf": lambda b, x: m.libm(b, "erf", [x]),
+    "erf": m.erf,
 }
 
 
