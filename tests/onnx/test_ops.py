@@ -34,6 +34,8 @@ class OpCase:
     opset: int = 17
     out_type: int = TensorProto.FLOAT
     n_out: int = 1
+    #: per output, when they differ (Dropout's mask is bool)
+    out_types: tuple[int, ...] = ()
 
 
 @dataclass
@@ -118,6 +120,33 @@ CASES = [
     OpCase("reduce_max_all", "ReduceMax", [_r(2, 3, 4)], opset=18),
     OpCase("reduce_min", "ReduceMin", [_r(2, 3)], {"axes": [-1]}),
     OpCase("reduce_prod", "ReduceProd", [_r(2, 3, lo=0.5)], {"axes": [1]}),
+    # issue 18: activations and elementwise ops of real exports
+    *(OpCase(op.lower(), op, [_r(3, 4, lo=-4, hi=4)]) for op in
+      ("Sign", "Elu", "Celu", "Selu", "Softplus", "Softsign", "HardSwish", "ThresholdedRelu",
+       "Shrink")),
+    OpCase("elu_alpha", "Elu", [_r(3, 4, lo=-4, hi=4)], {"alpha": 0.5}),
+    OpCase("softplus_large", "Softplus", [np.array([-100.0, -20.0, 0.0, 20.0, 100.0], F32)]),
+    OpCase("round_half_even", "Round", [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.4, -2.6,
+                                                  8388609.0, 1e30, 0.49999997], F32)]),
+    OpCase("prelu_per_channel", "PRelu", [_r(2, 3, 4, 4), Const(np.array([0.1, 0.2, 0.3], F32)
+                                                               .reshape(3, 1, 1))]),
+    OpCase("mod_int", "Mod", [np.array([-7, 7, -8, 9, 0], np.int64), _i64(3, -3, 3, 4, 5)],
+           out_type=TensorProto.INT64),
+    OpCase("mod_int_fmod", "Mod", [np.array([-7, 7, -8, 9, 0], np.int64), _i64(3, -3, 3, 4, 5)],
+           {"fmod": 1}, out_type=TensorProto.INT64),
+    OpCase("dropout_inference_mask", "Dropout", [_r(3, 4), Const(np.array(0.5, F32)),
+                                                 Const(np.array(False))],
+           n_out=2, out_types=(TensorProto.FLOAT, TensorProto.BOOL)),
+    *(OpCase(op.lower(), op, [_r(2, 3, 4, lo=0.1)], {"keepdims": k}, opset=13)
+      for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+      for k in (0, 1)),
+    OpCase("reduce_log_sum_exp_big", "ReduceLogSumExp",
+           [np.array([[1e30, 1e30, -3.0], [-np.inf, -np.inf, -np.inf]], F32)], {"axes": [1]},
+           opset=13),
+    OpCase("argmax_last_index", "ArgMax", [np.array([[1, 3, 3, 0], [5, 5, 5, 5]], F32)],
+           {"axis": 1, "select_last_index": 1}, out_type=TensorProto.INT64),
+    OpCase("argmin_last_index", "ArgMin", [np.array([[1, 0, 3, 0], [5, 5, 5, 5]], F32)],
+           {"axis": 1, "keepdims": 0, "select_last_index": 1}, out_type=TensorProto.INT64),
     OpCase("argmax", "ArgMax", [_r(3, 5)], {"axis": 1, "keepdims": 0},
            out_type=TensorProto.INT64),
     OpCase("cast", "Cast", [_r(2, 3, lo=-5, hi=5)], {"to": TensorProto.INT32},
@@ -142,7 +171,8 @@ def _model(case: OpCase) -> tuple[Any, dict[str, np.ndarray]]:
     outs = [f"out{i}" for i in range(case.n_out)]
     node = helper.make_node(case.op, names, outs, name=f"the_{case.id}", **case.attrs)
     graph = helper.make_graph([node], case.id, inputs,
-                              [helper.make_tensor_value_info(o, case.out_type, None) for o in outs],
+                              [helper.make_tensor_value_info(o, t, None) for o, t in
+                               zip(outs, case.out_types or [case.out_type] * case.n_out)],
                               inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     model.ir_version = 8

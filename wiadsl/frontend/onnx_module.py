@@ -23,12 +23,12 @@ from ..runtime.jit import (
     DEFAULT_TARGET,
     KernelFunction,
     KernelResult,
+    LazySource,
     Module,
     kernel_docstring,
     python_signature,
 )
 from ..runtime.signature import KernelSignature, signature_of
-from .compile import compile_source
 from .onnx_import import ImportedModel
 
 
@@ -97,14 +97,14 @@ def compile_imported(imported: ImportedModel, target: str | None,
                      options: dict[str, Any]) -> OnnxModule:
     """Compile the imported source for ``target`` and bind its weights."""
     backend = get_backend(target or DEFAULT_TARGET)
-    compiled = compile_source(imported.source, f"<onnx:{imported.kernel}>")
-    (decl,) = compiled.kernels
+    source = LazySource(imported.source, f"<onnx:{imported.kernel}>")
+    (decl,) = source.compiled.kernels
     full = signature_of(decl)
     public = KernelSignature(full.name, tuple(p for p in full.params
                                               if p.name not in imported.weights))
     weights = tuple(np.ascontiguousarray(imported.weights[p.name]) for p in full.inputs
                     if p.name in imported.weights)
     aliases = {onnx: dsl for onnx, dsl in imported.inputs + imported.outputs if onnx != dsl}
-    kernel = OnnxKernel(compiled, full, backend, dict(options), public=public,
+    kernel = OnnxKernel(source, full, backend, dict(options), public=public,
                         weights=weights, aliases=aliases)
     return OnnxModule(kernel, imported)

@@ -101,13 +101,27 @@ def _unary(n: Node) -> list[Val]:
     return [n.out(template.format(n.ref(x, x.rank)), x.dtype, x.shape)]
 
 
-@op("Identity", "Dropout")
+@op("Identity")
 def _identity(n: Node) -> list[Val]:
-    if n.op == "Dropout" and len(n.proto.output) > 1 and n.proto.output[1]:
-        raise n.fail("the mask output of Dropout is not supported (inference only)")
-    if n.op == "Dropout" and n.attr("training_mode") is not None:
-        raise n.fail("training_mode is not supported (inference only)")
     return [n.x()]
+
+
+@op("Dropout")
+def _dropout(n: Node) -> list[Val]:
+    """Inference: the input as it is, and a mask of all true. ``training_mode`` is an
+    input since opset 12 (an attribute ``is_test`` before 7): only a constant false runs."""
+    x = n.x()
+    training = n.input(2, required=False) if n.opset >= 12 else None
+    if training is not None and (training.const is None or bool(np.any(training.const))):
+        raise n.fail("training_mode (input 2) must be a constant false: only inference "
+                     "dropout (the identity) is supported")
+    if n.opset < 7 and not n.attr("is_test", 0):
+        raise n.fail("is_test=0 (training) is not supported: only inference dropout")
+    outs = [x]
+    if len(n.proto.output) > 1 and n.proto.output[1]:
+        xr = n.ref(x)
+        outs.append(n.out(f"{xr} == {xr} || {xr} != {xr}", DType.BOOL, x.shape, 1))  # all true
+    return outs
 
 
 @op("Max", "Min", "Sum", "Mean")
@@ -157,6 +171,108 @@ def _clip(n: Node) -> list[Val]:
     if bounds[1] is not None:
         expr = f"min({expr}, {n.ref(bounds[1], x.rank)})"
     return [n.out(expr, x.dtype, x.shape)]
+
+
+def _unary_expr(n: Node, template: str, defaults: dict[str, float] | None = None) -> list[Val]:
+    """``template`` over the input ``{x}`` and float attributes (``{alpha}``...), in
+    the input's dtype."""
+    x = n.x()
+    values = {k: literal(float(n.attr(k, d)), x.dtype) for k, d in (defaults or {}).items()}
+    return [n.out(template.format(x=n.ref(x, x.rank), **values), x.dtype, x.shape)]
+
+
+@op("Sign")
+def _sign(n: Node) -> list[Val]:
+    one, zero = ("1", "0") if n.x().dtype.is_int else ("1.0", "0.0")
+    return _unary_expr(n, f"where({{x}} > {zero}, {one}, where({{x}} < {zero}, -{one}, {{x}} * {zero}))")
+
+
+@op("Elu")
+def _elu(n: Node) -> list[Val]:
+    return _unary_expr(n, "where({x} >= 0.0, {x}, {alpha} * (exp({x}) - 1.0))", {"alpha": 1.0})
+
+
+@op("Celu")
+def _celu(n: Node) -> list[Val]:
+    return _unary_expr(n, "max({x}, 0.0) + min({alpha} * (exp({x} / {alpha}) - 1.0), 0.0)",
+                       {"alpha": 1.0})
+
+
+@op("Selu")
+def _selu(n: Node) -> list[Val]:
+    return _unary_expr(n, "{gamma} * where({x} > 0.0, {x}, {alpha} * (exp({x}) - 1.0))",
+                       {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875})
+
+
+@op("Softplus")
+def _softplus(n: Node) -> list[Val]:
+    # log(1 + e^x) without overflow: x + log(1 + e^-x) for positive x
+    return _unary_expr(n, "where({x} > 0.0, {x} + log(1.0 + exp(-{x})), log(1.0 + exp({x})))")
+
+
+@op("Softsign")
+def _softsign(n: Node) -> list[Val]:
+    return _unary_expr(n, "{x} / (1.0 + abs({x}))")
+
+
+@op("HardSwish")
+def _hard_swish(n: Node) -> list[Val]:
+    return _unary_expr(n, "{x} * max(min({x} * 0.16666666666666666 + 0.5, 1.0), 0.0)")
+
+
+@op("ThresholdedRelu")
+def _thresholded_relu(n: Node) -> list[Val]:
+    return _unary_expr(n, "where({x} > {alpha}, {x}, 0.0)", {"alpha": 1.0})
+
+
+@op("Shrink")
+def _shrink(n: Node) -> list[Val]:
+    return _unary_expr(n, "where({x} < -{lambd}, {x} + {bias}, where({x} > {lambd}, {x} - {bias}, "
+                          "{x} * 0.0))", {"lambd": 0.5, "bias": 0.0})
+
+
+@op("Round")
+def _round(n: Node) -> list[Val]:
+    """Half to even, from floor: ``floor(x + 0.5)``, one less at an odd tie; values of
+    2^mantissa-bits and above are integers already (``x + 0.5`` would round there)."""
+    x = n.x()
+    big = literal(2.0 ** (10 if x.dtype is DType.F16 else 23 if x.dtype is DType.F32 else 52),
+                  x.dtype)
+    xr = n.ref(x)
+    r = n.em.bind(f"floor({xr} + 0.5)", x.dtype, x.shape, "up")
+    tie = f"{r.ref} - {xr} == 0.5 && {r.ref} % 2.0 != 0.0"
+    return [n.out(f"where(abs({xr}) >= {big}, {xr}, where({tie}, {r.ref} - 1.0, {r.ref}))",
+                  x.dtype, x.shape)]
+
+
+@op("PRelu")
+def _prelu(n: Node) -> list[Val]:
+    x, slope = n.x(0), n.x(1)
+    shape = checked(n, lambda: broadcast(x.shape, slope.shape))
+    if shape != x.shape:
+        raise n.fail(f"slope of shape {slope.shape} does not broadcast to the input's {x.shape}")
+    xr = n.ref(x, x.rank)
+    return [n.out(f"where({xr} < 0.0, {n.ref(slope, x.rank)} * {xr}, {xr})", x.dtype, x.shape)]
+
+
+@op("Mod")
+def _mod(n: Node) -> list[Val]:
+    """``fmod=0``: the sign of the divisor (``%``, np.remainder, exact); ``fmod=1``: the
+    sign of the dividend (C's fmod), from ``%``: exact for integers; floats refused,
+    as ``%``-then-correct would round."""
+    a, b = n.x(0), n.x(1)
+    shape = checked(n, lambda: broadcast(a.shape, b.shape))
+    r = len(shape)
+    fmod = int(n.attr("fmod", 0))
+    if fmod and not a.dtype.is_int:
+        raise n.fail("Mod with fmod=1 (C's fmod) of floats is not supported: fmod=0 "
+                     "(np.remainder) and integer Mod are")
+    rem = f"{n.ref(a, r)} % {n.ref(b, r)}"
+    if not fmod:
+        return [n.out(rem, a.dtype, shape)]
+    m = n.em.bind(rem, a.dtype, shape, "rem")
+    wrong_sign = f"{m.ref} != 0 && ({m.ref} < 0) != ({n.ref(a, r)} < 0)"
+    return [n.out(f"where({wrong_sign}, {m.ref} - {n.ref(b, r)}, {m.ref})", a.dtype, shape)]
 
 
 @op("HardSigmoid")

@@ -201,9 +201,56 @@ def _slice(n: Node) -> list[Val]:
     return [n.out(f"{n.ref(x)}[{', '.join(items)}]", x.dtype, tuple(shape))]
 
 
-_REDUCE = {"ReduceSum": ("reduce_sum", 13), "ReduceMean": ("reduce_mean", 18),
-           "ReduceMax": ("reduce_max", 18), "ReduceMin": ("reduce_min", 18),
-           "ReduceProd": ("reduce_prod", 18)}
+#: ONNX op: (the reduction as a template over {x} and {args}, the opset from which
+#: axes are an input instead of an attribute)
+_REDUCE = {"ReduceSum": ("reduce_sum({x}{args})", 13),
+           "ReduceMean": ("reduce_mean({x}{args})", 18),
+           "ReduceMax": ("reduce_max({x}{args})", 18), "ReduceMin": ("reduce_min({x}{args})", 18),
+           "ReduceProd": ("reduce_prod({x}{args})", 18),
+           "ReduceSumSquare": ("reduce_sum({x} * {x}{args})", 18),
+           "ReduceL1": ("reduce_sum(abs({x}){args})", 18),
+           "ReduceL2": ("sqrt(reduce_sum({x} * {x}{args}))", 18),
+           "ReduceLogSum": ("log(reduce_sum({x}{args}))", 18)}
+
+
+#: what each reduction gives over an empty set (the spec's identities): None for the
+#: type's lowest value (max) and highest (min), -inf/+inf for floats
+_EMPTY = {"ReduceSum": 0, "ReduceMean": np.nan, "ReduceMax": None, "ReduceMin": None,
+          "ReduceProd": 1, "ReduceSumSquare": 0, "ReduceL1": 0, "ReduceL2": 0,
+          "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf}
+
+
+def _reduction_axes(n: Node, x: Val, since: int) -> list[int] | None:
+    """The reduced axes (every axis by default); None: a no-op (empty ``axes`` with
+    ``noop_with_empty_axes``)."""
+    axes = _axes(n, x.rank, since)
+    if not axes:
+        if axes is not None and n.attr("noop_with_empty_axes", 0):
+            return None
+        axes = list(range(x.rank))
+    return axes
+
+
+def _empty_reduction(n: Node, x: Val, axes: list[int], keep: bool) -> Val | None:
+    """The constant result when a reduced axis is statically empty (NumPy raises for
+    max/min there; ONNX defines every reduction's value)."""
+    if not any(x.shape[a] == Dim(0) for a in axes):
+        return None
+    kept = [Dim(1) if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
+    if not is_static(tuple(kept)):
+        raise n.fail("a reduction over an empty axis with symbolic dims elsewhere")
+    value = _EMPTY[n.op]
+    if value is None:  # max: the type's lowest value, min: its highest
+        lowest = n.op == "ReduceMax"
+        if x.dtype is DType.BOOL:
+            value = not lowest
+        elif x.dtype.is_int:
+            info = np.iinfo(x.dtype.numpy)
+            value = info.min if lowest else info.max
+        else:
+            value = -np.inf if lowest else np.inf
+    array = np.full([d.value for d in kept], value, dtype=x.dtype.numpy)
+    return const_val(array, x.dtype)
 
 
 @op(*_REDUCE)
@@ -211,28 +258,56 @@ def _reduce(n: Node) -> list[Val]:
     fn, since = _REDUCE[n.op]
     x = n.x()
     keep = bool(n.attr("keepdims", 1))
-    axes = _axes(n, x.rank, since)
-    if not axes:
-        if axes is not None and n.attr("noop_with_empty_axes", 0):
-            return [x]
-        axes = list(range(x.rank))
+    axes = _reduction_axes(n, x, since)
+    if axes is None:
+        return [x]
+    empty = _empty_reduction(n, x, axes, keep)
+    if empty is not None:
+        return [empty]
     shape = tuple(Dim(1) if i in axes else d for i, d in enumerate(x.shape)
                   if keep or i not in axes)
     flags = ", keepdims=true" if keep else ""
-    return [n.out(f"{fn}({n.ref(x)}, axis={axes}{flags})", x.dtype, shape)]
+    return [n.out(fn.format(x=n.ref(x), args=f", axis={axes}{flags}"), x.dtype, shape)]
+
+
+@op("ReduceLogSumExp")
+def _reduce_log_sum_exp(n: Node) -> list[Val]:
+    """log(sum(exp(x))) with the maximum taken out first, so it does not overflow."""
+    x = n.x()
+    keep = bool(n.attr("keepdims", 1))
+    axes = _reduction_axes(n, x, 18)
+    if axes is None:
+        return [x]
+    empty = _empty_reduction(n, x, axes, keep)
+    if empty is not None:
+        return [empty]
+    kept = tuple(Dim(1) if i in axes else d for i, d in enumerate(x.shape))
+    xr = n.ref(x)
+    m = n.em.bind(f"reduce_max({xr}, axis={axes}, keepdims=true)", x.dtype, kept, "max")
+    # an infinite (or NaN) maximum shifts by 0: x - inf would be NaN for -inf slices
+    safe = n.em.bind(f"where({m.ref} - {m.ref} != 0.0, 0.0, {m.ref})", x.dtype, kept, "shift")
+    lse = f"log(reduce_sum(exp({xr} - {safe.ref}), axis={axes}, keepdims=true)) + {safe.ref}"
+    if keep:
+        return [n.out(lse, x.dtype, kept)]
+    shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    return [n.out(f"reshape({lse}, [{', '.join(d.text() for d in shape)}])", x.dtype, shape)]
 
 
 @op("ArgMax", "ArgMin")
 def _arg(n: Node) -> list[Val]:
     x = n.x()
-    if n.attr("select_last_index", 0):
-        raise n.fail("select_last_index=1 is not supported")
     axis = n.axis(int(n.attr("axis", 0)), x.rank)
     keep = bool(n.attr("keepdims", 1))
     shape = tuple(Dim(1) if i == axis else d for i, d in enumerate(x.shape)
                   if keep or i != axis)
     flags = ", keepdims=true" if keep else ""
-    return [n.out(f"{n.op.lower()}({n.ref(x)}, axis={axis}{flags})", DType.I64, shape)]
+    fn = n.op.lower()
+    if n.attr("select_last_index", 0):
+        # the last index of the extreme: the first one of the reversed axis, mirrored
+        flipped = ", ".join("::-1" if i == axis else ":" for i in range(x.rank))
+        expr = f"dim({n.ref(x)}, {axis}) - 1 - {fn}({n.ref(x)}[{flipped}], axis={axis}{flags})"
+        return [n.out(expr, DType.I64, shape)]
+    return [n.out(f"{fn}({n.ref(x)}, axis={axis}{flags})", DType.I64, shape)]
 
 
 @op("Cast")
