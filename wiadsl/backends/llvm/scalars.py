@@ -57,7 +57,7 @@ def _fpow(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
     """``x ** y``: by multiplication for a small constant integer ``y`` (squares are
     exact as pow's; x**3 and x**4 round twice, within an ulp of pow), else ``pow``."""
     n = _constant_float(y)
-    if n is None or n != int(n) or abs(n) > POW_BY_PRODUCT:
+    if n is None or not n.is_integer() or abs(n) > POW_BY_PRODUCT:  # inf, NaN: not integers
         return m.intrinsic(b, "pow", [x, y])
     k = abs(int(n))
     one = ir.Constant(x.type, 1.0)
