@@ -202,7 +202,7 @@ class KernelFunction:
                        for i in generic_at}
             compile_lazily = getattr(self.backend, "compile_lazily", None)
             if self.source_key is not None and not generic and compile_lazily is not None:
-                # the IR only if the source-level cache misses (backend.py: LazyBackend)
+                # the IR only if the source-level cache misses (the CPU backend's compile_lazily)
                 compiled = compile_lazily(self.ir_for, self.name, self.options, self.source_key,
                                           self.signature, self.source.files)
             else:

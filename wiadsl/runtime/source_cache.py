@@ -60,7 +60,8 @@ def import_closure(text: str, filename: str) -> dict[str, str]:
             folders = [Path(importer).resolve().parent] if _is_file(importer) else []
             for folder in [*folders, stdlib_dir()]:
                 path = folder / f"{name}.wia"
-                key = str(path.resolve()) if path.exists() else f"missing:{path}"
+                # the name the loader gives the file (spans of runtime errors use it)
+                key = str(path) if path.exists() else f"missing:{path}"
                 if key in found:
                     break
                 if not path.is_file():
