@@ -109,3 +109,20 @@ def wiac_in_cache(cache_dir):
         assert "Traceback" not in proc.stderr
         return proc
     return run
+
+
+def test_a_store_walks_the_folder_only_when_the_limit_may_be_reached(cache_dir, monkeypatch):
+    from wiadsl.runtime import cache_limit
+
+    walks = []
+    real = cache_limit._evictable
+    monkeypatch.setattr(cache_limit, "_evictable", lambda: walks.append(1) or real())
+    monkeypatch.setenv("WIADSL_CACHE_MAX", "100M")
+    for k in range(1, 5):
+        _call(k)
+    assert len(walks) == 1  # the first store; the others fit in the allowance
+    limit = _used_bytes() + 1
+    monkeypatch.setenv("WIADSL_CACHE_MAX", str(limit))  # a new limit: walked again
+    _call(5)
+    _call(6)
+    assert len(walks) >= 2 and _used_bytes() <= limit

@@ -267,8 +267,8 @@ def _damaged(kernel: str, key: str, why: str) -> None:
 def _store(key: str, meta: dict[str, Any], obj: bytes, stages: Stages) -> None:
     try:
         with stages.stage("store"):
-            cache_store.write(key, meta, obj)
-            enforce()  # the size limit (WIADSL_CACHE_MAX): least recently used go first
+            path = cache_store.write(key, meta, obj)
+            enforce(path.stat().st_size)  # the size limit (WIADSL_CACHE_MAX): LRU goes first
         _count("stores")
     except OSError as exc:
         _count("store_errors")

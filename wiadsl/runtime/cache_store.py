@@ -92,15 +92,18 @@ def decode(key: str, data: bytes) -> Entry:
     return Entry(key, meta, payload[4 + meta_len:])
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename (see invariants)."""
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename (see invariants);
+    ``durable=False`` skips the fsync (small index files: after a crash one may be
+    empty, which reads as damaged, a miss)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with _quiet():

@@ -37,7 +37,7 @@ from ..dtypes import DTYPE_NAMES
 from ..resources import stdlib_dir
 from . import cache_store
 from .cache_key import sha256
-from .cache_limit import touch
+from .cache_limit import enforce, touch
 from .signature import KernelSignature, ParamSpec
 
 _IMPORT = re.compile(r"\bimport\s+([A-Za-z_]\w*)\s*;")
@@ -107,10 +107,13 @@ def _read(kind: str, key: str) -> Any:
 
 
 def _write(kind: str, key: str, data: Any) -> None:
+    raw = json.dumps(data, sort_keys=True).encode()
     try:
-        cache_store.atomic_write(_path(kind, key), json.dumps(data, sort_keys=True).encode())
+        # an index file: losing one costs a recompile, so no fsync
+        cache_store.atomic_write(_path(kind, key), raw, durable=False)
     except OSError:
-        pass  # only the next process's start gets slower
+        return  # only the next process's start gets slower
+    enforce(len(raw))
 
 
 def _param(p: ParamSpec) -> list[Any]:
