@@ -20,6 +20,7 @@ pointer writes and one native call, and no argument reaches native code unchecke
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import os
 from collections.abc import Callable, Sequence
@@ -372,9 +373,10 @@ class LazySource:
             self._compiled = compile_source(self.text, self.filename)
         return self._compiled
 
-    @property
+    @functools.cached_property
     def files(self) -> dict[str, str]:
-        """Name -> text of the source and every file it may import (error spans)."""
+        """Name -> text of the source and every file it may import (error spans); read
+        once, not once per specialization."""
         from .source_cache import import_closure
 
         return {self.filename: self.text, **import_closure(self.text, self.filename)}
