@@ -22,9 +22,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lark import Token
@@ -32,6 +29,7 @@ from lark import Token
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from .ast import BinOp, Program, child_fields
 from .ast_builder import AstBuilder
+from .gcpause import no_cyclic_gc
 from .lalr import LalrParser
 from .tokens import (
     MAX_DEPTH,
@@ -57,7 +55,7 @@ _TRACKED = _DECL_KEYWORDS | {"LBRACE", "RBRACE", "SEMICOLON"}
 def parse_source(text: str, filename: str = "<string>") -> Program:
     """Parse one source file. Raises ``WiaSyntaxError`` or ``WiaErrors``."""
     source = SourceFile(filename, text)
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         cleaned, errors = prescan(source)
         tokens = lex(source, cleaned, errors)
         builder = AstBuilder(source)
@@ -72,25 +70,6 @@ def parse_source(text: str, filename: str = "<string>") -> Program:
     raise_all(errors[:MAX_ERRORS])
     assert program is not None
     return program
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cycle collector while parsing.
-
-    A parse allocates millions of tokens and nodes, none in a cycle, that
-    stay alive until the end: each full collection rescans all of them, about a
-    fifth of the time for a large file. Reference counting still frees what the
-    parse drops; a caller that had disabled the collector keeps it disabled.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def parse_bytes(data: bytes, filename: str = "<string>") -> Program:

@@ -26,6 +26,7 @@ from . import typerules as tr
 from .builtins import Operand, Static, Sym
 from .checkctx import BodyCtx
 from .checkstmt import StmtChecker
+from .gcpause import no_cyclic_gc
 from .kernelcheck import KernelTyping, ParamInfo, bind_call, check_kernel, declared_params
 from .loader import MAIN_MODULE, LoadedProgram
 from .scope import Env, FuncKey, ModuleScope, build_scopes, find_recursion
@@ -213,15 +214,16 @@ def _numpy_value(op: Operand) -> object:
 
 def check(loaded: LoadedProgram) -> CheckedProgram:
     """Check the whole program; raise every error found (``WiaErrors`` for several)."""
-    checker = Checker(loaded)
-    consts = checker.const_values()
-    checker.check_funcs_generically()
-    kernels: dict[str, KernelTyping] = {}
-    for scope in checker.scopes.values():
-        for kernel in scope.kernels.values():
-            typing = check_kernel(checker, scope, kernel, declared_params(kernel))
-            if scope.name == MAIN_MODULE:
-                kernels[kernel.name] = typing
+    with no_cyclic_gc():
+        checker = Checker(loaded)
+        consts = checker.const_values()
+        checker.check_funcs_generically()
+        kernels: dict[str, KernelTyping] = {}
+        for scope in checker.scopes.values():
+            for kernel in scope.kernels.values():
+                typing = check_kernel(checker, scope, kernel, declared_params(kernel))
+                if scope.name == MAIN_MODULE:
+                    kernels[kernel.name] = typing
     raise_all(checker.errors)
     return CheckedProgram(loaded, checker.scopes, kernels, consts, checker.defaults)
 
