@@ -35,7 +35,7 @@ from ..expr import (
     Stage,
     TensorArg,
 )
-from .values import HostScalar, Lazy, View
+from .values import HostScalar, Lazy, View, broadcast_shapes
 
 if TYPE_CHECKING:
     from .products import PlannerBase
@@ -72,6 +72,8 @@ class SpecBuilder:
         self.planner, self.spec = planner, spec
         self.memo: dict[tuple[int, tuple[int, ...]], Node] = {}
         self.allow_acc = allow_acc
+        #: (id of a lazy fused_reduce, amap) -> the nodes of its results in this kernel
+        self.fused: dict[tuple[int, tuple[int, ...]], list[Node]] = {}
         self.acc_op: Operation | None = None
         self.n_inner: int | None = None if spec.n_outer == len(spec.domain) else (
             len(spec.domain) - spec.n_outer)
@@ -94,6 +96,10 @@ class SpecBuilder:
             stage = self.try_stage(op, amap)
             if stage is not None:
                 return stage
+        elif op.name == "tensor.fused_reduce":
+            nodes = self.try_fused_stages(op, amap)
+            if nodes is not None:
+                return nodes[next(i for i, r in enumerate(op.results) if r is value)]
         elif op.name in ("tensor.matmul", "tensor.fused_matmul") and self.allow_acc \
                 and self.acc_op is None:
             self.acc_op = op
@@ -131,28 +137,57 @@ class SpecBuilder:
 
     def try_stage(self, op: Operation, amap: tuple[int, ...]) -> Node | None:
         """``op`` as a Stage of this row kernel, or None when it does not fit the domain."""
-        if not op.attributes.get("keepdims") or self.acc_op is not None or self.allow_acc:
-            return None
         src = op.operands[0]
+        if not self.fits_row(op, self.planner.shape(src), amap):
+            return None
+        expr = self.node(src, amap)
+        return self.add_stage(op, REDUCE_KIND[op.name], expr, value_dtype(op.results[0]))  # type: ignore[arg-type]
+
+    def try_fused_stages(self, op: Operation, amap: tuple[int, ...]) -> list[Node] | None:
+        """Every result of a keepdims ``tensor.fused_reduce`` as nodes of this row kernel:
+        its reductions as Stages, its epilogue results as the epilogue body applied to the
+        operands and those Stages (the form ``fuse`` gives softmax and layer_norm at -O2);
+        None when it does not fit the domain (it is then materialized and loaded)."""
+        key = (id(op), amap)
+        if key in self.fused:
+            return self.fused[key]
+        shapes = [self.planner.shape(v) for v in op.operands if isinstance(v.type, TensorType)]
+        if not self.fits_row(op, broadcast_shapes(shapes), amap):
+            return None
+        args = [self.operand(op, i, amap) for i in range(len(op.operands))]
+        values = expand_body(op.regions[0].blocks[0], args)
+        kinds = op.kinds()  # type: ignore[attr-defined]
+        nodes = [self.add_stage(op, kind, v, value_dtype(r))  # type: ignore[arg-type]
+                 for kind, v, r in zip(kinds, values, op.results, strict=False)]
+        if len(op.regions) == 2:
+            nodes += expand_body(op.regions[1].blocks[0], args + nodes)
+        self.fused[key] = nodes
+        return nodes
+
+    def fits_row(self, op: Operation, src: tuple, amap: tuple[int, ...]) -> bool:
+        """Whether keepdims reduction ``op`` of a ``src``-shaped value reduces exactly this
+        kernel's column axes (fixing them on first use: the kernel becomes a row kernel)."""
+        if not op.attributes.get("keepdims") or self.acc_op is not None or self.allow_acc:
+            return False
         rank = len(self.spec.domain)
         axes = sorted(a % rank for a in op.attributes["axes"])
-        if amap != tuple(range(rank)) or self.planner.shape(src) != self.spec.domain:
-            return None
+        if amap != tuple(range(rank)) or src != self.spec.domain:
+            return False
         k = len(axes)
         if axes != list(range(rank - k, rank)) or (self.n_inner not in (None, k)):
-            return None
+            return False
         if self.n_inner is None:
             self.n_inner = k
             self.spec.n_outer = rank - k
-        expr = self.node(src, amap)
-        kind = REDUCE_KIND[op.name]
+        return True
+
+    def add_stage(self, op: Operation, kind: str, expr: Node, dtype: DType) -> Node:
         if kind in ("max", "min"):  # as OpsPlanner.reduce: no value over zero elements
-            shape = self.planner.shape(src)
-            count = " * ".join(f"({shape[a]})" for a in axes) or "1"
+            shape = self.spec.domain
+            count = " * ".join(f"({shape[a]})" for a in range(self.spec.n_outer, len(shape))) or "1"
             self.planner.check(f"{count} > 0", f"'{op.name}' of an empty tensor")
-        dtype = value_dtype(op.results[0])
-        self.spec.stages.append(ReduceStage(kind, expr, dtype))  # type: ignore[arg-type]
-        return Stage(dtype, len(self.spec.stages) - 1)  # type: ignore[arg-type]
+        self.spec.stages.append(ReduceStage(kind, expr, dtype))
+        return Stage(dtype, len(self.spec.stages) - 1)
 
 
 def scalar_op_node(fn: str, dtype: DType | None, args: list[Node], attrs: dict) -> Node:

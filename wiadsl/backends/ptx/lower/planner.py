@@ -29,7 +29,7 @@ from ..kernels.elementwise import EmittedKernel
 from ..symbolic import Sym, call, evaluate
 from .fuse import REDUCE_KIND, is_elementwise, value_dtype
 from .ops_plan import OpsMixin
-from .values import HostScalar, Lazy, View, dense_view, numel
+from .values import HostScalar, Lazy, View, broadcast_shapes, dense_view, numel
 
 VIEW_OPS = ("tensor.transpose", "tensor.reshape", "tensor.broadcast_to", "tensor.extract_slice")
 
@@ -248,6 +248,9 @@ class Planner(OpsMixin):
             self.env[id(op.results[0])] = self.view_op(op)
         elif self.fusible(op):
             self.env[id(op.results[0])] = Lazy(op, self.result_shape(op))
+        elif self.fusible_rows(op):
+            for r, shape in zip(op.results, self.fused_reduce_shapes(op), strict=True):
+                self.env[id(r)] = Lazy(op, shape)
         else:
             for r, view in zip(op.results, self.compute(op), strict=True):
                 self.env[id(r)] = view
@@ -265,13 +268,31 @@ class Planner(OpsMixin):
         if op.name in ("tensor.matmul", "tensor.fused_matmul"):
             return len(r.uses) == 1 and is_elementwise(users[0]) and \
                 users[0].results[0].type.rank == r.type.rank and self.epilogue_ok(op)  # type: ignore[union-attr]
-        consumers_ok = all(is_elementwise(u) or (u.name in REDUCE_KIND and
-                                                 not u.name.startswith("tensor.arg"))
-                           for u in users)
+        consumers_ok = all(_fuses_operands(u) for u in users)
         if op.name in REDUCE_KIND:
             return consumers_ok and bool(op.attributes.get("keepdims")) \
                 and not op.name.startswith("tensor.arg")
         return consumers_ok and is_elementwise(op)
+
+    def fusible_rows(self, op: Operation) -> bool:
+        """Whether a keepdims ``tensor.fused_reduce`` (reductions + epilogue, what -O2's
+        ``fuse`` makes of softmax and layer_norm) can stay lazy: its reductions become
+        stages and its epilogue results expressions of the row kernel of whatever consumes
+        them, as the unfused ops would (``SpecBuilder.try_fused_stages``)."""
+        if op.name != "tensor.fused_reduce" or not op.attributes.get("keepdims"):
+            return False
+        if any(k.startswith("arg") for k in op.kinds()):  # type: ignore[attr-defined]
+            return False
+        users = [u for r in op.results for u in r.users]
+        return bool(users) and all(u.parent is op.parent and not u.is_terminator
+                                   and _fuses_operands(u) for u in users)
+
+    def fused_reduce_shapes(self, op: Operation) -> list[tuple[Sym, ...]]:
+        """The symbolic shape of each result of a fused_reduce: reductions, then epilogue."""
+        n = len(op.kinds())  # type: ignore[attr-defined]
+        full = broadcast_shapes([self.shape(v) for v in op.operands
+                                 if isinstance(v.type, TensorType)], self.unify)
+        return [self.shape_of_result(op, r) if i < n else full for i, r in enumerate(op.results)]
 
     def plan_terminator(self, op: Operation) -> None:
         if op.name == "func.return":
@@ -350,6 +371,13 @@ class Planner(OpsMixin):
         self.steps.append({"op": "read", "dst": name, "buffer": buffer, "index": index,
                            "dtype": str(dtype)})
         return HostScalar(name, dtype)
+
+
+def _fuses_operands(op: Operation) -> bool:
+    """Whether ``op``'s kernel computes a lazy operand in place (elementwise ops and
+    reductions, fused or not; arg reductions load theirs)."""
+    return is_elementwise(op) or op.name == "tensor.fused_reduce" or \
+        (op.name in REDUCE_KIND and not op.name.startswith("tensor.arg"))
 
 
 def widening(src: DType | None, dst: DType | None) -> bool:
