@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .isa import isa_version
+from .options import CodegenOptions, current
 
 REG_PREFIX = {"pred": "%p", "b16": "%h", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
 
@@ -42,6 +43,8 @@ class KernelBuilder:
     max_threads: int | None = None
     #: module-scope declarations this kernel uses (a ``.const`` table), by name
     module_decls: dict[str, str] = field(default_factory=dict)
+    #: the options of the plan this kernel belongs to (``options.using``)
+    options: CodegenOptions = field(default_factory=current)
 
     # ------------------------------------------------------------------ registers
     def reg(self, cls: str) -> str:

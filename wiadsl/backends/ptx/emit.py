@@ -18,6 +18,7 @@ from .builder import KernelBuilder, module_text
 from .isa import DEFAULT_ARCH, isa_version
 from .lower.inline import inlined_kernel
 from .lower.planner import Planner
+from .options import CodegenOptions, using
 
 PLAN_FORMAT = "wiadsl-ptx-plan/1"
 MODULE_FORMAT = "wiadsl-ptx-module/1"  # one plan per kernel of a multi-kernel module
@@ -50,9 +51,19 @@ class DevicePlan:
 
 
 def plan_kernel(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
-                shapes: dict[str, tuple[int | None, ...]] | None = None) -> DevicePlan:
-    """Plan ``kernel``; ``shapes`` fixes input extents by name (None: that axis stays symbolic)."""
+                shapes: dict[str, tuple[int | None, ...]] | None = None,
+                fast_math: bool = False) -> DevicePlan:
+    """Plan ``kernel``; ``shapes`` fixes input extents by name (None: that axis stays
+    symbolic); ``fast_math``: raw ``.approx.ftz`` transcendentals (``options``)."""
     isa_version(arch)  # validates arch before any work
+    if not isinstance(fast_math, bool):
+        raise WiaUsageError(f"fast_math must be True or False, got {fast_math!r}")
+    with using(CodegenOptions(fast_math=fast_math)):
+        return _plan(module, kernel, arch, shapes)
+
+
+def _plan(module: ModuleOp, kernel: str, arch: str,
+          shapes: dict[str, tuple[int | None, ...]] | None) -> DevicePlan:
     func = inlined_kernel(module, kernel)
     aliases: dict[str, str] = {}
     for _ in range(MAX_UNIFY_ROUNDS):  # re-plan until equal input dims share one symbol
@@ -70,20 +81,23 @@ def plan_kernel(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
 
 
 def emit_ptx(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
-             shapes: dict[str, tuple[int | None, ...]] | None = None) -> tuple[str, dict[str, Any]]:
+             shapes: dict[str, tuple[int | None, ...]] | None = None,
+             fast_math: bool = False) -> tuple[str, dict[str, Any]]:
     """PTX text and launch plan for ``kernel``; ``shapes`` fixes input extents by name."""
-    planned = plan_kernel(module, kernel, arch, shapes)
-    comment = f"wiadsl PTX for kernel '{kernel}' ({len(planned.builders)} device kernels)"
+    planned = plan_kernel(module, kernel, arch, shapes, fast_math)
+    comment = (f"wiadsl PTX for kernel '{kernel}' ({len(planned.builders)} device kernels"
+               f"{', fast math' if fast_math else ''})")
     return module_text(planned.builders, arch, comment), planned.plan
 
 
 def emit_ptx_module(module: ModuleOp, kernels: dict[str, dict[str, tuple[int | None, ...]] | None],
-                    arch: str = DEFAULT_ARCH) -> tuple[str, dict[str, Any]]:
+                    arch: str = DEFAULT_ARCH, fast_math: bool = False) -> tuple[str, dict[str, Any]]:
     """One PTX module holding the device entries of every kernel in ``kernels`` (name ->
     its input shapes, as for ``emit_ptx``), as nvcc puts every ``__global__`` of a file in
     one module, and one plan file: ``{"format": MODULE_FORMAT, "arch", "order": [kernels
     in declaration order], "plans": {kernel: plan}}``. Entry names already start with their kernel's name (``attn_k1_row``)."""
-    planned = {name: plan_kernel(module, name, arch, shapes) for name, shapes in kernels.items()}
+    planned = {name: plan_kernel(module, name, arch, shapes, fast_math)
+               for name, shapes in kernels.items()}
     builders = [b for p in planned.values() for b in p.builders]
     owners: dict[str, str] = {}
     for name, p in planned.items():

@@ -1,0 +1,45 @@
+"""Code-generation options of the PTX backend, scoped to one ``plan_kernel`` call.
+
+``emit_ptx(..., fast_math=True)`` (``wiadsl.jit(..., target="cuda", fast_math=True)``)
+plans a kernel inside ``using(CodegenOptions(fast_math=True))``; every ``KernelBuilder``
+created meanwhile copies the options, so the kernel emitters (spread over several
+modules) see them without a flag threaded through every spec.
+
+Invariants:
+- Outside ``using`` the options are the defaults (accurate math, no ``.ftz``).
+- ``fast_math``: transcendentals are the raw ``ex2/lg2.approx.ftz`` forms (CUDA's
+  ``__expf``/``__logf``: a few ulp near 0, subnormal inputs and results flushed to 0);
+  without it they are accurate to ~1 ulp through the subnormal range up to the overflow
+  thresholds and no instruction carries ``.ftz``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Options that change the instructions of a kernel (not its plan)."""
+
+    fast_math: bool = False
+
+
+_CURRENT: ContextVar[CodegenOptions | None] = ContextVar("ptx_codegen_options", default=None)
+
+
+def current() -> CodegenOptions:
+    """The options of the kernel being planned now (defaults outside ``using``)."""
+    return _CURRENT.get() or CodegenOptions()
+
+
+@contextmanager
+def using(options: CodegenOptions) -> Iterator[None]:
+    token = _CURRENT.set(options)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
