@@ -43,8 +43,8 @@ def test_round_trip(kernel, dataflow):
 def test_listing_says_where_ops_run():
     text = emit_sasm(_ir("mlp"), "mlp", array=(8, 8), shapes=SHAPES["mlp"])
     placements = [s.placement for s in parse_listing(text).sections]
-    assert placements.count("array") == 2 and "host" in placements
-    assert 'host "tensor.reduce_max' in text  # softmax's reduction falls back to the host
+    assert placements.count("array") == 2 and "host" not in placements
+    assert 'vector "tensor.reduce_max' in text and "vec.rmax" in text  # softmax's row max
     assert "vec.tanh" in text                 # gelu runs on the vector unit
 
 

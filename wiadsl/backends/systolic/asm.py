@@ -39,6 +39,7 @@ from .isa import (
     SasmError,
     Section,
     Vec,
+    VecReduce,
     View,
 )
 
@@ -125,13 +126,23 @@ MNEMONICS: dict[str, Callable[[list[str]], Instruction]] = {
 }
 
 
+def _reduce(kind: str, accumulate: bool) -> Callable[[list[str]], Instruction]:
+    return _fixed(2, lambda o: VecReduce(kind, local(o[0]), local(o[1]), accumulate))
+
+
+#: row reductions of the vector unit: vec.rmax / vec.rmin / vec.rsum, each with .acc
+for _kind in ("max", "min", "sum"):
+    MNEMONICS[f"vec.r{_kind}"] = _reduce(_kind, False)
+    MNEMONICS[f"vec.r{_kind}.acc"] = _reduce(_kind, True)
+
+
 def instruction(text: str) -> Instruction:
     m = _LABEL.match(text)
     if m is not None:
         return Label(m.group(1))
     mnemonic, _, rest = text.partition(" ")
     ops = _split_operands(rest)
-    if mnemonic.startswith("vec."):
+    if mnemonic.startswith("vec.") and mnemonic not in MNEMONICS:
         if len(ops) < 2:
             raise SasmError(f"'{mnemonic}' needs a destination and at least one source")
         return Vec(mnemonic[4:], local(ops[0]), tuple(local(o) for o in ops[1:]))

@@ -20,8 +20,9 @@ from .isa import (
     SasmError,
     Section,
     Vec,
+    VecReduce,
 )
-from .vector import vec_fn
+from .vector import reduce_dtypes, vec_fn
 from .views import view_kind
 
 
@@ -127,6 +128,18 @@ class _Checker:
         dtypes = [x.dtype or self.buffers[x.buffer].dtype for x in i.srcs]
         try:
             vec_fn(i.fn, dtypes, i.dst.dtype)  # type: ignore[arg-type]
+        except SasmError as e:
+            raise self.error(e.message) from None
+
+    def vecreduce(self, i: VecReduce) -> None:
+        self.typed(i.dst, "acc")
+        self.typed(i.src)
+        if i.dst.shape != (i.src.shape[0], 1):
+            raise self.error(f"vec.r{i.kind}: {i.dst.text()} must be one column of "
+                             f"{i.src.shape[0]} rows (one per row of {i.src.text()})")
+        try:
+            reduce_dtypes(i.kind, i.src.dtype or self.buffers[i.src.buffer].dtype,  # type: ignore[arg-type]
+                          i.dst.dtype)  # type: ignore[arg-type]
         except SasmError as e:
             raise self.error(e.message) from None
 

@@ -213,7 +213,23 @@ class Vec:
         return f"  vec.{self.fn} {', '.join(x.text() for x in (self.dst, *self.srcs))}"
 
 
-Instruction = Label | Mvin | Mvout | Preload | MatmulWS | MatmulOS | Vec
+@dataclass(frozen=True)
+class VecReduce:
+    """Vector unit, row reduction: ``dst[h, 1] = KIND over the columns of src[h, w]``
+    (``kind``: max, min, sum). ``.acc`` combines with dst's current value, so a row
+    longer than one tile reduces over several instructions."""
+
+    kind: str
+    dst: Local
+    src: Local
+    accumulate: bool
+
+    def text(self) -> str:
+        op = f"vec.r{self.kind}" + (".acc" if self.accumulate else "")
+        return f"  {op} {self.dst.text()}, {self.src.text()}"
+
+
+Instruction = Label | Mvin | Mvout | Preload | MatmulWS | MatmulOS | Vec | VecReduce
 
 
 # ----------------------------------------------------------------- containers

@@ -29,6 +29,7 @@ from .inline import inline_helpers
 from .isa import Listing, Section
 from .lower import Lowered, lower_group
 from .plan import FuncPlan, Group, plan_function
+from .rowplan import plan_rows
 from .simulator import run_section
 from .stats import KernelStats
 
@@ -53,7 +54,7 @@ class SystolicKernel:
 
     def plan(self, func: FuncOp) -> FuncPlan:
         if func.name not in self.plans:
-            self.plans[func.name] = plan_function(func)
+            self.plans[func.name] = plan_rows(func, plan_function(func))
         return self.plans[func.name]
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:

@@ -4,7 +4,8 @@
 the DRAM views of the product and of each epilogue operand, and asks ``tiling``
 for the instruction stream. It returns None when the group cannot run as one
 section with these shapes (an empty extent, or an epilogue operand that would
-grow the result); the caller then runs the group's ops on the host.
+grow the result); the caller then runs the group's ops on the host. Row groups
+(reductions, pools, re-layouts) lower in ``rowlower.py``.
 
 Invariant: the section's ``in`` DRAM buffers are exactly the keys of
 ``Lowered.inputs`` and its single ``out`` buffer is ``Lowered.output``.
@@ -12,8 +13,6 @@ Invariant: the section's ``in`` DRAM buffers are exactly the keys of
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -25,42 +24,11 @@ from ...ir.ops_tensor import matmul_shape
 from .config import ArrayConfig
 from .epilogue import Epilogue, External
 from .isa import Dram, Section, View
+from .lowered import Lowered, Names, describe
 from .plan import Group, dtype_of
+from .rowlower import lower_rows
+from .rowplan import RowGroup
 from .tiling import Gemm, emit_gemm, emit_vector
-
-
-@dataclass
-class Lowered:
-    section: Section
-    #: DRAM input name -> the IR value (read from the environment at each run)
-    #: or constant array that fills it
-    inputs: dict[str, Value | np.ndarray]
-    output: str
-
-
-#: names the tiling gives local buffers; DRAM names must differ from them
-_LOCAL_NAME = re.compile(r"^([acte]\d+|w\d+buf)$")
-
-
-class _Names:
-    """DRAM names from IR value names: valid identifiers, unique within a section."""
-
-    def __init__(self) -> None:
-        self.used: set[str] = set()
-        self.by_value: dict[int, str] = {}
-
-    def __call__(self, key: Any, hint: str | None) -> str:
-        if id(key) in self.by_value:
-            return self.by_value[id(key)]
-        base = re.sub(r"\W", "_", hint or "") or "v"
-        if not re.match(r"[A-Za-z_]", base):
-            base = "v" + base
-        name, n = base, 1
-        while name in self.used or _LOCAL_NAME.match(name):
-            name, n = f"{base}_{n}", n + 1
-        self.used.add(name)
-        self.by_value[id(key)] = name
-        return name
 
 
 def _invariance(ext: np.ndarray, matrix: np.ndarray) -> tuple[bool, bool]:
@@ -69,13 +37,7 @@ def _invariance(ext: np.ndarray, matrix: np.ndarray) -> tuple[bool, bool]:
     return bool((matrix == matrix[:, :1, :]).all()), bool((matrix == matrix[:, :, :1]).all())
 
 
-def describe(group: Group) -> str:
-    parts = [f"{op.name} %{op.results[0].name_hint}" if op.results and op.results[0].name_hint
-             else op.name for op in group.ops]
-    return " + ".join(parts).replace('"', "'").replace(";", ",")
-
-
-def _product(group: Group, a: np.ndarray, b: np.ndarray, names: _Names
+def _product(group: Group, a: np.ndarray, b: np.ndarray, names: Names
              ) -> tuple[Gemm, list[View], tuple[int, ...], str, tuple[int, int, int]] | None:
     """The GEMM of a product: its spec, views, IR result shape, view kind for the
     result and epilogue operands, and the 3-D result view shape."""
@@ -124,7 +86,9 @@ def _index_matrix(kind: str, ext_shape: tuple[int, ...], target: tuple[int, ...]
 def lower_group(group: Group, config: ArrayConfig, env: dict[int, Any], name: str
                 ) -> Lowered | None:
     """The section for ``group`` with operands from ``env`` (value id -> array)."""
-    names = _Names()
+    if isinstance(group, RowGroup):
+        return lower_rows(group, config, env, name)
+    names = Names()
     drams: list[Dram] = []
     views: list[View] = []
     inputs: dict[str, Value | np.ndarray] = {}

@@ -20,9 +20,21 @@ from ...diagnostics import WiaRuntimeError
 from ...ir.numerics import to_dtype
 from .check import check_section
 from .config import ArrayConfig
-from .isa import Label, Local, MatmulOS, MatmulWS, Mvin, Mvout, Preload, Remote, Section, Vec
+from .isa import (
+    Label,
+    Local,
+    MatmulOS,
+    MatmulWS,
+    Mvin,
+    Mvout,
+    Preload,
+    Remote,
+    Section,
+    Vec,
+    VecReduce,
+)
 from .timing import Timeline
-from .vector import read_words, vec_fn, write_words
+from .vector import REDUCE_COMBINE, read_words, reduce_dtypes, reduce_rows, vec_fn, write_words
 from .views import view_kind
 
 
@@ -170,6 +182,22 @@ class _Machine:
         busy = -(-i.dst.shape[0] * i.dst.shape[1] // self.config.vec_lanes)
         self.stats.vec_cycles += busy
         self.timeline.schedule("vec", busy, 0, [self.ref(x) for x in i.srcs], [self.ref(i.dst)])
+
+    def vecreduce(self, i: VecReduce) -> None:
+        src_dtype = i.src.dtype or self.spaces[i.src.buffer].dtype
+        reduce_dtypes(i.kind, src_dtype, i.dst.dtype)  # type: ignore[arg-type]
+        out = reduce_rows(i.kind, self.values(i.src), i.dst.dtype)  # type: ignore[arg-type]
+        if i.accumulate:
+            with np.errstate(all="ignore"):
+                out = REDUCE_COMBINE[i.kind](self.values(i.dst), out)
+        write_words(self.tile(i.dst), out, i.dst.dtype)  # type: ignore[arg-type]
+        h, w = i.src.shape
+        busy = -(-h * w // self.config.vec_lanes)
+        # the lanes' partial results meet in an adder/comparator tree: its depth is latency
+        depth = max(0, (min(w, self.config.vec_lanes) - 1).bit_length())
+        self.stats.vec_cycles += busy
+        reads = [self.ref(i.src), *([self.ref(i.dst)] if i.accumulate else [])]
+        self.timeline.schedule("vec", busy, depth, reads, [self.ref(i.dst)])
 
     def run(self) -> SectionStats:
         for ins in self.s.body:

@@ -89,3 +89,39 @@ def vec_fn(name: str, src_dtypes: Sequence[DType], dst_dtype: DType) -> VecFn:
     if fn.uniform and len({*src_dtypes, dst_dtype}) != 1:
         raise SasmError(f"vec.{name}: operands and result must share one dtype")
     return fn
+
+
+# ----------------------------------------------------------------- row reductions
+
+#: row-reduction kinds of ``vec.rKIND`` and how two partial results combine
+REDUCE_COMBINE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "max": np.maximum, "min": np.minimum, "sum": np.add,
+}
+
+
+def reduce_dtypes(kind: str, src: DType, dst: DType) -> None:
+    """Check a row reduction's dtypes. max/min keep the source dtype; a sum may also
+    write the unit's accumulation type (f32 for floats, i32 for integers), so a mean
+    of f16 rows divides the f32 sum and rounds once, as NumPy's mean does."""
+    if kind not in REDUCE_COMBINE:
+        raise SasmError(f"unknown row reduction 'vec.r{kind}'; kinds: {', '.join(REDUCE_COMBINE)}")
+    for d in (src, dst):
+        if d not in VEC_DTYPES:
+            raise SasmError(f"vec.r{kind}: the vector unit has no {d.ir_name} type")
+    wide = DType.I32 if src.is_int else DType.F32
+    if dst is not src and not (kind == "sum" and dst is wide):
+        raise SasmError(f"vec.r{kind}: {src.ir_name} rows reduce to {src.ir_name}"
+                        + (f" or {wide.ir_name}" if kind == "sum" else "")
+                        + f", not {dst.ir_name}")
+
+
+def reduce_rows(kind: str, values: np.ndarray, dst: DType) -> np.ndarray:
+    """Each row of ``values`` reduced to one column ([h, w] -> [h, 1]). Sums run in
+    the accumulation type: wrapping int32 (so an i8 result read back wraps exactly
+    as the IR's i8 sum) or f32 (float rows; NumPy's order may differ by rounding)."""
+    if kind == "sum":
+        acc = np.int32 if dst.is_int else np.float32
+        with np.errstate(all="ignore"):
+            return np.asarray(np.sum(values.astype(acc), axis=1, keepdims=True, dtype=acc))
+    return np.max(values, axis=1, keepdims=True) if kind == "max" else \
+        np.min(values, axis=1, keepdims=True)

@@ -12,6 +12,11 @@ convolutions). The kinds, a whitelist:
 - ``convw shape=[1, Q, O]``: OIHW weight as its (C*kh*kw) x O matrix.
 - ``convout target=[N, O, Ho, Wo] shape=[1, P, O]``: an NCHW tensor (broadcast to
   ``target``) as output-pixel rows by channel columns.
+- ``perm split=[..] axes=[..] target=[..] shape=[B, R, C]``: the base reshaped to
+  ``split``, its axes permuted by ``axes``, broadcast to ``target``, reshaped to
+  ``shape`` (a strided DMA: transposes, reshapes, reductions over any axes).
+- ``window kernel=[kh, kw] stride=[sh, sw] shape=[1, P, kh*kw]``: pooling windows over
+  the last two axes of the base as rows (lead..., ho, wo) of window elements (i, j).
 
 Invariant: ``read`` and ``write`` agree with NumPy on the whole tensor, tile by
 tile; ``nbytes`` counts the distinct host elements a tile touches (a broadcast
@@ -21,6 +26,7 @@ bias costs one row, not one per output row).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 from typing import Any, Protocol
 
@@ -177,8 +183,93 @@ class ConvOutView:
         return int(np.unique(index[r.rows[0]:r.rows[1], r.cols[0]:r.cols[1]]).size) * itemsize
 
 
+@lru_cache(maxsize=64)
+def perm_index(base: tuple[int, ...], split: tuple[int, ...], axes: tuple[int, ...],
+               target: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Flat base index of each element of a ``perm`` view (cached: tiles share it)."""
+    idx = np.arange(prod(base)).reshape(split).transpose(axes)
+    return np.broadcast_to(idx, target).reshape(shape)
+
+
+@lru_cache(maxsize=64)
+def window_index(base: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...]
+                 ) -> np.ndarray:
+    """Flat base index of each element of a ``window`` view: row (lead..., ho, wo),
+    column (i, j) of the window."""
+    (kh, kw), (sh, sw) = kernel, stride
+    h, w = base[-2:]
+    ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    idx = np.arange(prod(base)).reshape(-1, h, w)
+    wins = [idx[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            for i in range(kh) for j in range(kw)]
+    return np.stack(wins, axis=-1).reshape(1, -1, kh * kw)
+
+
+class _IndexView:
+    """A view given by the flat base index of every element (``index``): the DMA
+    engine gathers (or scatters) those elements; a tile costs its distinct elements."""
+
+    def index(self, view: View, base: tuple[int, ...]) -> np.ndarray:
+        raise NotImplementedError
+
+    def read(self, view: View, base: np.ndarray, r: Remote, cache: dict[str, Any]) -> np.ndarray:
+        return base.reshape(-1)[_tile(self.index(view, base.shape), r)]
+
+    def write(self, view: View, base: np.ndarray, r: Remote, data: np.ndarray) -> None:
+        base.reshape(-1)[_tile(self.index(view, base.shape), r)] = data
+
+    def nbytes(self, view: View, base: Dram, r: Remote) -> int:
+        index = _tile(self.index(view, tuple(base.shape)), r)
+        return int(np.unique(index).size) * (base.dtype.bits // 8)
+
+
+@dataclass(frozen=True)
+class PermView(_IndexView):
+    keys = ("split", "axes", "target", "shape")
+
+    def index(self, view: View, base: tuple[int, ...]) -> np.ndarray:
+        return perm_index(tuple(base), *(view.param(k) for k in self.keys))
+
+    def check(self, view: View, base: Dram) -> None:
+        split, axes, target = (view.param(k) for k in self.keys[:3])
+        if prod(split) != prod(base.shape) or sorted(axes) != list(range(len(split))):
+            raise SasmError(f"view {view.name}: split {list(split)} of {list(base.shape)} "
+                            f"or axes {list(axes)} (a permutation of its axes) is wrong")
+        moved = tuple(split[a] for a in axes)
+        MatView().check(View(view.name, "mat", view.base, (("target", target),
+                                                           ("shape", view.shape))),
+                        Dram(base.name, base.dtype, moved, base.direction))
+
+
+@dataclass(frozen=True)
+class WindowView(_IndexView):
+    keys = ("kernel", "stride", "shape")
+
+    def index(self, view: View, base: tuple[int, ...]) -> np.ndarray:
+        return window_index(tuple(base), view.param("kernel"), view.param("stride"))
+
+    def check(self, view: View, base: Dram) -> None:
+        (kh, kw), (sh, sw) = view.param("kernel"), view.param("stride")
+        if len(base.shape) < 2 or base.direction != "in" or min(kh, kw, sh, sw) < 1:
+            raise SasmError(f"view {view.name}: window reads an input of rank >= 2 with "
+                            f"kernel and stride >= 1")
+        h, w = base.shape[-2:]
+        ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+        want = (1, prod(base.shape[:-2]) * ho * wo, kh * kw)
+        if ho < 1 or wo < 1 or view.shape != want:
+            raise SasmError(f"view {view.name}: shape should be {list(want)}")
+
+    def write(self, view: View, base: np.ndarray, r: Remote, data: np.ndarray) -> None:
+        raise SasmError(f"view {view.name}: window views are read-only")
+
+    def nbytes(self, view: View, base: Dram, r: Remote) -> int:
+        # overlapping windows fetch an element once per window, as im2col does
+        return r.shape[0] * r.shape[1] * (base.dtype.bits // 8)
+
+
 VIEW_KINDS: dict[str, ViewKind] = {
     "mat": MatView(), "im2col": Im2colView(), "convw": ConvWeightView(), "convout": ConvOutView(),
+    "perm": PermView(), "window": WindowView(),
 }
 
 
