@@ -29,7 +29,7 @@ def _ir(kernel: str):
 
 
 @pytest.mark.parametrize("kernel", ["mlp", "conv"])
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
 def test_round_trip(kernel, dataflow):
     text = emit_sasm(_ir(kernel), kernel, array=(8, 8), dataflow=dataflow, shapes=SHAPES[kernel])
     listing = parse_listing(text)

@@ -30,7 +30,7 @@ kernel rowscale(input x: f32[M, K], input w: f32[K, N], input r: f32[M, 1], outp
 
 
 @pytest.mark.parametrize("array", [(8, 8), (32, 32), (128, 128)])
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
 @pytest.mark.parametrize("mkn", [(7, 33, 129), (129, 7, 33)])
 def test_float_epilogues(array, dataflow, mkn, rng):
     m, k, n = mkn
@@ -46,7 +46,7 @@ def test_float_epilogues(array, dataflow, mkn, rng):
     assert stats["sections"] == {"array": 1}
 
 
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
 def test_requantize_is_bit_exact(dataflow, rng):
     qx = rng.integers(-128, 128, (33, 129)).astype(np.int8)
     qw = rng.integers(-128, 128, (129, 7)).astype(np.int8)
@@ -72,7 +72,7 @@ func @k(%a: tensor<7x33xf32>, %b: tensor<33x129xf32>, %bias: tensor<129xf32>) ->
 """
 
 
-@pytest.mark.parametrize("dataflow", ["ws", "os"])
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
 def test_fused_matmul_op_runs_body_on_vector_unit(dataflow, rng):
     module = parse_module(FUSED_IR)
     args = [rng.standard_normal(s, np.float32) for s in ((7, 33), (33, 129), (129,))]

@@ -16,7 +16,7 @@ MM = "kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) { C
 @pytest.mark.parametrize("options, message", [
     ({"array": (0, 8)}, "at least 1x1"),
     ({"array": 8}, "pair of integers"),
-    ({"dataflow": "is"}, "dataflow must be one of ws, os"),
+    ({"dataflow": "rs"}, "dataflow must be one of ws, os, is"),
     ({"timing": "fast"}, "timing must be one of"),
     ({"bandwidth": 3}, "unknown systolic option 'bandwidth'"),
     ({"dma_bw": "wide"}, "bad value"),

@@ -13,7 +13,7 @@ import pytest
 from .conftest import both
 
 ARRAYS = [(8, 8), (32, 32), (128, 128)]
-DATAFLOWS = ["ws", "os"]
+DATAFLOWS = ["ws", "os", "is"]
 SIZES = [(7, 33, 129), (129, 7, 33), (33, 129, 7)]
 
 MATMUL = """

@@ -29,6 +29,7 @@ from .isa import (
     Label,
     Listing,
     Local,
+    MatmulIS,
     MatmulOS,
     MatmulWS,
     Mvin,
@@ -37,6 +38,7 @@ from .isa import (
     Program,
     Remote,
     SasmError,
+    Schedule,
     Section,
     Vec,
     VecReduce,
@@ -123,6 +125,8 @@ MNEMONICS: dict[str, Callable[[list[str]], Instruction]] = {
     "matmul.ws.acc": _fixed(3, lambda o: MatmulWS(local(o[0]), local(o[1]), slot(o[2]), True)),
     "matmul.os": _fixed(3, lambda o: MatmulOS(local(o[0]), local(o[1]), local(o[2]), False)),
     "matmul.os.acc": _fixed(3, lambda o: MatmulOS(local(o[0]), local(o[1]), local(o[2]), True)),
+    "matmul.is": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), False)),
+    "matmul.is.acc": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), True)),
 }
 
 
@@ -134,6 +138,14 @@ def _reduce(kind: str, accumulate: bool) -> Callable[[list[str]], Instruction]:
 for _kind in ("max", "min", "sum"):
     MNEMONICS[f"vec.r{_kind}"] = _reduce(_kind, False)
     MNEMONICS[f"vec.r{_kind}.acc"] = _reduce(_kind, True)
+
+
+def schedule_note(text: str) -> Schedule:
+    """``; schedule key=value ...`` (a structured comment) -> Schedule."""
+    pairs = [w.partition("=") for w in text.split()[2:]]
+    if any(not eq or not k for k, eq, _ in pairs):
+        raise SasmError(f"expected '; schedule key=value ...', got '{text}'")
+    return Schedule(tuple((k, v) for k, _, v in pairs))
 
 
 def instruction(text: str) -> Instruction:
@@ -236,10 +248,13 @@ def _parse(text: str) -> tuple[ArrayConfig, dict[str | None, tuple[Section, ...]
     current: _SectionBuilder | None = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split(";", 1)[0].strip() if not raw.lstrip().startswith(".section") else raw.strip()
-        if not line:
+        note = current is not None and raw.split()[:2] == [";", "schedule"]
+        if not line and not note:
             continue
         try:
-            if line.startswith(".target"):
+            if note:
+                current.body.append(schedule_note(raw.strip()))  # type: ignore[union-attr]
+            elif line.startswith(".target"):
                 pairs = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
                 config = config_from_header(pairs)
             elif line.startswith(".kernel") and current is None:

@@ -11,6 +11,7 @@ from .config import ArrayConfig
 from .isa import (
     Buffer,
     Local,
+    MatmulIS,
     MatmulOS,
     MatmulWS,
     Mvin,
@@ -100,7 +101,10 @@ class _Checker:
     def preload(self, i: Preload) -> None:
         self.local(i.src, "spad")
         r, c = i.src.shape
-        if self.config.dataflow != "ws" or r > self.config.rows or c > self.config.cols:
+        # ws holds a K x N weight tile as is; is holds an M x K input tile transposed
+        rmax, cmax = {"ws": (self.config.rows, self.config.cols),
+                      "is": (self.config.cols, self.config.rows)}.get(self.config.dataflow, (0, 0))
+        if r > rmax or c > cmax:
             raise self.error(f"preload of a {r}x{c} tile on a {self.config.rows}x"
                              f"{self.config.cols} {self.config.dataflow} array")
 
@@ -109,6 +113,15 @@ class _Checker:
         self.local(i.src, "spad")
         if self.config.dataflow != "ws" or i.src.shape[1] > self.config.rows:
             raise self.error(f"matmul.ws streams at most {self.config.rows} columns")
+
+    def matmulis(self, i: MatmulIS) -> None:
+        self.local(i.dst, "acc")
+        self.local(i.src, "spad")
+        k, n = i.src.shape
+        if self.config.dataflow != "is" or k > self.config.rows or i.dst.shape[1] != n \
+                or i.dst.shape[0] > self.config.cols:
+            raise self.error(f"matmul.is {i.dst.text()}, {i.src.text()} does not fit a "
+                             f"{self.config.rows}x{self.config.cols} is array")
 
     def matmulos(self, i: MatmulOS) -> None:
         self.local(i.dst, "acc")

@@ -1,7 +1,8 @@
 """The machine a listing targets: array shape, dataflow, memories, DMA and timing mode.
 
 Invariants:
-- ``rows``/``cols`` >= 1; ``dataflow`` is ``ws`` or ``os``; ``timing`` is
+- ``rows``/``cols`` >= 1; ``dataflow`` is ``ws``, ``os`` or ``is`` (weight-, output-
+  or input-stationary); ``timing`` is
   ``overlap`` (the default machine) or ``scalesim`` (the SCALE-Sim compatibility
   mode: every instruction waits for the previous one to finish, DMA is free, and
   memory capacities are unlimited — SCALE-Sim's compute model).
@@ -15,7 +16,7 @@ from typing import Any
 
 from ...diagnostics import WiaUsageError
 
-DATAFLOWS = ("ws", "os")
+DATAFLOWS = ("ws", "os", "is")
 TIMINGS = ("overlap", "scalesim")
 #: A capacity that never binds (compatibility mode models no memory limits).
 UNLIMITED = 1 << 62

@@ -202,6 +202,38 @@ class MatmulOS:
 
 
 @dataclass(frozen=True)
+class MatmulIS:
+    """is: the A tile preloaded in ``slot`` (M tile <= C x K tile <= R, held as its
+    transpose: K on the array rows, M on its columns) meets the columns of ``src``
+    (K x T weights, streamed one column per cycle); ``dst`` (M x T) is overwritten, or
+    added to with ``.acc``. SCALE-Sim's input-stationary mapping."""
+
+    dst: Local
+    src: Local
+    slot: int
+    accumulate: bool
+
+    def text(self) -> str:
+        op = "matmul.is.acc" if self.accumulate else "matmul.is"
+        return f"  {op} {self.dst.text()}, {self.src.text()}, w{self.slot}"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``; schedule key=value ...``: the scheduler's choice for the GEMM that follows
+    (loop order, prefetch distance, accumulators) and its predicted cycle floor. A
+    structured comment: it runs as nothing, the simulator reports it."""
+
+    fields: tuple[tuple[str, str], ...]
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.fields).get(key, default)
+
+    def text(self) -> str:
+        return "  ; schedule " + " ".join(f"{k}={v}" for k, v in self.fields)
+
+
+@dataclass(frozen=True)
 class Vec:
     """Vector unit: ``dst = fn(srcs...)`` elementwise; operands broadcast to dst (Activate)."""
 
@@ -229,7 +261,7 @@ class VecReduce:
         return f"  {op} {self.dst.text()}, {self.src.text()}"
 
 
-Instruction = Label | Mvin | Mvout | Preload | MatmulWS | MatmulOS | Vec | VecReduce
+Instruction = Label | Mvin | Mvout | Preload | MatmulWS | MatmulOS | MatmulIS | Schedule | Vec | VecReduce
 
 
 # ----------------------------------------------------------------- containers

@@ -23,12 +23,14 @@ from .config import ArrayConfig
 from .isa import (
     Label,
     Local,
+    MatmulIS,
     MatmulOS,
     MatmulWS,
     Mvin,
     Mvout,
     Preload,
     Remote,
+    Schedule,
     Section,
     Vec,
     VecReduce,
@@ -53,6 +55,8 @@ class SectionStats:
     dram_bytes: int = 0
     instructions: int = 0
     stalls: dict[str, int] = field(default_factory=dict)
+    #: the scheduler's notes (``; schedule`` lines) of the section, in order
+    schedules: list[dict[str, str]] = field(default_factory=list)
 
 
 class _Machine:
@@ -160,6 +164,24 @@ class _Machine:
         tl = self.timeline
         tl.slot_free[i.slot] = max(tl.slot_free[i.slot], tl.free["array"])
 
+    def matmulis(self, i: MatmulIS) -> None:
+        a = self.weights[i.slot]
+        w = self.tile(i.src)
+        if a is None or a.shape[1] != w.shape[0] or i.dst.shape != (a.shape[0], w.shape[1]):
+            raise WiaRuntimeError(f"section {self.s.name}: {i.text().strip()} does not match the "
+                                  f"input tile in w{i.slot} ({None if a is None else a.shape})")
+        if (a.dtype.kind in "iu") != (w.dtype.kind in "iu"):
+            raise WiaRuntimeError(f"section {self.s.name}: int and float operands mixed")
+        self.product(a, w, i.dst, i.accumulate)
+        # the weight columns stream one per cycle: T = the tile's width
+        self._stream(w.shape[1], w.shape[1], [self.ref(i.src)], i.dst,
+                     {"weights": self.timeline.slot_ready[i.slot]})
+        tl = self.timeline
+        tl.slot_free[i.slot] = max(tl.slot_free[i.slot], tl.free["array"])
+
+    def schedule(self, i: Schedule) -> None:
+        self.stats.schedules.append(dict(i.fields))
+
     def matmulos(self, i: MatmulOS) -> None:
         self.product(self.tile(i.lhs), self.tile(i.rhs), i.dst, i.accumulate)
         t = i.lhs.shape[1]
@@ -201,11 +223,13 @@ class _Machine:
 
     def run(self) -> SectionStats:
         for ins in self.s.body:
-            if not isinstance(ins, Label):
+            if isinstance(ins, Schedule):
+                self.schedule(ins)
+            elif not isinstance(ins, Label):
                 self.stats.instructions += 1
                 getattr(self, type(ins).__name__.lower())(ins)
         tl = self.timeline
-        has_array = any(isinstance(i, (MatmulWS, MatmulOS)) for i in self.s.body)
+        has_array = any(isinstance(i, (MatmulWS, MatmulOS, MatmulIS)) for i in self.s.body)
         # SCALE-Sim reports the index of the last cycle of a layer (total - 1).
         self.stats.cycles = tl.end - 1 if self.config.scalesim and has_array else tl.end
         self.stats.stalls = dict(tl.stalls)

@@ -27,7 +27,19 @@ from ...diagnostics import WiaUsageError
 from ...dtypes import DType
 from .config import ArrayConfig
 from .epilogue import Epilogue, emit_tile
-from .isa import Buffer, Instruction, Label, Local, MatmulOS, MatmulWS, Mvin, Mvout, Preload, Remote
+from .isa import (
+    Buffer,
+    Instruction,
+    Label,
+    Local,
+    MatmulIS,
+    MatmulOS,
+    MatmulWS,
+    Mvin,
+    Mvout,
+    Preload,
+    Remote,
+)
 
 #: rows per matmul/mvout instruction in overlap timing (lets stores start early)
 CHUNK_ROWS = 256
@@ -70,6 +82,10 @@ class _Emitter:
         self.buffers.append(Buffer(name, space, rows, cols, dtype))
         return name
 
+    def emit(self) -> None:
+        """Fill ``body`` (and ``buffers``) with the GEMM's instruction stream."""
+        raise NotImplementedError(type(self).__name__)
+
     def epilogue_buffers(self, rows: int) -> tuple[list[str], list[str]]:
         cols = self.c.cols
         temps = [self.buf(f"t{i}", "acc", rows, cols) for i in range(self.ntemps)]
@@ -82,13 +98,14 @@ class _Emitter:
         return (2 + self.ntemps) * rows * self.c.cols * 4
 
     def finish_tile(self, acc: str, rows: tuple[int, int], lrows: tuple[int, int],
-                    cols: tuple[int, int], b: int, temps: list[str], exts: list[str]) -> None:
-        """Epilogue and mvout of acc[lrows, 0:w], which is out[b, rows, cols]."""
-        w = cols[1] - cols[0]
-        main = Local(acc, lrows, (0, w))
+                    cols: tuple[int, int], b: int, temps: list[str], exts: list[str],
+                    col0: int = 0) -> None:
+        """Epilogue and mvout of acc[lrows, col0:col0 + w], which is out[b, rows, cols]."""
+        lcols = (col0, col0 + cols[1] - cols[0])
+        main = Local(acc, lrows, lcols)
         self.body += emit_tile(self.epi, main, temps, exts, b, rows, cols)
         self.body.append(Mvout(Remote(self.g.out, b, rows, cols),
-                               Local(acc, lrows, (0, w), self.epi.out_dtype)))
+                               Local(acc, lrows, lcols, self.epi.out_dtype)))
 
     def check_fit(self, spad: int, acc: int) -> None:
         if spad > self.c.spad_capacity or acc > self.c.acc_capacity:
@@ -215,9 +232,79 @@ class _OS(_Emitter):
                     self.finish_tile(acc, (m0, m1), (0, m1 - m0), (n0, n1), b, temps, exts)
 
 
+class _IS(_Emitter):
+    """is: per block of ``nb`` output columns, M tile (<= C) and K tile (<= R): preload
+    the A tile (prefetched like ws weights), stream the weight panel's columns; W
+    panels stay resident across M tiles when they fit."""
+
+    def plan(self) -> tuple[int, bool]:
+        """Columns per block and whether the W panels stay resident."""
+        g, c = self.g, self.c
+        kt = _cdiv(g.k, c.rows)
+        ext = sum(c.cols * c.cols * e.dtype.bits // 8 for e in self.epi.externals)
+        spad_fixed = (PREFETCH + 1) * c.cols * c.rows * self.elem + ext
+        nb = g.n
+        while nb > 1:
+            acc = (2 * nb + self.ntemps * c.cols) * c.cols * 4
+            if acc <= c.acc_capacity:
+                if spad_fixed + kt * c.rows * nb * self.elem <= c.spad_capacity:
+                    return nb, True
+                if spad_fixed + 2 * c.rows * nb * self.elem <= c.spad_capacity:
+                    return nb, False
+            nb = _cdiv(nb, 2)
+        self.check_fit(spad_fixed + 2 * c.rows * self.elem, (2 + self.ntemps) * c.cols * 4)
+        return 1, False
+
+    def emit(self) -> None:
+        g, c = self.g, self.c
+        nb, resident = self.plan()
+        chunk = nb if c.scalesim else min(nb, CHUNK_ROWS)
+        kt = _cdiv(g.k, c.rows)
+        w_names = [self.buf(f"w{i}buf", "spad", c.rows, nb, g.operand_dtype)
+                   for i in range(kt if resident else 2)]
+        nw = PREFETCH + 1
+        a_names = [self.buf(f"a{i}", "spad", c.cols, c.rows, g.operand_dtype) for i in range(nw)]
+        acc_names = [self.buf(f"c{i}", "acc", c.cols, nb) for i in (0, 1)]
+        temps, exts = self.epilogue_buffers(c.cols)
+        folds = [(b, n, m, i) for b in range(g.batches) for n in _spans(g.n, nb)
+                 for m in _spans(g.m, c.cols) for i in range(kt)]
+        for f in range(min(PREFETCH, len(folds))):
+            self.load_input(folds[f], a_names[f])
+        for f, (b, (n0, n1), (m0, m1), i) in enumerate(folds):
+            k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
+            acc = acc_names[(f // kt) % 2]
+            self.body.append(Label(f"b{b}_n{n0}_m{m0}_k{i}"))
+            w = w_names[i] if resident else w_names[f % 2]
+            if not resident or m0 == 0:
+                for c0, c1 in _spans(n1 - n0, chunk):
+                    self.body.append(Mvin(Local(w, (0, k1 - k0), (c0, c1)),
+                                          Remote(g.rhs, b if g.rhs_batched else 0,
+                                                 (k0, k1), (n0 + c0, n0 + c1))))
+            self.body.append(Preload(f % 2, Local(a_names[f % nw], (0, m1 - m0), (0, k1 - k0))))
+            if f + PREFETCH < len(folds):
+                self.load_input(folds[f + PREFETCH], a_names[(f + PREFETCH) % nw])
+            for c0, c1 in _spans(n1 - n0, chunk):
+                self.body.append(MatmulIS(Local(acc, (0, m1 - m0), (c0, c1)),
+                                          Local(w, (0, k1 - k0), (c0, c1)), f % 2, i > 0))
+            if i == kt - 1:
+                for c0, c1 in _spans(n1 - n0, c.cols):
+                    self.finish_tile(acc, (m0, m1), (0, m1 - m0), (n0 + c0, n0 + c1), b,
+                                     temps, exts, col0=c0)
+
+    def load_input(self, fold: tuple[int, tuple[int, int], tuple[int, int], int], buf: str) -> None:
+        g, c = self.g, self.c
+        b, _, (m0, m1), i = fold
+        k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
+        self.body.append(Mvin(Local(buf, (0, m1 - m0), (0, k1 - k0)),
+                              Remote(g.lhs, b if g.lhs_batched else 0, (m0, m1), (k0, k1))))
+
+
+_EMITTERS: dict[str, type[_Emitter]] = {"ws": _WS, "os": _OS, "is": _IS}
+
+
 def emit_gemm(config: ArrayConfig, gemm: Gemm, epi: Epilogue) -> tuple[list[Buffer], list[Instruction]]:
     """Buffers and body computing ``out = epilogue(lhs @ rhs)`` on ``config``'s array."""
-    em = (_WS if config.dataflow == "ws" else _OS)(config, gemm, epi)
+    em = _EMITTERS[config.dataflow](config, gemm, epi)
     em.emit()
     return em.buffers, em.body
 

@@ -17,7 +17,7 @@ outputs); vec ceil(elements / vec_lanes).
 
 ``scalesim`` timing: every instruction starts when the previous one has
 completed (no overlap of weight loads, streaming and drain), DMA costs nothing.
-A ws fold (preload + matmul) is then 2R + C + T - 2 cycles, an os fold
+A ws or is fold (preload + matmul) is then 2R + C + T - 2 cycles, an os fold
 R + C + T - 2, folds back to back — SCALE-Sim's model.
 """
 
@@ -116,10 +116,14 @@ def scalesim_closed_form(m: int, n: int, k: int, rows: int, cols: int, dataflow:
     """SCALE-Sim's compute cycles for one GEMM (M x K @ K x N), as it reports them.
 
     ws folds: ceil(K/R) * ceil(N/C), each 2R + C + M - 2; os folds: ceil(M/R) *
-    ceil(N/C), each R + C + K - 2; folds back to back; reported total - 1.
+    ceil(N/C), each R + C + K - 2; is folds (A^T held: K on the rows, M on the
+    columns; the N weight columns stream): ceil(K/R) * ceil(M/C), each 2R + C + N - 2
+    (SCALE-Sim's systolic_compute_is); folds back to back; reported total - 1.
     """
     if dataflow == "ws":
         folds, per = -(-k // rows) * -(-n // cols), 2 * rows + cols + m - 2
+    elif dataflow == "is":
+        folds, per = -(-k // rows) * -(-m // cols), 2 * rows + cols + n - 2
     else:
         folds, per = -(-m // rows) * -(-n // cols), rows + cols + k - 2
     return folds * per - 1
