@@ -37,12 +37,15 @@ CASES = {
     "encoder": (lambda: models.encoder(seq=128, d=256, heads=4, ff=1024), 1,
                 "seq 128, d 256, 4 heads, ff 1024, batch 1"),
     "cnn": (lambda: models.cnn(3, 32, 10), 8, "3x32x32, conv 8/16, batch 8"),
+    "mobilenet_v2": (lambda: models.mobilenet_v2(3, 64, 10, width=16), 4,
+                     "3x64x64, width 16, 2 inverted residual blocks, batch 4"),
     "qdq_matmul": (lambda: models.qdq_matmul(512, 512), 64, "512x512 int8 QDQ, batch 64"),
 }
 QUICK = {
     "mlp": (lambda: models.mlp(64, 128, 10), 8, "64-128-128-10, batch 8"),
     "encoder": (lambda: models.encoder(), 1, "seq 8, d 32, batch 1"),
     "cnn": (lambda: models.cnn(), 2, "3x16x16, batch 2"),
+    "mobilenet_v2": (lambda: models.mobilenet_v2(), 2, "3x16x16, width 8, batch 2"),
     "qdq_matmul": (lambda: models.qdq_matmul(), 8, "32x16, batch 8"),
 }
 

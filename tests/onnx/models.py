@@ -112,6 +112,48 @@ def cnn(channels: int = 3, size: int = 16, classes: int = 10, seed: int = 1) -> 
     return Built(model, _feeds("image", lambda b: (b, channels, size, size)))
 
 
+def mobilenet_v2(channels: int = 3, size: int = 16, classes: int = 10, width: int = 8,
+                 seed: int = 4) -> Built:
+    """MobileNetV2's structure at a small width: a strided stem, two inverted residual
+    blocks (1x1 expand, ReLU6, 3x3 depthwise, 1x1 project; the first with its
+    residual Add, the second strided), a 1x1 head, global pooling and a classifier.
+    BatchNormalization follows every Conv, as torchvision's export writes it."""
+    g = _Graph(seed)
+    rng = g.rng
+    six = [g.const("relu6.min", np.array(0.0, np.float32)),
+           g.const("relu6.max", np.array(6.0, np.float32))]
+
+    def conv_bn(x: str, name: str, c_in: int, c_out: int, k: int, stride: int = 1,
+                group: int = 1, relu6: bool = True) -> str:
+        w = g.weight(f"{name}.w", (c_out, c_in // group, k, k))
+        h = g.node("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
+                   pads=[k // 2] * 4, group=group)
+        stats = [(1 + 0.1 * rng.standard_normal(c_out)), 0.1 * rng.standard_normal(c_out),
+                 0.1 * rng.standard_normal(c_out), 1 + 0.1 * rng.random(c_out)]
+        h = g.node("BatchNormalization", [h] + [
+            g.const(f"{name}.bn{i}", v.astype(np.float32)) for i, v in enumerate(stats)])
+        return g.node("Clip", [h, *six]) if relu6 else h
+
+    def inverted_residual(x: str, name: str, c_in: int, c_out: int, stride: int) -> str:
+        hidden = 4 * c_in
+        h = conv_bn(x, f"{name}.expand", c_in, hidden, 1)
+        h = conv_bn(h, f"{name}.dw", hidden, hidden, 3, stride, group=hidden)
+        h = conv_bn(h, f"{name}.project", hidden, c_out, 1, relu6=False)
+        return g.node("Add", [x, h]) if stride == 1 and c_in == c_out else h
+
+    h = conv_bn("image", "stem", channels, width, 3, 2)
+    h = inverted_residual(h, "block1", width, width, 1)
+    h = inverted_residual(h, "block2", width, 2 * width, 2)
+    h = conv_bn(h, "head", 2 * width, 4 * width, 1)
+    h = g.node("Flatten", [g.node("GlobalAveragePool", [h])], axis=1)
+    g.node("Gemm", [h, g.weight("fc.w", (classes, 4 * width)), g.weight("fc.b", (classes,))],
+           "logits", transB=1)
+    model = g.model("mobilenet_v2", [helper.make_tensor_value_info(
+        "image", F32, ["N", channels, size, size])],
+        [helper.make_tensor_value_info("logits", F32, ["N", classes])], 17)
+    return Built(model, _feeds("image", lambda b: (b, channels, size, size)))
+
+
 def encoder(seq: int = 8, d: int = 32, heads: int = 4, ff: int = 64, seed: int = 2,
             gelu: str = "op") -> Built:
     """One post-norm encoder block; ``gelu="op"`` uses the opset-20 Gelu op,
@@ -179,5 +221,6 @@ def qdq_matmul(k: int = 32, n: int = 16, signed: bool = True, seed: int = 3) -> 
 
 
 MODELS: dict[str, Callable[[], Built]] = {
-    "mlp": mlp, "cnn": cnn, "encoder": encoder, "qdq_matmul": qdq_matmul,
+    "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "encoder": encoder,
+    "qdq_matmul": qdq_matmul,
 }

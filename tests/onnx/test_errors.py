@@ -36,11 +36,17 @@ W = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "w")
 @pytest.mark.parametrize(("nodes", "inputs", "inits", "message"), [
     ([helper.make_node("NonMaxSuppression", ["x"], ["y"], name="nms_7")], [X], (),
      "ONNX op NonMaxSuppression (node 'nms_7', opset 17): this op is not supported"),
-    ([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=4)], [IMG], (W,),
-     "ONNX op Conv (node 'dw', opset 17): group=4 (grouped convolution) is not supported"),
-    ([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[1, 0, 1, 0])], [IMG],
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=3)], [IMG], (W,),
+     "ONNX op Conv (node 'dw', opset 17): group=3 does not divide the weight [4, 1, ...] "
+     "and the input's 4 channels"),
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2])], [IMG],
      (numpy_helper.from_array(np.ones((2, 4, 3, 3), np.float32), "w"),),
-     "ONNX op Conv (node 'c', opset 17): pads=[1, 0, 1, 0] are not the same on every side"),
+     "ONNX op Conv (node 'c', opset 17): dilations=[2, 2] on a convolution that is not "
+     "depthwise is not supported"),
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="big")], [IMG],
+     (numpy_helper.from_array(np.ones((2, 4, 9, 9), np.float32), "w"),),
+     "ONNX op Conv (node 'big', opset 17): the kernel [9, 9] does not fit the padded input "
+     "[8, 8]"),
     ([helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], ceil_mode=1)],
      [IMG], (), "ONNX op MaxPool (node 'p', opset 17): ceil_mode=1 is not supported"),
     ([helper.make_node("Reshape", ["x", "x"], ["y"], name="r")], [X], (),

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
+from . import onnx_ops_conv, onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
 from .onnx_graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,

@@ -1,9 +1,8 @@
-"""ONNX op translators, part 3: convolution, pooling, batch norm, quantization.
+"""ONNX op translators, part 3: pooling, batch norm, quantization (Conv: ``onnx_ops_conv``).
 
-WIA DSL's ``conv2d`` and pools are NCHW, 2-D, with one stride and one padding
-for both spatial axes, one group and no dilation; an ONNX attribute outside
-that (asymmetric pads, groups, ceil_mode...) is an error naming the attribute,
-never approximated. Per-channel constants (conv bias, the batch-norm affine,
+WIA DSL's pools are NCHW, 2-D, with one stride and one padding for both spatial
+axes; an ONNX attribute outside that (asymmetric pads, ceil_mode...) is an error
+naming the attribute, never approximated. Per-channel constants (the batch-norm affine,
 per-axis quantization parameters) are reshaped here, in NumPy, so they
 broadcast along the channel axis.
 """
@@ -15,7 +14,8 @@ import numpy as np
 from ..dtypes import DType
 from .onnx_graph import U8_OFFSET, Node, Val, const_val, literal
 from .onnx_ops import op
-from .onnx_shapes import Dim, Shape
+from .onnx_ops_conv import conv_geometry, pad_spatial
+from .onnx_shapes import Dim
 
 
 def _along(v: Val, axis: int, rank: int) -> Val:
@@ -28,66 +28,11 @@ def _along(v: Val, axis: int, rank: int) -> Val:
                offset=v.offset, hint=v.hint)
 
 
-def _spatial(n: Node, x: Val, kernel: list[int]) -> tuple[int, int]:
-    """(stride, padding), both uniform over the two spatial axes, or an error."""
-    if x.rank != 4 or len(kernel) != 2:
-        raise n.fail(f"only 2-D NCHW inputs are supported (input rank {x.rank})")
-    strides = [int(s) for s in n.attr("strides", [1, 1])]
-    dilations = [int(d) for d in n.attr("dilations", [1, 1])]
-    auto_pad = n.attr("auto_pad", "NOTSET")
-    if any(d != 1 for d in dilations):
-        raise n.fail(f"dilations={dilations} is not supported")
-    if len(set(strides)) != 1:
-        raise n.fail(f"strides={strides} differ per axis (not supported)")
-    if auto_pad in ("NOTSET", "VALID"):
-        pads = [int(p) for p in n.attr("pads", [0, 0, 0, 0])] if auto_pad == "NOTSET" \
-            else [0, 0, 0, 0]
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        if strides[0] != 1 or len(set(kernel)) != 1 or kernel[0] % 2 == 0:
-            raise n.fail(f"auto_pad={auto_pad} with strides {strides} and kernel {kernel} "
-                         "pads asymmetrically (not supported)")
-        pads = [(kernel[0] - 1) // 2] * 4
-    else:
-        raise n.fail(f"auto_pad={auto_pad} is not supported")
-    if len(set(pads)) != 1:
-        raise n.fail(f"pads={pads} are not the same on every side (not supported)")
-    return strides[0], pads[0]
-
-
-def _out_extent(n: Node, d: Dim, k: int, s: int, p: int) -> Dim:
-    if not d.is_static:
-        raise n.fail(f"a symbolic spatial extent ({d}) is not supported; fix it at import")
-    return Dim((d.value + 2 * p - k) // s + 1)
-
-
-@op("Conv")
-def _conv(n: Node) -> list[Val]:
-    x, w, b = n.x(0), n.x(1), n.input(2, required=False)
-    if int(n.attr("group", 1)) != 1:
-        raise n.fail(f"group={n.attr('group')} (grouped convolution) is not supported")
-    if w.rank != 4 or not all(d.is_static for d in w.shape[2:]):
-        raise n.fail("the weight must be [O, C, kh, kw] with static kernel extents")
-    kernel = [w.shape[2].value, w.shape[3].value]
-    if n.attr("kernel_shape") is not None and list(n.attr("kernel_shape")) != kernel:
-        raise n.fail(f"kernel_shape={n.attr('kernel_shape')} differs from the weight's {kernel}")
-    s, p = _spatial(n, x, kernel)
-    shape: Shape = (x.shape[0], w.shape[0],
-                    _out_extent(n, x.shape[2], kernel[0], s, p),
-                    _out_extent(n, x.shape[3], kernel[1], s, p))
-    expr = f"conv2d({n.ref(x)}, {n.ref(w)}, stride={s}, padding={p})"
-    if b is not None:
-        bias = _along(b, 1, 4) if b.const is not None else \
-            Val(b.dtype, (w.shape[0], Dim(1), Dim(1)),
-                ref=f"reshape({n.ref(b)}, [{w.shape[0].text()}, 1, 1])")
-        expr += f" + {n.ref(bias, 4)}"
-    return [n.out(expr, x.dtype, shape)]
-
-
 @op("MaxPool", "AveragePool")
 def _pool(n: Node) -> list[Val]:
     x = n.x()
     kernel = [int(k) for k in n.attr("kernel_shape")]
-    if len(set(kernel)) != 1:
+    if len(kernel) != 2 or kernel[0] != kernel[1]:
         raise n.fail(f"kernel_shape={kernel} is not square (not supported)")
     if int(n.attr("ceil_mode", 0)):
         raise n.fail("ceil_mode=1 is not supported")
@@ -95,36 +40,27 @@ def _pool(n: Node) -> list[Val]:
         raise n.fail("the Indices output is not supported")
     if int(n.attr("storage_order", 0)):
         raise n.fail("storage_order=1 is not supported")
-    s, p = _spatial(n, x, kernel)
-    k = kernel[0]
-    shape = x.shape[:2] + tuple(_out_extent(n, d, k, s, p) for d in x.shape[2:])
+    g = conv_geometry(n, x, (kernel[0], kernel[1]))
+    if g.dilations != (1, 1):
+        raise n.fail(f"dilations={list(g.dilations)} is not supported")
+    if g.strides[0] != g.strides[1]:
+        raise n.fail(f"strides={list(g.strides)} differ per axis (not supported)")
+    k, s = kernel[0], g.strides[0]
+    shape = x.shape[:2] + tuple(Dim(g.out_extent(a, d.value)) for a, d in enumerate(x.shape[2:]))
     fn = "max_pool" if n.op == "MaxPool" else "avg_pool"
-    if not p:
+    if not any(g.pads):
         return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
     # The pools take no padding: pad with concat (-inf for max, 0 for average).
-    padded = _padded(n, x, p, "(-1.0 / 0.0)" if fn == "max_pool" else "0.0")
+    padded = pad_spatial(n, x, g.pads, "(-1.0 / 0.0)" if fn == "max_pool" else "0.0")
     expr = f"{fn}({padded.ref}, kernel={k}, stride={s})"
     if fn == "avg_pool" and not int(n.attr("count_include_pad", 0)):
         # average over the real elements only: scale by k*k / (real elements per window)
-        ones = np.pad(np.ones([d.value for d in x.shape[2:]]), p)
+        top, left, bottom, right = g.pads
+        ones = np.pad(np.ones([d.value for d in x.shape[2:]]), ((top, bottom), (left, right)))
         windows = np.lib.stride_tricks.sliding_window_view(ones, (k, k))[::s, ::s]
         scale = (k * k / windows.sum(axis=(2, 3))).astype(x.dtype.numpy)
         expr += f" * {n.ref(const_val(scale, x.dtype, hint=f'{n.label}_count'), 4)}"
     return [n.out(expr, x.dtype, shape)]
-
-
-def _padded(n: Node, x: Val, p: int, fill: str) -> Val:
-    """``x`` with ``p`` rows and columns of ``fill`` around its two spatial axes."""
-    v, shape = x, list(x.shape)
-    for axis in (2, 3):
-        band = shape.copy()
-        band[axis] = Dim(p)
-        dims = ", ".join(d.text() for d in band)
-        edge = f"full([{dims}], {fill}, {x.dtype})"
-        shape[axis] = Dim(shape[axis].value + 2 * p)
-        v = n.em.bind(f"concat([{edge}, {n.ref(v)}, {edge}], axis={axis})", x.dtype,
-                      tuple(shape), "padded")
-    return v
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
