@@ -1,0 +1,221 @@
+"""Row reductions, pools and re-layouts on the vector unit (no host sections).
+
+Each kernel runs on the systolic simulator and on the reference interpreter (NumPy):
+values agree within f32 rounding (sums are added in another order), integer results
+exactly; ``stats["sections"]`` has no host entry. Small arrays (8x8) make rows span
+several column tiles (``vec.rKIND.acc``); a small scratchpad makes several row chunks.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.systolic import parse_listing
+from wiadsl.backends.systolic.asm import instruction
+from wiadsl.backends.systolic.check import check_section
+from wiadsl.backends.systolic.config import ArrayConfig
+from wiadsl.backends.systolic.isa import SasmError
+from wiadsl.backends.systolic.simulator import run_section
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+F32 = {"rtol": 2e-6, "atol": 2e-6}
+
+SRC = """
+import nn;
+kernel softmax(input x: f32[T, D], output y: f32[T, D]) { y = nn.softmax(x); }
+kernel layer_norm(input x: f32[T, D], input g: f32[D], input b: f32[D], output y: f32[T, D]) {
+    y = nn.layer_norm(x, g, b);
+}
+kernel rsum(input x: f32[T, D], output y: f32[T]) { y = reduce_sum(x, axis=1); }
+kernel rmax(input x: f32[T, D], output y: f32[T, 1]) { y = reduce_max(x, axis=-1, keepdims=true); }
+kernel rmean(input x: f32[T, D], output y: f32[T]) { y = reduce_mean(x, axis=1); }
+kernel rmin0(input x: f32[T, D], output y: f32[D]) { y = reduce_min(x, axis=0); }
+kernel rsum_all(input x: f32[T, D], output y: f32) { y = reduce_sum(x); }
+kernel mean_mid(input x: f32[A, B, C], output y: f32[A, 1, C]) {
+    y = reduce_mean(x, axis=1, keepdims=true);
+}
+kernel imin(input x: i8[T, D], output y: i8[T]) { y = reduce_min(x, axis=1); }
+kernel imax(input x: i32[T, D], output y: i32[D]) { y = reduce_max(x, axis=0); }
+kernel maxpool(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = max_pool(x); }
+kernel avgpool(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = avg_pool(x); }
+kernel maxpool1(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = max_pool(x, stride=1); }
+kernel avgpool1(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = avg_pool(x, stride=1); }
+kernel relayout(input x: f32[7, 3, 33], output y: f32[33, 21]) {
+    y = reshape(transpose(x, [2, 0, 1]), [33, 21]);
+}
+"""
+ODD = [(1, 1), (1, 7), (7, 33), (33, 129), (129, 7)]
+
+
+@functools.cache
+def _module(target: str, options: tuple = ()) -> object:
+    # one compile of SRC per target and options: kernels specialize per call shape
+    return wiadsl.jit(SRC, target=target, **dict(options))
+
+
+def _both(kernel: str, *args: np.ndarray, **options: object) -> tuple[object, object, dict]:
+    sys_k = getattr(_module("systolic", tuple(sorted({"array": (8, 8), **options}.items()))),
+                    kernel)
+    out, ref = sys_k(*args), getattr(_module("interp"), kernel)(*args)
+    return out, ref, dict(sys_k.stats)
+
+
+def _check(kernel: str, *args: np.ndarray, exact: bool = False, **options: object) -> dict:
+    out, ref, stats = _both(kernel, *args, **options)
+    if exact:
+        assert np.array_equal(out, ref), kernel
+    else:
+        np.testing.assert_allclose(out, ref, **F32)
+    assert "host" not in stats["sections"] and stats["host_ops"] == [], kernel
+    assert stats["sections"]["vector"] >= 1 and stats["vec_cycles"] > 0
+    return stats
+
+
+@pytest.mark.parametrize("shape", ODD)
+@pytest.mark.parametrize("kernel", ["softmax", "rsum", "rmax", "rmean", "rmin0", "rsum_all"])
+def test_row_reductions_on_odd_shapes(kernel, shape, rng):
+    _check(kernel, rng.standard_normal(shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", ODD)
+def test_layer_norm_on_odd_shapes(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32) * 3 + 1
+    g, b = (rng.standard_normal(shape[1]).astype(np.float32) for _ in range(2))
+    # the centred variance is a sum of squares: relative error grows with D, a few ulps
+    out, ref, stats = _both("layer_norm", x, g, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    assert "host" not in stats["sections"]
+
+
+def test_mean_over_a_middle_axis_and_many_row_chunks(rng):
+    x = rng.standard_normal((7, 33, 5)).astype(np.float32)
+    stats = _check("mean_mid", x)
+    # a 2 KiB scratchpad holds a few rows per chunk: the same values, more instructions
+    small = _check("mean_mid", x, spad=2048)
+    assert small["instructions"] > stats["instructions"]
+
+
+def test_integer_reductions_are_exact(rng):
+    # (integer sums are i64 in the language: the vector unit has no i64, they stay on the host)
+    _check("imin", rng.integers(-128, 128, (7, 129), dtype=np.int8), exact=True)
+    _check("imax", rng.integers(-2**31, 2**31, (33, 7), dtype=np.int32), exact=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 2, 2), (1, 7, 33, 9), (2, 3, 7, 129)])
+def test_pools_on_odd_shapes(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    _check("maxpool", x, exact=True)
+    _check("avgpool", x)
+    _check("maxpool1", x, exact=True)  # overlapping 2x2 windows, stride 1
+    _check("avgpool1", x)
+
+
+def test_transpose_and_reshape_are_dma_relayouts(rng):
+    x = rng.standard_normal((7, 3, 33)).astype(np.float32)
+    stats = _check("relayout", x, exact=True)
+    assert stats["sections"] == {"vector": 2}
+    # a copy moves each element in and out once: the DMA traffic is 2 x the tensor
+    assert stats["dram_bytes"] == 2 * 2 * x.nbytes
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp", "layernorm_softmax"])
+def test_examples_run_without_host_sections(name, rng):
+    path = ROOT / "examples" / f"{name}.wia"
+    sys_m = wiadsl.jit_file(path, target="systolic")
+    ref_m = wiadsl.jit_file(path, target="interp")
+    for kernel in _kernels(path):
+        args = _example_args(name, kernel, rng)
+        out = getattr(sys_m, kernel)(*args)
+        ref = getattr(ref_m, kernel)(*args)
+        for o, r in zip(out if isinstance(out, tuple) else (out,),
+                        ref if isinstance(ref, tuple) else (ref,)):
+            np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+        stats = getattr(sys_m, kernel).stats
+        assert "host" not in stats["sections"] and stats["host_ops"] == [], kernel
+
+
+def _kernels(path: pathlib.Path) -> list[str]:
+    return [line.split()[1].split("(")[0] for line in path.read_text().splitlines()
+            if line.startswith("kernel ")]
+
+
+def _example_args(name: str, kernel: str, rng: np.random.Generator) -> list[np.ndarray]:
+    def f(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    if name == "mlp":
+        return [f(5, 12), f(12, 32), f(32), f(32, 7), f(7)]
+    if name == "layernorm_softmax":
+        return [f(7, 33), f(33), f(33)]
+    bn = [f(8), np.abs(f(8)) + 0.5, f(8), f(8)]
+    bn2 = [f(16), np.abs(f(16)) + 0.5, f(16), f(16)]
+    return [f(1, 3, 16, 16), f(8, 3, 3, 3), *bn, f(16, 8, 3, 3), *bn2, f(1024, 10) * 0.05]
+
+
+# ----------------------------------------------------------------- the instructions
+
+LISTING = """\
+; wiadsl systolic assembly
+.target rows=4 cols=4 dataflow=ws timing=overlap spad=8388608 acc=4194304 dma_bw=256 dma_latency=64 vec_lanes=4
+
+.section s0 vector "row sums"
+.dram x f32 [3, 6] in
+.dram y f32 [3] out
+.view x.p = perm x split=[3, 6] axes=[0, 1] target=[3, 6] shape=[1, 3, 6]
+.view y.o = mat y target=[3] shape=[1, 3, 1]
+.spad a0 f32 [3, 4]
+.acc c0 [3, 1]
+  mvin a0[0:3, 0:4], x.p[0, 0:3, 0:4]
+  vec.rsum c0[0:3, 0:1]:f32, a0[0:3, 0:4]
+  mvin a0[0:3, 0:2], x.p[0, 0:3, 4:6]
+  vec.rsum.acc c0[0:3, 0:1]:f32, a0[0:3, 0:2]
+  mvout y.o[0, 0:3, 0:1], c0[0:3, 0:1]:f32
+.end
+"""
+
+
+def test_row_reduction_text_round_trips_and_simulates():
+    listing = parse_listing(LISTING)
+    assert listing.text() == LISTING
+    section = listing.sections[0]
+    x = np.arange(18, dtype=np.float32).reshape(3, 6)
+    out, stats = run_section(section, listing.config, {"x": x})
+    np.testing.assert_array_equal(out["y"], x.sum(axis=1))
+    # 12 then 6 elements at 4 lanes; the 4-lane tree adds 2 cycles, the 2-wide one 1
+    assert stats.vec_cycles == 3 + 2
+    dma = [1, 1, 1]  # 48, 24 and 12 bytes at 256 B/cycle
+    # mvin (1 + 64 latency) -> rsum (3 busy + 2 tree); the second mvin waits until
+    # rsum has read a0 (WAR, 3 busy), then rsum.acc (2 + 1), mvout (1 + 64)
+    assert stats.cycles == (dma[0] + 64) + 3 + (dma[1] + 64) + 2 + 1 + (dma[2] + 64)
+    for kind in ("max", "min", "sum"):
+        for suffix in ("", ".acc"):
+            text = f"vec.r{kind}{suffix} c0[0:3, 0:1]:f32, a0[0:3, 0:4]"
+            assert instruction(text).text().strip() == text
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("vec.rsum c0[0:2, 0:1]:f32, a0[0:3, 0:4]", "must be one column of 3 rows"),
+    ("vec.rmax c0[0:3, 0:1]:i32, a0[0:3, 0:4]", "f32 rows reduce to f32, not i32"),
+    ("vec.rsum c0[0:3, 0:1], a0[0:3, 0:4]", "need a :dtype"),
+    ("vec.rsum a0[0:3, 0:1]:f32, a0[0:3, 0:4]", "must be in the acc"),
+])
+def test_checker_rejects_bad_row_reductions(line, message):
+    text = LISTING.replace("  vec.rsum c0[0:3, 0:1]:f32, a0[0:3, 0:4]", "  " + line)
+    section = parse_listing(text).sections[0]
+    with pytest.raises(SasmError, match=message):
+        check_section(section, ArrayConfig(4, 4, vec_lanes=4))
+
+
+def test_bad_views_are_sasm_errors():
+    bad_perm = LISTING.replace("axes=[0, 1]", "axes=[0, 0]")
+    with pytest.raises(SasmError, match="axes"):
+        check_section(parse_listing(bad_perm).sections[0], ArrayConfig(4, 4, vec_lanes=4))
+    window = LISTING.replace("perm x split=[3, 6] axes=[0, 1] target=[3, 6] shape=[1, 3, 6]",
+                             "window x kernel=[2, 2] stride=[2, 2] shape=[1, 3, 6]")
+    with pytest.raises(SasmError, match=r"shape should be \[1, 3, 4\]"):
+        check_section(parse_listing(window).sections[0], ArrayConfig(4, 4, vec_lanes=4))
