@@ -1,12 +1,17 @@
 """A NumPy PTX simulator: parse PTX text and run every thread of a small grid.
 
 Public API: ``launch`` (run a kernel on NumPy arrays), ``parse_module`` (PTX text
-to a ``Module``), ``LaunchStats``, ``PtxSimError``.  See ``launch.py`` for how
-arguments, pointers and scalars are passed, and ``exec.py`` for the SIMT model.
+to a ``Module``), ``LaunchStats``, ``PtxSimError``, and for shared-memory races
+``SimRaceError`` / ``Race`` (``races.py``) and the warp ``SCHEDULES``.  See
+``launch.py`` for how arguments, pointers and scalars are passed, ``exec.py`` and
+``schedule.py`` for the SIMT model, ``tracker.py`` for what counts as a race.
 """
 
 from .errors import PtxSimError
 from .launch import LaunchStats, launch
 from .parser import parse_module
+from .races import Race, SimRaceError
+from .schedule import SCHEDULES
 
-__all__ = ["LaunchStats", "PtxSimError", "launch", "parse_module"]
+__all__ = ["SCHEDULES", "LaunchStats", "PtxSimError", "Race", "SimRaceError", "launch",
+           "parse_module"]

@@ -57,8 +57,10 @@ def lanes_of(w, idx) -> np.ndarray:
 
 
 def chunks(w, space: str, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int,
-           write: bool):
-    """Yield ``(sel, view, index)`` for the lanes of an access (see ``memory``)."""
+           write: bool, track: bool = True):
+    """Yield ``(sel, view, index)`` for the lanes of an access (see ``memory``).
+
+    ``track=False`` keeps the access out of the shared-memory race tracker (atomics)."""
     if space == "generic":
         in_sh = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + WINDOW_SIZE)
         in_lo = (addr >= LOCAL_WINDOW) & (addr < LOCAL_WINDOW + WINDOW_SIZE)
@@ -69,17 +71,17 @@ def chunks(w, space: str, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count
                 continue
             g = np.flatnonzero(mask)
             if len(g) == len(addr):
-                yield from mem.chunks(addr - np.uint64(base), lanes, t, count, write)
+                yield from mem.chunks(addr - np.uint64(base), lanes, t, count, write, track)
                 continue
             for sel, view, index in mem.chunks(addr[g] - np.uint64(base), lanes[g], t, count,
-                                               write):
+                                               write, track):
                 yield g[sel], view, index
         return
     mem = {"global": w.glob, "const": w.glob, "shared": w.shared, "local": w.local,
            "param": w.param}[space]
     if space in ("const", "param") and write:
         raise MemoryFault(f"store to read-only .{space} space", int(lanes[0]), int(addr[0]))
-    yield from mem.chunks(addr, lanes, t, count, write)
+    yield from mem.chunks(addr, lanes, t, count, write, track)
 
 
 def load(w, space, addr, lanes, t: PtxType, count: int) -> np.ndarray:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .dispatch import Compiled
 from .errors import MemoryFault, PtxSimError
+from .schedule import slot_order, warp_slots
 from .state import DONE, EXIT, RUN, WAIT, Wave
 
 
@@ -55,72 +56,100 @@ class Executor:
                            thread=w.describe_lane(lane) if lane is not None else None,
                            address=address)
 
-    def run(self, w: Wave, counters: Counters) -> None:
-        ops, nops, n = self.ops, len(self.ops), w.n
-        uniform, upc = True, 0
-        steps = 0
+    def run(self, w: Wave, counters: Counters, schedule: str = "lockstep") -> None:
+        """Run the wave to completion under ``schedule`` (see ``schedule.py``)."""
         with np.errstate(all="ignore"):
-            while True:
-                if uniform:
-                    P, idx, cnt = upc, None, n
-                else:
-                    P = int(w.pc.min())
-                    if P == DONE:
+            if schedule == "lockstep" or w.geom.bsize <= 32:
+                self._run_lanes(w, None, counters)
+            else:
+                slots = warp_slots(w.tlin, w.geom.bsize)
+                cycle = 0
+                while True:
+                    ran = False
+                    for k in slot_order(schedule, cycle, len(slots)):
+                        if (w.status[slots[k]] == RUN).any():
+                            self._run_lanes(w, slots[k], counters)
+                            ran = True
+                    if not ran:
                         break
-                    idx = np.flatnonzero(w.pc == P)
-                    cnt = len(idx)
-                    if cnt == n:
-                        uniform, upc, idx = True, P, None
-                if P >= nops:  # falling off the end is an implicit exit
-                    c = Compiled(ops[-1].instr, control=("exit",)) if ops else None
-                    if c is None:
-                        break
-                else:
-                    c = ops[P]
-                steps += 1
-                counters.thread_instrs += cnt
-                if steps > self.max_steps:
-                    raise self.error(f"step limit {self.max_steps} exceeded (infinite loop?)", c, w)
-                try:
-                    g = None
-                    if c.guard is not None:
-                        g = np.asarray(c.guard(w, idx))
-                        if g.all():
-                            g = None
-                    if c.control is None:
-                        assert c.fn is not None  # an op is either control or has a fn
-                        sub = idx if g is None else (np.flatnonzero(g) if idx is None else idx[g])
-                        if sub is None or len(sub):
-                            c.fn(w, sub)
-                        if uniform:
-                            upc = P + 1
-                        else:
-                            w.pc[idx] = P + 1
-                        continue
-                    if uniform:
-                        if self._uniform_control(c, g, P, w):
-                            upc = self._next
-                            if upc == DONE:
-                                break
-                            continue
-                        uniform = False
-                        w.pc[:] = P
-                        idx = w.all_lanes
-                    assert idx is not None  # None only while uniform
-                    self._control(c, g, P, idx, w)
-                except MemoryFault as e:
-                    raise self.error(e.message, c, w, e.lane, e.address) from None
-        counters.steps += steps
+                    cycle += 1
         if (w.status == WAIT).any():
             lane = int(np.flatnonzero(w.status == WAIT)[0])
-            c = ops[int(w.wait_pc[lane])]
+            c = self.ops[int(w.wait_pc[lane])]
             raise self.error("deadlock: threads wait at a barrier that can never complete", c, w, lane)
 
-    def _uniform_control(self, c: Compiled, g, P: int, w: Wave) -> bool:
-        """Handle a control op when all lanes are at ``P``; False if lanes must split."""
+    def _run_lanes(self, w: Wave, group: np.ndarray | None, counters: Counters) -> None:
+        """Run lanes ``group`` (all when None) until each waits at a barrier or has exited."""
+        ops, nops = self.ops, len(self.ops)
+        size = w.n if group is None else len(group)
+        tracker = w.shared.tracker if w.shared is not None else None
+        uniform, upc = False, 0
+        steps = w.steps
+        while True:
+            if uniform:
+                P, idx, cnt = upc, group, size
+            else:
+                pcs = w.pc if group is None else w.pc[group]
+                P = int(pcs.min())
+                if P == DONE:
+                    break
+                idx = np.flatnonzero(pcs == P) if group is None else group[pcs == P]
+                cnt = len(idx)
+                if cnt == size:
+                    uniform, upc, idx = True, P, group
+            if P >= nops:  # falling off the end is an implicit exit
+                c = Compiled(ops[-1].instr, control=("exit",)) if ops else None
+                if c is None:
+                    break
+            else:
+                c = ops[P]
+            steps += 1
+            counters.thread_instrs += cnt
+            if steps > self.max_steps:
+                raise self.error(f"step limit {self.max_steps} exceeded (infinite loop?)", c, w)
+            w.pc_now = P
+            if tracker is not None:
+                tracker.pc = P
+            try:
+                g = None
+                if c.guard is not None:
+                    g = np.asarray(c.guard(w, idx))
+                    if g.all():
+                        g = None
+                if c.control is None:
+                    assert c.fn is not None  # an op is either control or has a fn
+                    sub = idx if g is None else (np.flatnonzero(g) if idx is None else idx[g])
+                    if sub is None or len(sub):
+                        c.fn(w, sub)
+                    if uniform:
+                        upc = P + 1
+                    else:
+                        w.pc[idx] = P + 1
+                    continue
+                if uniform:
+                    if self._uniform_control(c, g, P, w, group is None):
+                        upc = self._next
+                        if upc == DONE:
+                            break
+                        continue
+                    uniform = False
+                    idx = w.all_lanes if group is None else group
+                    w.pc[idx] = P
+                assert idx is not None  # None only while uniform
+                self._control(c, g, P, idx, w)
+            except MemoryFault as e:
+                raise self.error(e.message, c, w, e.lane, e.address) from None
+        counters.steps += steps - w.steps
+        w.steps = steps
+
+    def _uniform_control(self, c: Compiled, g, P: int, w: Wave, whole: bool) -> bool:
+        """Handle a control op when all running lanes are at ``P``; False if lanes must split.
+
+        ``whole``: the running lanes are the whole wave (exit and barriers need no
+        bookkeeping then); a warp slot leaves those to ``_control``."""
         control = _control_of(c)
         kind = control[0]
-        if kind == "trap":
+        if kind == "trap" and whole:
             raise MemoryFault("trap executed", 0)
         if kind == "bra":
             if g is None:
@@ -130,19 +159,23 @@ class Executor:
                 self._next = P + 1
                 return True
             return False
+        if g is not None and not g.any() and kind in ("exit", "bar"):
+            self._next = P + 1
+            return True
+        if not whole:
+            return False
         if kind == "exit":
             if g is None:
                 w.status[:] = EXIT
                 w.pc[:] = DONE
                 self._next = DONE
                 return True
-            if not g.any():
-                self._next = P + 1
-                return True
             return False
         _, bid, count, _aligned = control
         if g is None and count is None:
             self._next = P + 1  # every thread of every block arrives together
+            if w.shared is not None and w.shared.tracker is not None:
+                w.shared.tracker.barrier(None)
             return True
         return False
 
@@ -198,6 +231,8 @@ class Executor:
                                          self.ops[int(pcs[0])], w, int(lanes[0]))
                     w.status[lanes] = RUN
                     w.pc[lanes] = w.wait_pc[lanes] + 1
+                    if w.shared is not None and w.shared.tracker is not None:
+                        w.shared.tracker.barrier(np.asarray([b]))
                 elif not running:
                     lane = lo + int(np.flatnonzero(wl)[0])
                     n_exit = int((s == EXIT).sum())

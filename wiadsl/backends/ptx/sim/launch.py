@@ -10,12 +10,20 @@ Arguments, in the kernel's parameter order:
 * a Python/NumPy scalar → the parameter's value, converted to its PTX type.
 * ``bytes`` → the raw bytes of a ``.b8 name[N]`` (struct) parameter.
 
-Returns ``LaunchStats`` (instructions issued, thread-instructions, seconds).
+Options: ``schedule`` (``schedule.py``: ``lockstep`` or the warp-interleaved
+``forward``/``reverse``/``rotate``) and ``races`` (``raise``: the first shared-memory
+race is a ``SimRaceError``; ``collect``: races are listed in ``LaunchStats.races``;
+``off``).  Their defaults come from the environment variables
+``WIADSL_PTXSIM_SCHEDULE`` and ``WIADSL_PTXSIM_RACES`` (else ``lockstep``, ``raise``),
+so a whole test suite can be rerun under another schedule.
+
+Returns ``LaunchStats`` (instructions issued, thread-instructions, seconds, races).
 Every failure is a ``PtxSimError``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,16 +37,23 @@ from .memory import BankedMemory, GlobalMemory
 from .operands import imm_value
 from .parser import parse_module
 from .program import Program, compile_program
+from .races import RACE_MODES, Race, RaceLog
+from .schedule import SCHEDULES
 from .state import Geometry, Wave
+from .tracker import RaceTracker
+
+#: Shared bytes of one wave whose race stamps (24 bytes each) are kept at once.
+TRACKED_BYTES_PER_WAVE = 1 << 21
 
 
 @dataclass(frozen=True)
 class LaunchStats:
-    """What a launch executed: warp-agnostic steps, lane-instructions, wall time."""
+    """What a launch executed: steps, lane-instructions, wall time, races (``collect``)."""
 
     steps: int
     thread_instructions: int
     seconds: float
+    races: tuple[Race, ...] = ()
 
     @property
     def thread_instructions_per_second(self) -> float:
@@ -99,11 +114,22 @@ def _param_bytes(prog: Program, args, glob: GlobalMemory, arrays: list) -> bytes
     return bytes(buf)
 
 
+def _option(value: str | None, env: str, default: str, allowed: tuple[str, ...]) -> str:
+    v = value if value is not None else os.environ.get(env, default)
+    if v not in allowed:
+        raise PtxSimError(f"{'option' if value is not None else env} must be one of "
+                          f"{', '.join(allowed)}, got {v!r}")
+    return v
+
+
 def launch(ptx: str, kernel: str, grid, block, args, shared_bytes: int = 0, *,
            check_uninitialized_shared: bool = True, max_steps: int = 5_000_000,
-           max_wave_threads: int = 32768) -> LaunchStats:
+           max_wave_threads: int = 32768, schedule: str | None = None,
+           races: str | None = None) -> LaunchStats:
     """Simulate ``kernel<<<grid, block, shared_bytes>>>(*args)`` (see the module docstring)."""
     t0 = time.perf_counter()
+    sched = _option(schedule, "WIADSL_PTXSIM_SCHEDULE", "lockstep", SCHEDULES)
+    mode = _option(races, "WIADSL_PTXSIM_RACES", "raise", RACE_MODES)
     g = Geometry(_dims(grid, "grid"), _dims(block, "block"))
     if g.bsize > 1024:
         raise PtxSimError(f"block of {g.bsize} threads exceeds 1024")
@@ -116,21 +142,25 @@ def launch(ptx: str, kernel: str, grid, block, args, shared_bytes: int = 0, *,
     params = _param_bytes(prog, list(args), glob, arrays)
     ex = Executor(kernel, prog.ops, max_steps)
     counters = Counters()
+    log = RaceLog(kernel, [c.instr for c in prog.ops], g, mode) if mode != "off" else None
     per_wave = max(1, max_wave_threads // g.bsize)
+    if log is not None and prog.shared_total:
+        per_wave = max(1, min(per_wave, TRACKED_BYTES_PER_WAVE // prog.shared_total))
     for first in range(0, g.nblocks, per_wave):
         nb = min(per_wave, g.nblocks - first)
-        w = _make_wave(prog, g, first, nb, glob, params, check_uninitialized_shared)
-        ex.run(w, counters)
+        w = _make_wave(prog, g, first, nb, glob, params, check_uninitialized_shared, log)
+        ex.run(w, counters, sched)
     for arr, ri in arrays:
         reg = glob.regions[ri]
         if reg.written:
             flat = reg.data[: reg.size].view(arr.dtype).reshape(arr.shape)
             np.copyto(arr, flat)
-    return LaunchStats(counters.steps, counters.thread_instrs, time.perf_counter() - t0)
+    found = tuple(log.races) if log is not None else ()
+    return LaunchStats(counters.steps, counters.thread_instrs, time.perf_counter() - t0, found)
 
 
 def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemory,
-               params: bytes, track: bool) -> Wave:
+               params: bytes, track: bool, log: RaceLog | None) -> Wave:
     n = nb * g.bsize
     lanes = np.arange(n, dtype=np.int64)
     param = BankedMemory("param", prog.param_layout, prog.param_total, 1,
@@ -138,6 +168,9 @@ def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemo
     param.data[0, : len(params)] = np.frombuffer(params, np.uint8)
     shared = BankedMemory("shared", prog.shared_layout, prog.shared_total, nb,
                           lanes // g.bsize, track)
+    if log is not None and prog.shared_total:
+        shared.tracker = RaceTracker(nb, shared.total, lanes % g.bsize, first, log,
+                                     shared.variable_at)
     local = BankedMemory("local", prog.local_layout, prog.local_total, n, lanes, False)
     w = Wave(g, first, nb, {**prog.kernel.regs}, glob, param, shared, local)
     w.set_smem_sizes(prog.dynamic_shared, prog.shared_total)

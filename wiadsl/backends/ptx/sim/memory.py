@@ -18,11 +18,15 @@ a read-only region, or (shared, when enabled) reads bytes never written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import MemoryFault
 from .ptxtypes import UINT, PtxType
+
+if TYPE_CHECKING:
+    from .tracker import RaceTracker
 
 GLOBAL_BASE = 1 << 40
 GLOBAL_STRIDE = 1 << 34
@@ -65,8 +69,11 @@ class GlobalMemory:
         self.regions.append(Region(name, int(raw.size), buf, writable))
         return GLOBAL_BASE + (len(self.regions) - 1) * GLOBAL_STRIDE
 
-    def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool):
-        """Yield ``(sel, view, index)``: lanes ``sel`` access ``view[index]`` (shape [n, count])."""
+    def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool,
+               track: bool = True):
+        """Yield ``(sel, view, index)``: lanes ``sel`` access ``view[index]`` (shape [n, count]).
+
+        ``track`` is for shared memory's race tracker; global memory is not tracked."""
         nbytes = t.size * count
         a = addr.astype(np.uint64)
         bad_low = a < GLOBAL_BASE
@@ -113,15 +120,24 @@ class BankedMemory:
         self.ends = np.array([s + n for s, n in spans] + [1 << 62], np.int64)
         self.names = {s: nm for nm, (s, _) in layout.items()}
         self.init = np.zeros_like(self.data, np.uint8) if track_init else None
+        self.tracker: RaceTracker | None = None  # set by the launch when races are checked
 
-    def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool):
-        nbytes = t.size * count
+    def locate(self, addr: np.ndarray, lanes: np.ndarray, nbytes: int, write: bool):
+        """(rows, byte offsets) of an access of ``nbytes`` per lane, bounds- and alignment-checked."""
         off = addr.astype(np.uint64).astype(np.int64)
         ri = np.searchsorted(self.starts, off, side="right") - 1
         ok = (ri >= 0) & (off + nbytes <= self.ends[np.maximum(ri, 0)]) & (off >= 0)
         _check(ok, addr, lanes, lambda k: self._describe(int(off[k]), int(ri[k]), nbytes, write))
         _check_align(off, nbytes, lanes, self.space)
-        rows = self.row_of_lane[lanes]
+        return self.row_of_lane[lanes], off
+
+    def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool,
+               track: bool = True):
+        nbytes = t.size * count
+        rows, off = self.locate(addr, lanes, nbytes, write)
+        if self.tracker is not None and track:
+            lin = (rows * self.total + off)[:, None] + np.arange(nbytes)
+            (self.tracker.write if write else self.tracker.read)(lin, lanes, rows)
         idx = (off // t.size)[:, None] + np.arange(count) if count > 1 else (off // t.size)[:, None]
         if self.init is not None:
             # init flags are bytes of 1: an element is initialised iff its flag word is 0x0101..
@@ -133,9 +149,18 @@ class BankedMemory:
                 if not done.all():
                     k = int(np.flatnonzero(~done)[0])
                     raise MemoryFault(f"read of uninitialized {self.space} memory "
-                                      f"({self._var(int(ri[k]))})", int(lanes[k]), int(off[k]))
+                                      f"(variable '{self.variable_at(int(off[k]))[0]}')", int(lanes[k]),
+                                      int(off[k]))
         view = self.data.view(t.np) if t.kind != "bf" else self.data.view(np.uint16)
         yield slice(None), view, (rows[:, None], idx)
+
+    def variable_at(self, off: int) -> tuple[str, int]:
+        """(variable name, offset in it) of a byte offset, ``('?', off)`` outside variables."""
+        ri = int(np.searchsorted(self.starts, off, side="right") - 1)
+        if ri < 0:
+            return "?", off
+        start = int(self.starts[ri])
+        return self.names.get(start, "?"), off - start
 
     def _var(self, ri: int) -> str:
         return f"variable '{self.names.get(int(self.starts[ri]), '?')}'" if ri >= 0 else "no variable"

@@ -3,7 +3,8 @@
 Invariants: every access is bounds-, alignment- and (shared) init-checked by
 ``memory``; ``.vN`` accesses are aligned to the whole vector; atomics are applied
 in lane order, so lanes hitting one address see each other's updates exactly as
-a serial execution would; ``cp.async`` copies immediately (``wait`` is a no-op).
+a serial execution would, and are not race-tracked; ``cp.async`` data reaches shared
+memory only when a ``cp.async.wait_group``/``wait_all`` retires it (``asyncq``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import access, fmath
-from .ast import Vec
+from .ast import Imm, Vec
 from .dispatch import Compiled, op, unsupported
 from .errors import MemoryFault
 from .operands import mods_of, reader, writer
-from .ptxtypes import TYPES, UINT
+from .ptxtypes import TYPES
 
 
 def _vec_count(cx, flags: set[str]) -> int:
@@ -130,7 +131,8 @@ def build_atom(ins, cx):
         b = np.broadcast_to(np.asarray(srcs[0](w, idx), t.np), (n,))
         c = np.broadcast_to(np.asarray(srcs[1](w, idx), t.np), (n,)) if len(srcs) > 1 else b
         old_all = np.empty(n, t.np)
-        for sel, view, index in access.chunks(w, space, addr(w, idx), lanes, t, 1, True):
+        # atomics are ordered among themselves: kept out of the race tracker
+        for sel, view, index in access.chunks(w, space, addr(w, idx), lanes, t, 1, True, False):
             ix = tuple(np.broadcast_to(i, (len(index[-1]), 1))[:, 0] for i in index)
             bs, cs = b[sel], c[sel]
             key = ix[-1] if len(ix) == 1 else ix[0] * (view.shape[-1] + 1) + ix[1]
@@ -153,12 +155,14 @@ def build_atom(ins, cx):
 
 @op("cp")
 def build_cp_async(ins, cx):
-    """``cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`` and the group ops."""
+    """``cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`` and the group ops.
+
+    The copy reads global memory now and lands in shared memory at a wait (``asyncq``)."""
     mods = ins.mods
     if mods[:1] != ("async",):
         raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line}")
     if mods[1:2] in (("commit_group",), ("wait_group",), ("wait_all",)):
-        return Compiled(ins, lambda w, idx: None)
+        return _build_cp_group(ins, cx, mods[1])
     flags = set(mods[1:])
     unsupported(cx, flags, {"shared", "shared::cta", "global"})
     ops = ins.operands
@@ -189,9 +193,26 @@ def build_cp_async(ins, cx):
             bad = int(np.flatnonzero(da % np.uint64(size))[0])
             raise MemoryFault(f"misaligned cp.async destination (must be a multiple of {size})",
                               int(lanes[bad]), int(da[bad]))
-        access.store(w, "shared", da, lanes, u32, data.view(UINT[32]).reshape(n, size // 4))
+        w.asyncq.issue(lanes, da, data, w.pc_now)
 
     return Compiled(ins, run)
+
+
+def _build_cp_group(ins, cx, kind: str):
+    """``cp.async.commit_group``, ``cp.async.wait_group N``, ``cp.async.wait_all``."""
+    if kind == "commit_group":
+        return Compiled(ins, lambda w, idx: w.asyncq.commit(access.lanes_of(w, idx)))
+    if kind == "wait_all":
+        def wait_all(w, idx):
+            lanes = access.lanes_of(w, idx)
+            w.asyncq.commit(lanes)
+            w.asyncq.wait(lanes, 0)
+
+        return Compiled(ins, wait_all)
+    if len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
+        raise cx.error("cp.async.wait_group needs one integer constant")
+    allowed = int(ins.operands[0].value)
+    return Compiled(ins, lambda w, idx: w.asyncq.wait(access.lanes_of(w, idx), allowed))
 
 
 @op("prefetch", "prefetchu")

@@ -9,7 +9,8 @@ Invariants: ``regs[name]`` is an array of length ``n`` holding raw bits of the
 register's width (bool for predicates); special registers are read-only entries
 of ``regs`` of type ``.u32`` (``%clock64`` ``.u64``); ``pc[i]`` is lane i's next
 instruction while it runs, and ``DONE`` while it waits at a barrier or has exited
-(``status`` tells which: RUN, WAIT, EXIT).
+(``status`` tells which: RUN, WAIT, EXIT).  ``asyncq`` holds the wave's
+in-flight ``cp.async`` copies.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .asyncq import AsyncCopies
 from .memory import BankedMemory, GlobalMemory
 from .ptxtypes import TYPES, PtxType, storage_dtype
 
@@ -92,6 +94,8 @@ class Wave:
         self.wait_pc = np.zeros(n, np.int64)
         self.wait_cnt = np.full(n, -1, np.int64)
         self.all_lanes = lane
+        self.pc_now = 0  # the instruction being executed (cp.async records where it was issued)
+        self.asyncq = AsyncCopies(n, self.shared) if self.shared is not None else None
 
     def _specials(self, dynamic_smem: int, total_smem: int) -> None:
         g = self.geom

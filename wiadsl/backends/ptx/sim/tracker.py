@@ -1,0 +1,155 @@
+"""Per-byte access stamps of shared memory: finds races as accesses happen.
+
+Every shared byte of every block of a wave keeps three stamps (int64, -1 = none):
+``wr`` the last write, ``rd`` the last read, ``pend`` an in-flight ``cp.async``.
+A stamp packs ``epoch << 32 | pc << 12 | multi << 11 | tid``: the block's barrier
+epoch at the access (completed barriers so far), the instruction index, the
+thread index in the block, and (read stamps only) whether readers of more than
+one warp read the byte in that epoch.
+
+Rules (``races.py`` names the kinds):
+
+* a read races with a write of the same epoch by another warp;
+* a write races with a write or read of the same epoch by another warp;
+* any access races with an in-flight ``cp.async`` to the byte (even the issuing
+  thread's own: the data may not have arrived); a ``cp.async`` is checked as a
+  write when issued and stamped as a write when a wait retires it.
+
+Lanes of one warp run in lockstep here, as on hardware between divergence
+points, so two lanes of the same warp never race (we do not model Volta's
+independent thread scheduling, which would need ``__syncwarp`` between them).
+Atomics are not tracked.  Any completed barrier of a block (also a named
+``bar.sync id, count``) starts a new epoch for the whole block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .races import RaceLog
+
+_TID = np.int64(0x7FF)
+_MULTI = np.int64(1 << 11)
+_PC = np.int64(0xFFFFF)
+NONE = -1
+
+
+def _warp(stamp: np.ndarray) -> np.ndarray:
+    return (stamp & _TID) >> 5
+
+
+class RaceTracker:
+    """Stamps for ``rows`` blocks x ``total`` bytes of shared memory (see module docstring)."""
+
+    def __init__(self, rows: int, total: int, tid_of_lane: np.ndarray, first_block: int,
+                 log: RaceLog, describe: Callable[[int], tuple[str, int]]):
+        size = rows * total
+        self.total = total
+        self.wr = np.full(size, NONE, np.int64)
+        self.rd = np.full(size, NONE, np.int64)
+        self.pend = np.full(size, NONE, np.int64)
+        self.pending = 0  # bytes in flight: when 0 the ``pend`` gathers are skipped
+        self.epoch = np.zeros(rows, np.int64)
+        self.tid = tid_of_lane.astype(np.int64)
+        self.first = first_block
+        self.log = log
+        self.describe = describe  # shared offset -> (variable name, offset in it)
+        self.pc = 0
+
+    def barrier(self, rows: np.ndarray | None) -> None:
+        """Blocks ``rows`` (all when None) completed a barrier: a new epoch starts."""
+        if rows is None:
+            self.epoch += 1
+        else:
+            self.epoch[rows] += 1
+
+    def _stamp(self, lanes: np.ndarray, rows: np.ndarray, pc: int | np.ndarray) -> np.ndarray:
+        return (self.epoch[rows] << 32) | (np.asarray(pc, np.int64) << 12) | self.tid[lanes]
+
+    def _conflicts(self, prev: np.ndarray, cur: np.ndarray, warp: np.ndarray,
+                   any_multi: bool = False) -> np.ndarray:
+        same = (prev >> 32) == cur[:, None]
+        other = _warp(prev) != warp[:, None]
+        if any_multi:
+            other |= (prev & _MULTI) != 0
+        return same & other & (prev >= 0)
+
+    def read(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
+        """Check and record a read of bytes ``lin`` [n, nbytes] (linear) by ``lanes``."""
+        cur, warp = self.epoch[rows], self.tid[lanes] >> 5
+        self._check(lin, lanes, cur, warp, write=False)
+        new = self._stamp(lanes, rows, self.pc)[:, None]
+        rs = self.rd[lin]
+        same = (rs >> 32) == cur[:, None]
+        multi = same & ((_warp(rs) != warp[:, None]) | ((rs & _MULTI) != 0))
+        self.rd[lin] = np.where(multi, new | _MULTI, new)
+        # lanes of different warps reading one byte in this very instruction
+        clash = _warp(self.rd[lin]) != warp[:, None]
+        if clash.any():
+            self.rd[lin[clash]] |= _MULTI
+
+    def write(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
+        """Check and record a plain store of bytes ``lin`` by ``lanes``."""
+        cur, warp = self.epoch[rows], self.tid[lanes] >> 5
+        self._check(lin, lanes, cur, warp, write=True)
+        new = np.broadcast_to(self._stamp(lanes, rows, self.pc)[:, None], lin.shape)
+        self.wr[lin] = new
+        self._same_instr(self.wr, lin, lanes, warp, "write-after-write")
+
+    def issue_async(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
+        """A ``cp.async`` to bytes ``lin`` is issued: checked as a write, then in flight."""
+        cur, warp = self.epoch[rows], self.tid[lanes] >> 5
+        self._check(lin, lanes, cur, warp, write=True)
+        self.pend[lin] = np.broadcast_to(self._stamp(lanes, rows, self.pc)[:, None], lin.shape)
+        self.pending += lin.size
+        self._same_instr(self.pend, lin, lanes, warp, "write-before-async-wait")
+
+    def land_async(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray,
+                   pcs: np.ndarray) -> None:
+        """A wait retired copies (issued at ``pcs``): their bytes count as written now."""
+        self.pend[lin] = NONE
+        self.pending -= lin.size
+        self.wr[lin] = self._stamp(lanes, rows, pcs)[:, None]
+
+    def _check(self, lin, lanes, cur, warp, write: bool) -> None:
+        ws = self.wr[lin]
+        bad = self._conflicts(ws, cur, warp)
+        if bad.any():
+            self._found("write-after-write" if write else "read-after-write", bad, ws, lin, lanes)
+        if write:
+            rs = self.rd[lin]
+            bad = self._conflicts(rs, cur, warp, any_multi=True)
+            if bad.any():
+                self._found("write-after-read", bad, rs, lin, lanes)
+        if self.pending:
+            ps = self.pend[lin]
+            bad = ps >= 0
+            if bad.any():
+                kind = "write-before-async-wait" if write else "read-before-async-wait"
+                self._found(kind, bad, ps, lin, lanes)
+
+    def _same_instr(self, stamps: np.ndarray, lin, lanes, warp, kind: str) -> None:
+        """Lanes of different warps writing one byte in one instruction (lockstep mode)."""
+        back = stamps[lin]
+        clash = _warp(back) != warp[:, None]
+        if clash.any():
+            self._found(kind, clash, back, lin, lanes)
+
+    def _found(self, kind: str, bad: np.ndarray, prev: np.ndarray, lin: np.ndarray,
+               lanes: np.ndarray) -> None:
+        """Report the racing entries ``bad`` [n, nbytes] (the first, or one per pc pair)."""
+        ks, bs = np.nonzero(bad)
+        if not self.log.wants_all():
+            ks, bs = ks[:1], bs[:1]
+        else:
+            _, first = np.unique((prev[ks, bs] >> 12) & _PC, return_index=True)
+            ks, bs = ks[first], bs[first]
+        for k, b in zip(ks.tolist(), bs.tolist()):
+            p = int(prev[k, b])
+            where = int(lin[k, b])
+            row, off = divmod(where, self.total)
+            var, rel = self.describe(off)
+            self.log.add(kind, self.first + row, off, var, rel, (int((p >> 12) & _PC), int(p & _TID)),
+                         (self.pc, int(self.tid[lanes[k]])))
