@@ -3,9 +3,9 @@
 The operand is presented as a [P, Q] matrix by its view (``rowplan.py`` says which):
 each row of P becomes one output element (reductions, pools) or one output row (a
 copy). Tiles are at most ``CHUNK_ROWS`` x ``cols``; a row longer than one tile is
-reduced by ``vec.rKIND.acc`` over its column tiles. Two scratchpad and two
-accumulator buffers alternate between row chunks, so the DMA of the next chunk
-overlaps the vector unit's work on this one.
+reduced by ``vec.rKIND.acc`` over its column tiles. Two scratchpad buffers
+alternate between tiles and two accumulator buffers between row chunks, so the DMA
+of the next tile overlaps the vector unit's work on this one.
 
 Mean (``reduce_mean``, ``avg_pool``): the row sum in the accumulation type (f32)
 divided by the element count, which the section reads as a constant input ``n``,
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnostics import WiaUsageError
 from ...dtypes import DType
 from ...ir.core import Value
 from .config import ArrayConfig
@@ -95,11 +96,18 @@ class _Body:
             "sum", "mean") else dtype
 
     def rows_per_chunk(self, p: int, q: int) -> int:
+        """Rows per chunk: two tiles of each kind (double buffering) must fit."""
         cols = min(q, self.c.cols)
-        out_cols = cols if self.copy else 1
-        per_row = 2 * cols * (self.dtype.bits // 8) + 2 * out_cols * 4
-        cap = min(self.c.spad_capacity, self.c.acc_capacity)
-        return max(1, min(p, CHUNK_ROWS, cap // per_row))
+        spad_row = 2 * cols * (self.dtype.bits // 8)
+        acc_row = 2 * (cols if self.copy else 1) * 4
+        spad_left = self.c.spad_capacity - (4 if self.g.fn == "mean" else 0)  # the count
+        rows = min(p, CHUNK_ROWS, spad_left // spad_row, self.c.acc_capacity // acc_row)
+        if rows < 1:
+            raise WiaUsageError(
+                f"'{self.g.op.name}' does not fit the memories of a {self.c.rows}x"
+                f"{self.c.cols} array (one row of tiles needs {spad_row} scratchpad and "
+                f"{acc_row} accumulator bytes)")
+        return rows
 
     def emit(self, src: str, out: str, matrix: Matrix, count: str | None) -> None:
         p, q = matrix
@@ -109,11 +117,14 @@ class _Body:
         if count is not None:
             self._buf("e0", "spad", 1, 1, DType.F32)
             self.body.append(Mvin(Local("e0", (0, 1), (0, 1)), Remote(count, 0, (0, 1), (0, 1))))
+        tiles = 0
         for chunk, (r0, r1) in enumerate(_spans(p, rows)):
-            a, c, h = spad[chunk % 2], acc[chunk % 2], r1 - r0
+            c, h = acc[chunk % 2], r1 - r0
             self.body.append(Label(f"r{r0}"))
             for q0, q1 in _spans(q, cols):
-                tile = Local(a, (0, h), (0, q1 - q0))
+                # alternate scratchpad tiles: the next mvin need not wait for this read
+                tile = Local(spad[tiles % 2], (0, h), (0, q1 - q0))
+                tiles += 1
                 self.body.append(Mvin(tile, Remote(src, 0, (r0, r1), (q0, q1))))
                 if self.copy:
                     dst = Local(c, (0, h), (0, q1 - q0), self.dtype)
