@@ -29,6 +29,12 @@ from .base import Pass, PassContext, register_pass
 def natural_loops(func: FuncOp) -> list[tuple[Block, set[int], list[Block]]]:
     """(header, body block ids, body blocks) per loop header (back edges merged)."""
     dom = DominanceInfo(func)
+    # One predecessor map: ``Block.predecessors`` scans every block of the region,
+    # which made this walk quadratic in the blocks (2.6 s on a 300-block model).
+    preds: dict[int, list[Block]] = {}
+    for b in func.blocks:
+        for s in dict.fromkeys(b.successors):
+            preds.setdefault(id(s), []).append(b)
     loops: dict[int, tuple[Block, set[int], list[Block]]] = {}
     for b in dom.order:
         for h in b.successors:
@@ -42,7 +48,7 @@ def natural_loops(func: FuncOp) -> list[tuple[Block, set[int], list[Block]]]:
                     continue
                 ids.add(id(x))
                 blocks.append(x)
-                stack.extend(p for p in x.predecessors if dom.is_reachable(p))
+                stack.extend(p for p in preds.get(id(x), ()) if dom.is_reachable(p))
     # inner loops first: fewer blocks
     return sorted(loops.values(), key=lambda t: len(t[1]))
 
