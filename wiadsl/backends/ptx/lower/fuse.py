@@ -103,7 +103,13 @@ class SpecBuilder:
         elif op.name in ("tensor.matmul", "tensor.fused_matmul") and self.allow_acc \
                 and self.acc_op is None:
             self.acc_op = op
-            return Acc(value_dtype(op.results[0]))  # type: ignore[arg-type]
+            acc = Acc(value_dtype(op.results[0]))  # type: ignore[arg-type]
+            if op.name == "tensor.matmul":
+                return acc
+            # a fused_matmul's own epilogue (the bias of x @ w + b) runs first: -O2 makes
+            # one for each bias add, and its consumer is the sink (it was dropped: issue 22)
+            rest = [self.operand(op, i, amap) for i in range(2, len(op.operands))]
+            return expand_body(op.regions[0].blocks[0], [acc, *rest])[0]
         elif is_elementwise(op):
             return self.expand(op, amap)
         return self.load(self.planner.materialize(value), amap)

@@ -1,0 +1,28 @@
+"""A -O2 ``fused_matmul`` (``x @ w + b``) whose elementwise consumer becomes the tile
+kernel's epilogue keeps its own body: the bias was dropped there (issue 22, found once
+the ptxsim target ran the -O2 pipeline; examples/mlp.wia's mlp_gelu was off by 3.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wiadsl.runtime.jit import jit
+
+RNG = np.random.default_rng(5)
+SRC = """kernel k(input x: f32[B, I], input w: f32[I, H], input b: f32[H], output y: f32[B, H]) {
+    h = x @ w + b;
+    y = h * h * 0.5 + tanh(h);
+}
+"""
+
+
+@pytest.mark.parametrize("level", [0, 2, 3])
+def test_bias_then_elementwise_epilogue(level: int) -> None:
+    x = RNG.standard_normal((6, 7)).astype(np.float32)
+    w = RNG.standard_normal((7, 9)).astype(np.float32)
+    b = RNG.standard_normal(9).astype(np.float32) * 4  # large enough that dropping it shows
+    fn = jit(SRC, "k", target="ptxsim", opt_level=level)
+    h = x.astype(np.float64) @ w + b
+    np.testing.assert_allclose(fn(x, w, b), h * h * 0.5 + np.tanh(h), rtol=2e-5, atol=2e-5)
+    assert fn.stats["kernels"] == 1  # the whole chain is the matmul's epilogue
