@@ -192,7 +192,10 @@ class BackendInput:
                 for k, shapes in self.shapes.items()}
 
 
-def _backend_input(job: CompileJob, target: str, static: bool) -> BackendInput:
+def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = True
+                   ) -> BackendInput:
+    """The selected kernels' IR (after the pipeline unless ``optimize`` is False: the PTX
+    program runs it itself) and shapes."""
     sigs = selected_kernels(job)
     shapes: dict[str, dict[str, tuple[int | None, ...]]]
     if job.generic is not None and job.input_shapes is not None:
@@ -206,8 +209,8 @@ def _backend_input(job: CompileJob, target: str, static: bool) -> BackendInput:
             own = kernel_shapes(sig, job.dims, target, static)
             shapes[sig.name] = {p.name: own[p.name] for p in sig.inputs if p.name in own}
     narrowed = CompileJob(**{**job.__dict__, "kernel": sigs[0].name if len(sigs) == 1 else None})
-    module = optimize_ir(lowered_ir(narrowed), job.opt, job.remarks)
-    return BackendInput(module, shapes)
+    module = lowered_ir(narrowed)
+    return BackendInput(optimize_ir(module, job.opt, job.remarks) if optimize else module, shapes)
 
 
 def _cpu(feature: str, job: CompileJob) -> str | bytes:
@@ -232,13 +235,17 @@ def _obj(job: CompileJob) -> Artifact:
 
 
 def _ptx(job: CompileJob) -> Artifact:
-    """PTX with symbolic extents where ``-D`` gave none: the launch plan reads them."""
-    given = _backend_input(job, "ptx", False)
-    if given.single is not None:
-        text, plan = require("ptx")(given.module, given.single, arch=job.arch,
-                                     shapes=given.shapes[given.single])
-    else:
-        text, plan = require("ptx_module")(given.module, given.shapes, arch=job.arch)
+    """PTX with symbolic extents where ``-D`` gave none: the launch plan reads them.
+    Built by ``ptx_program``, as the ptxsim and cuda targets build what they run, so
+    with every dim given this is the module ``jit(..., target="cuda")`` loads."""
+    program = require("ptx_program")
+    from ..backends.ptx.program import TargetOptions
+
+    given = _backend_input(job, "ptx", False, optimize=False)
+    opt = job.opt
+    custom = opt.pipeline is not None or opt.patterns or opt.pm_options or job.remarks is not None
+    text, plan = program(given.module, given.shapes, TargetOptions(job.arch, opt.level),
+                         optimize=(lambda m: optimize_ir(m, opt, job.remarks)) if custom else None)
     return Artifact(text, {".json": json.dumps(plan, indent=2, sort_keys=True, default=str) + "\n"})
 
 

@@ -43,6 +43,7 @@ FEATURES: dict[str, Feature] = {
     "ptx": Feature("the PTX backend", ("wiadsl.backends.ptx", "wiadsl.backends.ptx.emit"),
                    "emit_ptx"),
     "ptx_module": Feature("the PTX backend", ("wiadsl.backends.ptx.emit",), "emit_ptx_module"),
+    "ptx_program": Feature("the PTX backend", ("wiadsl.backends.ptx.program",), "ptx_program"),
     "sasm": Feature("the systolic-array backend", ("wiadsl.backends.systolic",), "emit_sasm"),
     "sasm_program": Feature("the systolic-array backend", ("wiadsl.backends.systolic",),
                             "emit_sasm_program"),

@@ -26,6 +26,8 @@ def target_options(target: str, job: CompileJob) -> dict[str, Any]:
     """The jit options a target takes from the command line (none for the others)."""
     if target == "systolic":
         return {"array": job.array, "dataflow": job.dataflow}
+    if target in ("ptxsim", "cuda"):  # the -O that 'wiac -o x.ptx' would compile at
+        return {"opt_level": job.opt.level}
     return {}
 
 

@@ -3,6 +3,10 @@
 ``cuda-python`` is imported on first use only; without it (or without a GPU) the
 target fails with a WiaUsageError saying what is missing.
 
+Options: ``arch`` (default: the device's), ``opt_level`` (default 2) and
+``fast_math``; the PTX is built by ``program.ptx_program``, as ``wiac -o x.ptx``
+builds it.
+
 Invariants:
 - One context per process (the primary context of device 0); modules are loaded
   once per PTX text (``cuModuleLoadData``) and kept.
@@ -22,6 +26,7 @@ import numpy as np
 from ...diagnostics import WiaRuntimeError, WiaUsageError
 from ...ir.module import ModuleOp
 from .isa import DEFAULT_ARCH
+from .program import TargetOptions
 from .simbackend import ShapeSpecialized
 
 _STATE: dict[str, Any] = {}
@@ -152,12 +157,11 @@ class CudaBackend:
             raise WiaUsageError(f"target 'cuda' has no usable GPU here: {exc}") from None
 
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
-        unknown = set(options) - {"arch"}
-        if unknown:
-            raise WiaUsageError(f"target 'cuda' takes only 'arch', got {', '.join(sorted(unknown))}")
+        TargetOptions.from_target(self.name, options, DEFAULT_ARCH)  # bad options before the driver
         driver()  # fail early and clearly when cuda-python or the GPU is missing
         arch = options.get("arch") or _supported(device_arch())
-        return ShapeSpecialized(module, kernel, arch, CudaDevice)
+        return ShapeSpecialized(module, kernel, TargetOptions.from_target(self.name, options, arch),
+                                CudaDevice)
 
 
 def _supported(arch: str) -> str:

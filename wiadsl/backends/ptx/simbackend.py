@@ -2,7 +2,9 @@
 
 Expose as ``wiadsl.backends.ptx.simbackend:BACKEND`` (the registry lives in
 ``wiadsl/runtime/backend.py``). Shapes are specialized per call (static extents
-make every size a PTX immediate), so ``specialize_shapes`` is True.
+make every size a PTX immediate), so ``specialize_shapes`` is True. Options:
+``arch``, ``opt_level`` (default 2, as wiac's -O) and ``fast_math``; the PTX is built by
+``program.ptx_program``, as ``wiac -o x.ptx`` builds it.
 
 Invariant: simulated buffers are NumPy byte arrays; every launch goes through
 ``sim.launch``, which checks bounds (an out-of-range access is an error).
@@ -16,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ...diagnostics import WiaUsageError
 from ...ir.module import ModuleOp
-from .emit import emit_ptx
 from .executor import PlanRun
 from .isa import DEFAULT_ARCH
+from .program import TargetOptions, ptx_program
 
 
 @dataclass
@@ -84,18 +85,24 @@ class ShapeSpecialized:
 
     module: ModuleOp
     kernel: str
-    arch: str
+    options: TargetOptions
     make_device: Any
     compiled: PlannedKernel | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
-    def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
+    def specialize(self, inputs: Sequence[np.ndarray]) -> PlannedKernel:
+        """The PTX and plan for these inputs' shapes (no device needed): what ``wiac -O<l>
+        --arch A -D ... -o x.ptx`` writes for the same shapes (``program.ptx_program``)."""
         if self.compiled is None:
-            ptx, plan = emit_ptx(self.module, self.kernel, self.arch,
-                                 shapes_of(self.module, self.kernel, inputs))
+            shapes = shapes_of(self.module, self.kernel, inputs)
+            ptx, plan = ptx_program(self.module, {self.kernel: shapes}, self.options)
             self.compiled = PlannedKernel(ptx, plan, self.make_device)
-        out = self.compiled.run(inputs)
-        self.stats = dict(self.compiled.stats)
+        return self.compiled
+
+    def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
+        compiled = self.specialize(inputs)
+        out = compiled.run(inputs)
+        self.stats = dict(compiled.stats)
         return out
 
 
@@ -104,10 +111,8 @@ class SimBackend:
     specialize_shapes = True
 
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
-        unknown = set(options) - {"arch"}
-        if unknown:
-            raise WiaUsageError(f"target 'ptxsim' takes only 'arch', got {', '.join(sorted(unknown))}")
-        return ShapeSpecialized(module, kernel, options.get("arch", DEFAULT_ARCH), SimDevice)
+        return ShapeSpecialized(module, kernel, TargetOptions.from_target(self.name, options, DEFAULT_ARCH),
+                                SimDevice)
 
 
 BACKEND = SimBackend()
