@@ -20,6 +20,8 @@ DATAFLOWS = ("ws", "os", "is")
 TIMINGS = ("overlap", "scalesim")
 #: A capacity that never binds (compatibility mode models no memory limits).
 UNLIMITED = 1 << 62
+#: the largest array side the cycle-true mode accepts
+CYCLE_TRUE_MAX = 16
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class ArrayConfig:
     dma_bytes_per_cycle: int = 256
     dma_latency: int = 64
     vec_lanes: int = 128
+    #: run the array register by register (pe_array/); a simulator choice, not part of
+    #: the machine, so it stays out of the ``.target`` line
+    cycle_true: bool = False
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1:
@@ -49,6 +54,10 @@ class ArrayConfig:
                 raise WiaUsageError(f"systolic option {key} must be positive")
         if self.dma_latency < 0:
             raise WiaUsageError("systolic option dma_latency must be >= 0")
+        if self.cycle_true and max(self.rows, self.cols) > CYCLE_TRUE_MAX:
+            raise WiaUsageError(f"cycle_true=True runs arrays up to {CYCLE_TRUE_MAX}x"
+                                f"{CYCLE_TRUE_MAX} (it steps every PE every cycle), got "
+                                f"{self.rows}x{self.cols}")
 
     @property
     def scalesim(self) -> bool:
@@ -89,9 +98,14 @@ def config_from_options(options: dict[str, Any]) -> ArrayConfig:
                 or not all(isinstance(n, int) and not isinstance(n, bool) for n in array)):
             raise WiaUsageError(f"array must be a pair of integers (rows, cols), got {array!r}")
         fields["rows"], fields["cols"] = array
+    if "cycle_true" in opts:
+        flag = opts.pop("cycle_true")
+        if not isinstance(flag, bool):
+            raise WiaUsageError(f"systolic option cycle_true must be True or False, got {flag!r}")
+        fields["cycle_true"] = flag
     for key, value in opts.items():
         if key not in _FIELDS:
-            known = ", ".join(["array", *_FIELDS])
+            known = ", ".join(["array", *_FIELDS, "cycle_true"])
             raise WiaUsageError(f"unknown systolic option '{key}'; options: {known}")
         expect_str = key in ("dataflow", "timing")
         if expect_str != isinstance(value, str) or isinstance(value, bool):

@@ -28,6 +28,7 @@ from .config import ArrayConfig
 from .inline import inline_helpers
 from .isa import Listing, Section
 from .lower import Lowered, lower_group
+from .pe_array import run_section_cycle_true
 from .plan import FuncPlan, Group, plan_function
 from .rowplan import plan_rows
 from .simulator import run_section
@@ -93,7 +94,8 @@ class SystolicKernel:
             return
         inputs = {name: v if isinstance(v, np.ndarray) else env[id(v)]
                   for name, v in lowered.inputs.items()}
-        outputs, stats = run_section(lowered.section, self.config, inputs, checked=True)
+        run = run_section_cycle_true if self.config.cycle_true else run_section
+        outputs, stats = run(lowered.section, self.config, inputs, checked=True)
         self._run_stats.add(group.placement, stats)
         value = finish(outputs[lowered.output], group.output.type)
         check_value(group.ops[-1], value, group.output.type)

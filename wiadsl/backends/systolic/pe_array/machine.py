@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ....diagnostics import WiaRuntimeError, WiaUsageError
+from ..config import CYCLE_TRUE_MAX as MAX_SIDE
 from ..config import ArrayConfig
 from ..isa import Section
 from ..simulator import SectionStats
@@ -62,6 +63,7 @@ class CycleMachine:
         self.stats.stalls = {}
         self.stats.instructions = len(self.ops)
         self.heads: set[int] = set()
+        self._first = 0
 
     # ------------------------------------------------------------ issue
     def _gate(self, op: Op, cycle: int) -> tuple[bool, str | None]:
@@ -148,9 +150,16 @@ class CycleMachine:
             times += [t for t in (op.read_end, op.done) if t is not None and t > cycle]
         return min(times) if times else None
 
+    def _undone(self) -> bool:
+        """Some instruction has not finished (ops finish roughly in order: scan from
+        the oldest unfinished one)."""
+        while self._first < len(self.ops) and self.ops[self._first].done is not None:
+            self._first += 1
+        return any(op.done is None for op in self.ops[self._first:])
+
     def run(self) -> SectionStats:
         cycle = 0
-        while any(op.done is None for op in self.ops) or self.effects:
+        while self._undone() or self.effects:
             self._apply(cycle)
             issued, stall = self._issue_all(cycle)
             if not self.grid.idle(cycle):
@@ -161,7 +170,7 @@ class CycleMachine:
                 self.grid.flush()
                 nxt = cycle + 1 if issued else (self._next_time(cycle) or -1)
                 if nxt < 0:
-                    if all(op.done is not None for op in self.ops) and not self.effects:
+                    if not self._undone() and not self.effects:
                         break
                     raise WiaRuntimeError(f"cycle-true mode: section {self.s.name} stalls "
                                           f"forever at cycle {cycle}")
@@ -192,7 +201,3 @@ def run_section_cycle_true(section: Section, config: ArrayConfig, inputs: dict[s
     m = CycleMachine(section, config, inputs)
     stats = m.run()
     return m.outputs(), stats
-
-
-#: the largest array side the cycle-true mode accepts (it steps every PE every cycle)
-MAX_SIDE = 16
