@@ -115,3 +115,97 @@ $L_end:
     ret;
 }}
 """
+
+# Race and cp.async semantics (test_race_semantics.py).  ``pairs``: thread t stores t to
+# cell[t], optionally syncs, then reads cell[t ^ x]; ``clobber``: thread t stores t to
+# cell[t & 31] (threads t and t + 32 write one word); ``async_groups``: two commit groups,
+# read after ``wait_group 1`` (first landed, second still in flight) and after ``wait_all``.
+RACES = HEADER + r"""
+.visible .entry pairs(.param .u64 pr_y, .param .u32 pr_xor, .param .u32 pr_sync)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b32 cell[64];
+    ld.param.u64 %rd1, [pr_y];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u32 %r1, [pr_xor];
+    ld.param.u32 %r2, [pr_sync];
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, cell;
+    shl.b32 %r5, %r3, 2;
+    add.u32 %r6, %r4, %r5;
+    st.shared.u32 [%r6], %r3;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra $L_nosync;
+    bar.sync 0;
+$L_nosync:
+    xor.b32 %r7, %r3, %r1;
+    shl.b32 %r7, %r7, 2;
+    add.u32 %r7, %r4, %r7;
+    ld.shared.u32 %r8, [%r7];
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r8;
+    ret;
+}
+
+.visible .entry clobber(.param .u64 cl_y)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b32 cell[32];
+    ld.param.u64 %rd1, [cl_y];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 31;
+    shl.b32 %r2, %r2, 2;
+    mov.u32 %r3, cell;
+    add.u32 %r3, %r3, %r2;
+    st.shared.u32 [%r3], %r1;
+    bar.sync 0;
+    ld.shared.u32 %r4, [%r3];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}
+
+.visible .entry async_groups(.param .u64 ag_src, .param .u64 ag_y)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %f<4>;
+    .shared .align 16 .b8 buf0[512];
+    .shared .align 16 .b8 buf1[512];
+    ld.param.u64 %rd1, [ag_src];
+    ld.param.u64 %rd2, [ag_y];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 4;
+    mov.u32 %r3, buf0;
+    add.u32 %r3, %r3, %r2;
+    mov.u32 %r4, buf1;
+    add.u32 %r4, %r4, %r2;
+    mov.f32 %f1, 0fBF800000;
+    st.shared.f32 [%r4], %f1;
+    cvt.u64.u32 %rd3, %r2;
+    add.s64 %rd4, %rd1, %rd3;
+    cp.async.ca.shared.global [%r3], [%rd4], 16;
+    cp.async.commit_group;
+    add.s64 %rd5, %rd4, 512;
+    cp.async.cg.shared.global [%r4], [%rd5], 16;
+    cp.async.commit_group;
+    cp.async.wait_group 1;
+    ld.shared.f32 %f2, [%r3];
+    ld.shared.f32 %f3, [%r4];
+    add.s64 %rd6, %rd2, %rd3;
+    st.global.f32 [%rd6], %f2;
+    st.global.f32 [%rd6+4], %f3;
+    cp.async.wait_all;
+    ld.shared.f32 %f3, [%r4];
+    st.global.f32 [%rd6+8], %f3;
+    ret;
+}
+"""
