@@ -29,6 +29,7 @@ from .plan import Group, dtype_of
 from .rowlower import lower_rows
 from .rowplan import RowGroup
 from .tiling import Gemm, emit_gemm, emit_vector
+from .views import Relayout, perm_index
 
 
 def _invariance(ext: np.ndarray, matrix: np.ndarray) -> tuple[bool, bool]:
@@ -75,12 +76,32 @@ def _product(group: Group, a: np.ndarray, b: np.ndarray, names: Names
     return gemm, views, (n_, o, ho, wo), "convout", (1, p, o)
 
 
-def _index_matrix(kind: str, ext_shape: tuple[int, ...], target: tuple[int, ...],
-                  shape: tuple[int, int, int]) -> np.ndarray:
-    idx = np.broadcast_to(np.arange(prod(ext_shape)).reshape(ext_shape), target)
-    if kind == "convout":
+def _relaid(x: np.ndarray, rel: Relayout | None) -> np.ndarray:
+    if rel is None:
+        return x
+    return np.transpose(x, rel.ints) if rel.kind == "transpose" else x.reshape(rel.ints)
+
+
+def _ext_view(name: str, kind: str, dram: str, rel: Relayout | None, source: tuple[int, ...],
+              target: tuple[int, ...], shape: tuple[int, int, int]) -> View:
+    """An epilogue operand's view: broadcast to the result (``kind``: mat or convout),
+    through a ``perm`` view when it is read through a re-layout."""
+    if rel is None:
+        return View(name, kind, dram, (("target", target), ("shape", shape)))
+    split, axes = rel.read(source)
+    return View(name, "perm", dram, (("split", split), ("axes", axes), ("target", target),
+                                     ("shape", shape)))
+
+
+def _view_index(view: View, source: tuple[int, ...]) -> np.ndarray:
+    """Flat source index of each element of an operand view [B, R, C]."""
+    if view.kind == "perm":
+        return perm_index(tuple(source), *(view.param(k) for k in ("split", "axes", "target",
+                                                                    "shape")))
+    idx = np.broadcast_to(np.arange(prod(source)).reshape(source), view.param("target"))
+    if view.kind == "convout":
         idx = idx.transpose(0, 2, 3, 1)
-    return idx.reshape(shape)
+    return idx.reshape(view.shape)
 
 
 def lower_group(group: Group, config: ArrayConfig, env: dict[int, Any], name: str
@@ -101,7 +122,9 @@ def lower_group(group: Group, config: ArrayConfig, env: dict[int, Any], name: st
             drams.append(Dram(dram, dtype, tuple(array.shape), "in"))
         return dram
 
-    ext_arrays = [np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in group.externals]
+    sources = [np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in group.externals]
+    # what each external is after the re-layout it is read through (shapes only)
+    ext_arrays = [_relaid(x, group.ext_relayouts.get(i)) for i, x in enumerate(sources)]
     if group.product is not None:
         a, b = np.asarray(env[id(group.lhs)]), np.asarray(env[id(group.rhs)])
         if 0 in a.shape or 0 in b.shape:
@@ -130,20 +153,26 @@ def lower_group(group: Group, config: ArrayConfig, env: dict[int, Any], name: st
     for i, (value, dtype) in enumerate(zip(group.externals, group.ext_dtypes)):
         hint = value.name_hint if isinstance(value, Value) else None
         dram = add_input(value, dtype, hint or f"k{i}")
-        params = (("target", out_shape), ("shape", shape3))
-        vname = f"{dram}.x{i}"
-        views.append(View(vname, ext_kind, dram, params))
-        rows_inv, cols_inv = _invariance(ext_arrays[i], _index_matrix(
-            ext_kind, ext_arrays[i].shape, out_shape, shape3))
-        externals.append(External(vname, dtype, rows_inv, cols_inv))
+        view = _ext_view(f"{dram}.x{i}", ext_kind, dram, group.ext_relayouts.get(i),
+                         tuple(sources[i].shape), out_shape, shape3)
+        views.append(view)
+        rows_inv, cols_inv = _invariance(ext_arrays[i], _view_index(view, sources[i].shape))
+        externals.append(External(view.name, dtype, rows_inv, cols_inv))
     out_dtype = group.steps[-1].dtype if group.steps else group.product_dtype
     out = names(group.output, group.output.name_hint)
-    drams.append(Dram(out, out_dtype, out_shape, "out"))  # type: ignore[arg-type]
+    rel = group.out_relayout
+    final = rel.apply(out_shape) if rel is not None else out_shape
+    drams.append(Dram(out, out_dtype, final, "out"))  # type: ignore[arg-type]
     epi = Epilogue(tuple(group.steps), tuple(externals), out_dtype)  # type: ignore[arg-type]
     if group.product is not None:
         buffers, body = emit_gemm(config, gemm, epi)
     else:
-        views.append(View(f"{out}.o", "mat", out, (("target", out_shape), ("shape", shape3))))
+        if rel is not None:  # written through a perm view of the re-layout's result
+            split, axes = rel.write(out_shape)
+            views.append(View(f"{out}.o", "perm", out, (("split", split), ("axes", axes),
+                                                        ("target", out_shape), ("shape", shape3))))
+        else:
+            views.append(View(f"{out}.o", "mat", out, (("target", out_shape), ("shape", shape3))))
         buffers, body = emit_vector(config, f"{out}.o", shape3, epi)
     section = Section(name, group.placement, describe(group), tuple(drams), tuple(views),
                       tuple(buffers), tuple(body))

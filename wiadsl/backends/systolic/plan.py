@@ -34,6 +34,7 @@ from ...ir.ops_elementwise import ELEMENTWISE_BY_NAME
 from ...ir.types import IndexType, TensorType
 from .epilogue import Src, VecStep
 from .vector import VEC_DTYPES
+from .views import Relayout
 
 ARRAY_DTYPES = frozenset({DType.I8, DType.F16, DType.BF16, DType.F32})
 #: casts an array product may read through: (cast source, product dtype)
@@ -69,6 +70,10 @@ class Group:
     externals: list[Value | np.ndarray] = field(default_factory=list)
     ext_dtypes: list[DType] = field(default_factory=list)
     absorbed: list[Operation] = field(default_factory=list)
+    #: external index -> the transpose/reshape it is read through (rowplan.py)
+    ext_relayouts: dict[int, Relayout] = field(default_factory=dict)
+    #: the transpose/reshape the output is written through (rowplan.py)
+    out_relayout: Relayout | None = None
 
     @property
     def placement(self) -> str:

@@ -9,7 +9,11 @@ of a tensor the DMA engine presents as a [rows, cols] matrix through a view:
 - ``tensor.transpose`` / ``tensor.reshape``: a DMA re-layout through a ``perm``
   view, copied tile by tile (no reduction).
 
-``plan_rows`` adds a group for each such op that no other group took. Invariants:
+``plan_rows`` adds a group for each such op that no other group took, then lets
+vector groups absorb re-layouts: an operand made by a transpose/reshape that only
+the group uses is read through a ``perm`` view of the op's operand, and an output
+whose only user is a transpose/reshape is written through a ``perm`` view of that
+op's result; the absorbed op never runs (batch_norm's two transposes). Invariants:
 a row group is a single op with one tensor operand (extra operands, such as the
 dynamic extents of a reshape, leave the op on the host); its operand and result
 dtypes are vector dtypes. Which shapes it can run is decided when it is lowered
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.core import Operation
+from ...ir.core import Operation, OpResult
 from ...ir.module import FuncOp
 from ...ir.types import TensorType
 from .plan import FuncPlan, Group, dtype_of
 from .vector import VEC_DTYPES
+from .views import Relayout
 
 #: op name -> (layout, row function): layout names the view, the function what the
 #: vector unit does with each row ("copy": nothing, the tile is moved as it is)
@@ -68,7 +73,8 @@ def row_group(op: Operation) -> RowGroup:
 
 
 def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
-    """``plan`` with a row group for every row op it left to the host."""
+    """``plan`` with a row group for every row op it left to the host, then the
+    re-layouts that vector groups can read or write through absorbed."""
     for block in func.blocks:
         for op in block.ops:
             if id(op) in plan.runs or id(op) in plan.skips or not _row_ok(op):
@@ -76,4 +82,59 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
             group = row_group(op)
             plan.runs[id(op)] = group
             plan.groups.append(group)
+    for g in list(plan.groups):
+        if g.product is None and not isinstance(g, RowGroup):
+            _absorb_inputs(g, plan)
+            _absorb_output(g, plan)
     return plan
+
+
+def _relayout_group(op: Operation | None, plan: FuncPlan, block: object) -> RowGroup | None:
+    """The row group of ``op`` if it is a re-layout in ``block`` that may be absorbed."""
+    group = plan.runs.get(id(op)) if op is not None else None
+    if isinstance(group, RowGroup) and group.layout == "perm" and op.parent is block:  # type: ignore[union-attr]
+        return group
+    return None
+
+
+def _relayout(op: Operation) -> Relayout:
+    if op.name == "tensor.transpose":
+        return Relayout("transpose", tuple(op.attributes["perm"]))
+    return Relayout("reshape", tuple(op.result.type.shape))  # type: ignore[union-attr, arg-type]
+
+
+def _drop(row: RowGroup, plan: FuncPlan) -> None:
+    del plan.runs[id(row.op)]
+    plan.groups.remove(row)
+
+
+def _absorb_inputs(group: Group, plan: FuncPlan) -> None:
+    """Read an external through the transpose/reshape that makes it, when only this
+    group uses it: the op never runs, the DMA reads its operand in its order."""
+    inside = {id(op) for op in group.ops}
+    block = group.ops[-1].parent
+    for i, value in enumerate(group.externals):
+        producer = value.op if isinstance(value, OpResult) else None
+        row = _relayout_group(producer, plan, block)
+        if row is None or not all(id(u) in inside for u in value.users):  # type: ignore[union-attr]
+            continue
+        _drop(row, plan)
+        plan.skips.add(id(row.op))
+        group.externals[i] = row.op.operands[0]
+        group.ext_relayouts[i] = _relayout(row.op)
+
+
+def _absorb_output(group: Group, plan: FuncPlan) -> None:
+    """Write the output through the transpose/reshape that is its only user: the group
+    then computes that op's result and runs where it stood."""
+    users = group.output.users
+    row = _relayout_group(users[0], plan, group.ops[-1].parent) if len(users) == 1 else None
+    if row is None:
+        return
+    _drop(row, plan)
+    del plan.runs[id(group.ops[-1])]
+    plan.skips.add(id(group.ops[-1]))
+    group.ops.append(row.op)
+    group.output = row.op.result
+    group.out_relayout = _relayout(row.op)
+    plan.runs[id(row.op)] = group

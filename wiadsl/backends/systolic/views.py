@@ -205,6 +205,34 @@ def window_index(base: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[i
     return np.stack(wins, axis=-1).reshape(1, -1, kh * kw)
 
 
+@dataclass(frozen=True)
+class Relayout:
+    """A transpose (``kind="transpose"``, ``ints`` = perm) or reshape (``"reshape"``,
+    ``ints`` = the result shape) that the DMA applies on the way in or out through a
+    ``perm`` view, so the op itself never runs (``rowplan.absorb_relayouts``)."""
+
+    kind: str
+    ints: tuple[int, ...]
+
+    def apply(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the relayout of a tensor of ``shape``."""
+        return tuple(shape[p] for p in self.ints) if self.kind == "transpose" else self.ints
+
+    def read(self, source: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``perm`` view (split, axes) presenting the relayout of a ``source`` tensor."""
+        if self.kind == "transpose":
+            return source, self.ints
+        return self.ints, tuple(range(len(self.ints)))
+
+    def write(self, logical: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``perm`` view (split, axes) of the relayout's result presenting the tensor
+        of ``logical`` shape it was made from (so writing it writes the result)."""
+        if self.kind == "transpose":
+            inverse = tuple(sorted(range(len(self.ints)), key=lambda a: self.ints[a]))
+            return self.apply(logical), inverse
+        return logical, tuple(range(len(logical)))
+
+
 class _IndexView:
     """A view given by the flat base index of every element (``index``): the DMA
     engine gathers (or scatters) those elements; a tile costs its distinct elements."""
