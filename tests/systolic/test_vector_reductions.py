@@ -19,8 +19,10 @@ from wiadsl.backends.systolic import parse_listing
 from wiadsl.backends.systolic.asm import instruction
 from wiadsl.backends.systolic.check import check_section
 from wiadsl.backends.systolic.config import ArrayConfig
-from wiadsl.backends.systolic.isa import SasmError
+from wiadsl.backends.systolic.isa import Dram, Remote, SasmError, View
 from wiadsl.backends.systolic.simulator import run_section
+from wiadsl.backends.systolic.views import view_kind
+from wiadsl.dtypes import DType
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 F32 = {"rtol": 2e-6, "atol": 2e-6}
@@ -45,6 +47,10 @@ kernel maxpool(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = max_po
 kernel avgpool(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = avg_pool(x); }
 kernel maxpool1(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = max_pool(x, stride=1); }
 kernel avgpool1(input x: f32[N, C, H, W], output y: f32[N, C, P, Q]) { y = avg_pool(x, stride=1); }
+kernel softmax16(input x: f16[T, D], output y: f16[T, D]) { y = nn.softmax(x); }
+kernel mean_bf16(input x: f32[T, D], output y: f32[T]) {
+    y = cast(reduce_mean(cast(x, bf16), axis=1), f32);
+}
 kernel bn(input x: f32[N, C, H, W], input m: f32[C], input v: f32[C], input g: f32[C],
           input b: f32[C], output y: f32[N, C, H, W]) { y = nn.batch_norm(x, m, v, g, b); }
 kernel relayout(input x: f32[7, 3, 33], output y: f32[33, 21]) {
@@ -171,6 +177,55 @@ def _example_args(name: str, kernel: str, rng: np.random.Generator) -> list[np.n
     bn = [f(8), np.abs(f(8)) + 0.5, f(8), f(8)]
     bn2 = [f(16), np.abs(f(16)) + 0.5, f(16), f(16)]
     return [f(1, 3, 16, 16), f(8, 3, 3, 3), *bn, f(16, 8, 3, 3), *bn2, f(1024, 10) * 0.05]
+
+
+def test_half_precision_rows_round_once(rng):
+    x = rng.standard_normal((7, 129)).astype(np.float32)
+    out, ref, stats = _both("softmax16", x.astype(np.float16))
+    np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=1e-4)
+    out, ref, stats = _both("mean_bf16", x)
+    # the f32 sum is divided, then rounded to bf16 once: within one bf16 ulp of NumPy's
+    np.testing.assert_allclose(out, ref, rtol=8e-3, atol=1e-3)
+    assert "host" not in stats["sections"]
+
+
+def test_empty_reductions_run_on_the_host():
+    out, ref, stats = _both("rsum", np.zeros((3, 0), np.float32))
+    assert np.array_equal(out, ref) and out.shape == (3,)
+    assert stats["host_ops"] == ["tensor.reduce_sum"]
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 1, 5), (2, 3, 4, 5)])
+def test_perm_views_read_and_write_like_numpy(shape, rng):
+    base = rng.standard_normal(shape).astype(np.float32)
+    perm = tuple(int(a) for a in rng.permutation(len(shape)))
+    moved = tuple(shape[a] for a in perm)
+    matrix = (1, int(np.prod(moved[:-1])), moved[-1])
+    view = View("x.p", "perm", "x", (("split", shape), ("axes", perm), ("target", moved),
+                                     ("shape", matrix)))
+    kind = view_kind(view)
+    kind.check(view, Dram("x", DType.F32, shape, "in"))
+    want = base.transpose(perm).reshape(matrix)
+    written = np.zeros_like(base)
+    for r0 in range(0, matrix[1], 2):  # odd tiles: 2 rows x 3 columns
+        for c0 in range(0, matrix[2], 3):
+            r = Remote("x.p", 0, (r0, min(r0 + 2, matrix[1])), (c0, min(c0 + 3, matrix[2])))
+            tile = kind.read(view, base, r, {})
+            np.testing.assert_array_equal(tile, want[0, r.rows[0]:r.rows[1], r.cols[0]:r.cols[1]])
+            kind.write(view, written, r, tile)
+            assert kind.nbytes(view, Dram("x", DType.F32, shape, "in"), r) == tile.nbytes
+    np.testing.assert_array_equal(written, base)
+
+
+def test_window_view_is_the_pool_windows(rng):
+    base = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    view = View("x.w", "window", "x", (("kernel", (3, 2)), ("stride", (2, 3)),
+                                       ("shape", (1, 2 * 3 * 3 * 3, 6))))
+    kind = view_kind(view)
+    kind.check(view, Dram("x", DType.F32, base.shape, "in"))
+    rows = kind.read(view, base, Remote("x.w", 0, (0, 54), (0, 6)), {})
+    windows = np.lib.stride_tricks.sliding_window_view(base, (3, 2), axis=(2, 3))[:, :, ::2, ::3]
+    np.testing.assert_array_equal(rows, windows.reshape(54, 6))
 
 
 # ----------------------------------------------------------------- the instructions

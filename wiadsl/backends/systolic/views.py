@@ -25,6 +25,7 @@ bias costs one row, not one per output row).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
@@ -233,12 +234,12 @@ class Relayout:
         return logical, tuple(range(len(logical)))
 
 
-class _IndexView:
+class _IndexView(ABC):
     """A view given by the flat base index of every element (``index``): the DMA
     engine gathers (or scatters) those elements; a tile costs its distinct elements."""
 
-    def index(self, view: View, base: tuple[int, ...]) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def index(self, view: View, base: tuple[int, ...]) -> np.ndarray: ...
 
     def read(self, view: View, base: np.ndarray, r: Remote, cache: dict[str, Any]) -> np.ndarray:
         return base.reshape(-1)[_tile(self.index(view, base.shape), r)]
@@ -257,6 +258,11 @@ class PermView(_IndexView):
 
     def index(self, view: View, base: tuple[int, ...]) -> np.ndarray:
         return perm_index(tuple(base), *(view.param(k) for k in self.keys))
+
+    def nbytes(self, view: View, base: Dram, r: Remote) -> int:
+        if prod(view.param("target")) == prod(base.shape):  # no broadcast: all distinct
+            return r.shape[0] * r.shape[1] * (base.dtype.bits // 8)
+        return super().nbytes(view, base, r)
 
     def check(self, view: View, base: Dram) -> None:
         split, axes, target = (view.param(k) for k in self.keys[:3])
