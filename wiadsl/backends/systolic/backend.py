@@ -2,7 +2,8 @@
 
 Options (``wiadsl.jit(src, target="systolic", ...)``): ``array=(R, C)``,
 ``dataflow="ws"|"os"``, ``timing="overlap"|"scalesim"``, ``spad``, ``acc`` (bytes),
-``dma_bw`` (bytes/cycle), ``dma_latency`` (cycles), ``vec_lanes``. Bad options raise
+``dma_bw`` (bytes/cycle), ``dma_latency`` (cycles), ``vec_lanes``, ``cycle_true=True``
+(run the array register by register, arrays up to 16x16: ``pe_array``). Bad options raise
 WiaUsageError. The backend compiles per shape (``specialize_shapes``): sections
 need static extents, which the call's arrays provide.
 """
