@@ -4,8 +4,12 @@ Invariants:
 - ``KernelParams`` gives every kernel parameter a matching launch-plan argument,
   in order: ``{"buffer": name}``, ``{"expr": sym, "type": "u32"|"s32"}``
   or ``{"scalar": name, "dtype": d}``. Compile-time ints are immediates, never params.
-- Offsets are signed 32-bit element counts (views may have negative strides);
-  byte addresses are ``base + offset * size`` via ``mul.wide.s32``.
+- Index arithmetic is 32-bit when every extent, the domain's element count and
+  every view's offset range provably stay within ``INDEX32_LIMIT`` (static
+  sizes), else 64-bit (``ExprCodegen.wide``: symbolic sizes, or > 2^31 elements):
+  coordinates ``b64``, sizes ``u64`` and strides/offsets ``s64`` parameters.
+  Offsets are signed element counts (views may have negative strides); byte
+  addresses are ``base + offset * size`` (``mul.wide.s32`` or ``mul.lo.s64``).
 - ``ExprCodegen.memo`` maps node ids to registers valid at the current point;
   callers give each loop body a fresh copy so no register defined inside one
   loop body is read after it.
@@ -24,6 +28,35 @@ from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
 from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
 from .scalar_ops import ScalarEmitter
 from .symbolic import Sym, contiguous_strides, mul
+
+#: The largest index, offset or element count 32-bit index arithmetic may hold; tests
+#: lower it to run the 64-bit path on shapes that fit the simulator.
+INDEX32_LIMIT = 2**31 - 1
+
+
+def needs_wide(domain: tuple[Sym, ...], views: list[TensorArg]) -> bool:
+    """Whether a kernel over ``domain`` reading/writing ``views`` needs 64-bit indices:
+    a symbolic size (its value may be anything at launch), more than INDEX32_LIMIT
+    elements, or a view whose element offsets span more than that."""
+    sizes = [*domain, *(x for v in views for x in (*v.strides, v.offset))]
+    if not all(isinstance(x, int) for x in sizes):
+        return True
+    count = 1
+    for d in domain:
+        count *= int(d)
+    if count > INDEX32_LIMIT:
+        return True
+    for v in views:
+        span = abs(int(v.offset)) + sum(abs(int(s)) * max(int(d) - 1, 0)
+                                        for s, d in zip(v.strides, domain, strict=True))
+        if span > INDEX32_LIMIT:
+            return True
+    return False
+
+
+def is_b32(reg: str) -> bool:
+    """A ``%r`` (b32) register, as opposed to ``%rd`` (b64) or an immediate."""
+    return reg.startswith("%r") and not reg.startswith("%rd")
 
 
 @dataclass
@@ -65,6 +98,17 @@ class KernelParams:
         return self.memo[key]
 
 
+def byte_address(kb: KernelBuilder, base: str, off: str, size: int) -> str:
+    """``base + off * size`` for a signed element offset ``off`` (b32 or b64)."""
+    wide, addr = kb.reg("b64"), kb.reg("b64")
+    if is_b32(off) or not off.startswith("%"):
+        kb.emit(f"mul.wide.s32 {wide}, {off}, {size}")
+    else:
+        kb.emit(f"mul.lo.s64 {wide}, {off}, {size}")
+    kb.emit(f"add.s64 {addr}, {base}, {wide}")
+    return addr
+
+
 @dataclass
 class IndexGroup:
     """Domain axes ``axes`` (extents ``dims``) enumerated by the linear register ``lin``."""
@@ -89,6 +133,34 @@ class ExprCodegen:
         self.stage_regs: list[str] = []
         self.load_override: dict[int, str] | None = None
         self.outputs_args: list[TensorArg] = []
+        self._wide: bool | None = None
+        self._widened: dict[str, str] = {}
+
+    @property
+    def wide(self) -> bool:
+        """64-bit index arithmetic (``needs_wide``); fixed at first use, so kernels set
+        ``outputs_args`` before asking."""
+        if self._wide is None:
+            self._wide = needs_wide(self.domain, [*self.inputs, *self.outputs_args])
+        return self._wide
+
+    def index_type(self, signed: bool = False) -> str:
+        """The PTX type of sizes (``u``) or strides/offsets (``s``) at this width."""
+        return ("s" if signed else "u") + ("64" if self.wide else "32")
+
+    def index_reg(self) -> str:
+        return self.kb.reg("b64" if self.wide else "b32")
+
+    def widen(self, reg: str) -> str:
+        """``reg`` as an index of this kernel's width: a b32 index register is
+        zero-extended once (indices are >= 0) when the kernel is wide."""
+        if not self.wide or not is_b32(reg):
+            return reg
+        if reg not in self._widened:
+            out = self.kb.reg("b64")
+            self.kb.emit(f"cvt.u64.u32 {out}, {reg}")
+            self._widened[reg] = out
+        return self._widened[reg]
 
     # ------------------------------------------------------------ index space
     def set_group(self, index: int, group: IndexGroup) -> None:
@@ -96,6 +168,7 @@ class ExprCodegen:
         while len(self.groups) <= index:
             self.groups.append(group)
         self.groups[index] = group
+        self._widened.pop(group.lin, None)  # a loop register: widen it where it is used
         for a in group.axes:
             self.coords.pop(a, None)
         for key in [k for k in self.partials if k[1] == index]:
@@ -108,12 +181,12 @@ class ExprCodegen:
         return self.coords[axis]
 
     def _decompose(self, g: IndexGroup) -> None:
-        kb, rest = self.kb, g.lin
+        kb, rest, t = self.kb, self.widen(g.lin), self.index_type()
         for pos in range(len(g.axes) - 1, 0, -1):
-            d = self.params.sym(g.dims[pos])
-            c, q = kb.reg("b32"), kb.reg("b32")
-            kb.emit(f"rem.u32 {c}, {rest}, {d}")
-            kb.emit(f"div.u32 {q}, {rest}, {d}")
+            d = self.params.sym(g.dims[pos], t)
+            c, q = self.index_reg(), self.index_reg()
+            kb.emit(f"rem.{t} {c}, {rest}, {d}")
+            kb.emit(f"div.{t} {q}, {rest}, {d}")
             self.coords[g.axes[pos]] = c
             rest = q
         self.coords[g.axes[0]] = rest
@@ -130,13 +203,14 @@ class ExprCodegen:
         if all(s == 0 for s in strides):
             out = None
         elif strides == [mul(strides[-1], c) for c in contiguous_strides(list(g.dims))]:
-            out = self._scaled(g.lin, strides[-1])
+            out = self._scaled(self.widen(g.lin), strides[-1])
         else:
             out = None
             for a, s in zip(g.axes, strides, strict=True):
                 if s != 0:
                     out = self._mad(self.coord(a), s, out)
-        self.partials[key] = out  # type: ignore[assignment]
+        # widened here, where callers compute partials (before any branch), not at a use
+        self.partials[key] = None if out is None else self.widen(out)  # type: ignore[assignment]
         return out
 
     def _arg(self, arg: int) -> TensorArg:
@@ -148,12 +222,13 @@ class ExprCodegen:
         return self._mad(reg, stride, None)
 
     def _mad(self, reg: str, stride: Sym, acc: str | None) -> str:
-        s = self.params.sym(stride, "s32")
-        out = self.kb.reg("b32")
+        t = self.index_type(signed=True)
+        s = self.params.sym(stride, t)
+        out = self.index_reg()
         if acc is None:
-            self.kb.emit(f"mul.lo.s32 {out}, {reg}, {s}")
+            self.kb.emit(f"mul.lo.{t} {out}, {reg}, {s}")
         else:
-            self.kb.emit(f"mad.lo.s32 {out}, {reg}, {s}, {acc}")
+            self.kb.emit(f"mad.lo.{t} {out}, {reg}, {s}, {acc}")
         return out
 
     def address(self, arg: int) -> str:
@@ -161,26 +236,24 @@ class ExprCodegen:
         t = self._arg(arg)
         base = self.params.buffer(t.buffer)
         off: str | None = None
+        st = self.index_type(signed=True)
         for gi in range(len(self.groups)):
             p = self.partial(arg, gi)
             if p is not None:
                 if off is None:
-                    off = p
+                    off = self.widen(p)
                 else:
-                    s = self.kb.reg("b32")
-                    self.kb.emit(f"add.s32 {s}, {off}, {p}")
+                    s = self.index_reg()
+                    self.kb.emit(f"add.{st} {s}, {off}, {self.widen(p)}")
                     off = s
         if t.offset != 0:
-            o = self.params.sym(t.offset, "s32")
-            s = self.kb.reg("b32")
-            self.kb.emit(f"add.s32 {s}, {off or 0}, {o}")
+            o = self.params.sym(t.offset, st)
+            s = self.index_reg()
+            self.kb.emit(f"add.{st} {s}, {off or 0}, {o}")
             off = s
         if off is None:
             return base
-        wide, addr = self.kb.reg("b64"), self.kb.reg("b64")
-        self.kb.emit(f"mul.wide.s32 {wide}, {off}, {info(t.dtype).size}")
-        self.kb.emit(f"add.s64 {addr}, {base}, {wide}")
-        return addr
+        return byte_address(self.kb, base, off, info(t.dtype).size)
 
     # ------------------------------------------------------------ memory
     def load(self, addr: str, dtype: DType) -> str:
@@ -201,16 +274,16 @@ class ExprCodegen:
     def guarded_load(self, arg: int) -> str:
         """A load that reads 0 outside the view's guards (zero padding)."""
         kb, t = self.kb, self.inputs[arg]
-        ok = kb.reg("pred")
+        ok, st = kb.reg("pred"), self.index_type(signed=True)
         kb.emit(f"setp.eq.u32 {ok}, 0, 0")
         for terms, bias, limit in t.guards:
-            acc = kb.reg("b32")
-            kb.emit(f"mov.u32 {acc}, {bias}")
+            acc = self.index_reg()
+            kb.emit(f"mov.{st} {acc}, {bias}")
             for axis, coef in terms:
-                kb.emit(f"mad.lo.s32 {acc}, {self.coord(axis)}, {coef}, {acc}")
+                kb.emit(f"mad.lo.{st} {acc}, {self.widen(self.coord(axis))}, {coef}, {acc}")
             lo, hi = kb.reg("pred"), kb.reg("pred")
-            kb.emit(f"setp.ge.s32 {lo}, {acc}, 0")
-            kb.emit(f"setp.lt.s32 {hi}, {acc}, {self.params.sym(limit, 's32')}")
+            kb.emit(f"setp.ge.{st} {lo}, {acc}, 0")
+            kb.emit(f"setp.lt.{st} {hi}, {acc}, {self.params.sym(limit, st)}")
             kb.emit(f"and.pred {ok}, {ok}, {lo}")
             kb.emit(f"and.pred {ok}, {ok}, {hi}")
         addr = self.address(arg)  # outside the branch: coordinates it computes stay valid
@@ -269,8 +342,10 @@ class ExprCodegen:
         if isinstance(node, Const):
             return self.constant(node.value, node.dtype)
         if isinstance(node, Iota):
-            r = self.kb.reg("b64")
-            self.kb.emit(f"cvt.u64.u32 {r}, {self.coord(node.axis)}")
+            c = self.coord(node.axis)
+            r = c if not is_b32(c) and c.startswith("%") else self.kb.reg("b64")
+            if r != c:
+                self.kb.emit(f"cvt.u64.u32 {r}, {c}")
             return self.ops.cast(r, DType.I64, node.dtype)
         if isinstance(node, Stage):
             return self.stage_regs[node.index]

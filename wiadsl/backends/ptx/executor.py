@@ -167,13 +167,13 @@ class PlanRun:
         grid = tuple(int(self.ev(g)) for g in s["grid"])
         if min(grid) <= 0:
             return
+        check_grid(s["kernel"], grid)
         args: list[Any] = []
         for a in s["args"]:
             if "buffer" in a:
                 args.append(self.buffers[a["buffer"]].handle)
             elif "expr" in a:
-                v = int(self.ev(a["expr"]))
-                args.append(np.uint32(v) if a["type"] == "u32" else np.int32(v))
+                args.append(_size_arg(int(self.ev(a["expr"])), a["type"], s["kernel"]))
             else:
                 args.append(_param_value(self.scalars[a["scalar"]], dtype_of(a["dtype"])))
         self.device.launch(s["kernel"], grid, tuple(s["block"]), args, 0)  # type: ignore[arg-type]
@@ -216,6 +216,32 @@ class PlanRun:
         raw = self.device.download(v.handle, np.dtype(DEVICE_NUMPY[v.dtype]), count)
         out = to_host(raw, v.dtype).reshape(v.shape or ())
         return out if v.shape else out[()]
+
+
+#: the CUDA launch limits: gridDim.x <= 2^31 - 1, gridDim.y and gridDim.z <= 65535
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+#: a size parameter's PTX type -> its NumPy type
+SIZE_TYPES: dict[str, type[np.integer]] = {"u32": np.uint32, "s32": np.int32,
+                                            "u64": np.uint64, "s64": np.int64}
+
+
+def check_grid(kernel: str, grid: tuple[int, ...]) -> None:
+    """A grid beyond the hardware's limits is an error before any launch (the planner
+    folds large y/z extents into x, so this only fires past 2^31 - 1 blocks)."""
+    for axis, (g, top) in enumerate(zip(grid, GRID_LIMITS, strict=True)):
+        if g > top:
+            raise WiaRuntimeError(f"kernel {kernel}: grid extent {g} along {'xyz'[axis]} is "
+                                  f"above the device limit {top}")
+
+
+def _size_arg(v: int, ptype: str, kernel: str) -> Any:
+    """A size/stride/offset parameter; a value its type cannot hold is an error (a
+    32-bit parameter is only emitted where the planner proved the value fits)."""
+    numpy_type = SIZE_TYPES[ptype]
+    info = np.iinfo(numpy_type)
+    if not info.min <= v <= info.max:
+        raise WiaRuntimeError(f"kernel {kernel}: size {v} does not fit its {ptype} parameter")
+    return numpy_type(v)
 
 
 def _param_value(v: Any, dtype: DType) -> Any:

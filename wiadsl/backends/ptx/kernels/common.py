@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..builder import KernelBuilder
+from ..codegen import is_b32
+from ..symbolic import Sym, mul
+
+if TYPE_CHECKING:
+    from ..codegen import KernelParams
 from ..expr import Apply, Iota, Load, Node, Stage, TensorArg
 
 BLOCK = 256
 MAX_GRID = 65535
+#: the launch limit of gridDim.y and gridDim.z (x: 2^31 - 1); tests lower it to make
+#: small grids fold
+GRID_YZ_MAX = 65535
 
 
 def varies(node: Node, axes: set[int], inputs: list[TensorArg],
@@ -43,23 +52,36 @@ def varies(node: Node, axes: set[int], inputs: list[TensorArg],
 
 @dataclass
 class StridedLoop:
-    """``for (i = start; i < end; i += step) body(i)`` with u32 registers."""
+    """``for (i = start; i < end; i += step) body(i)`` with u32 registers (``wide``:
+    u64; ``start`` and ``step`` may then be b32 registers, widened once)."""
 
     kb: KernelBuilder
     stem: str
+    wide: bool = False
 
     def run(self, start: str, end: str, step: str, body: Callable[[str], None]) -> None:
-        kb = self.kb
-        i, p = kb.reg("b32"), kb.reg("pred")
+        kb, t = self.kb, "u64" if self.wide else "u32"
+        i, p = kb.reg("b64" if self.wide else "b32"), kb.reg("pred")
         top, done = kb.new_label(self.stem), kb.new_label(self.stem + "_end")
-        kb.emit(f"mov.u32 {i}, {start}")
+        if self.wide:
+            start, step = widen_u32(kb, start), widen_u32(kb, step)
+        kb.emit(f"mov.{t} {i}, {start}")
         kb.label(top)
-        kb.emit(f"setp.ge.u32 {p}, {i}, {end}")
+        kb.emit(f"setp.ge.{t} {p}, {i}, {end}")
         kb.bra(done, p)
         body(i)
-        kb.emit(f"add.u32 {i}, {i}, {step}")
+        kb.emit(f"add.{t} {i}, {i}, {step}")
         kb.emit(f"bra.uni {top}")
         kb.label(done)
+
+
+def widen_u32(kb: KernelBuilder, reg: str) -> str:
+    """A b32 register zero-extended to b64 (immediates and b64 registers as they are)."""
+    if not is_b32(reg):
+        return reg
+    out = kb.reg("b64")
+    kb.emit(f"cvt.u64.u32 {out}, {reg}")
+    return out
 
 
 def global_thread(kb: KernelBuilder) -> tuple[str, str]:
@@ -70,3 +92,36 @@ def global_thread(kb: KernelBuilder) -> tuple[str, str]:
     kb.prologue.append(f"mad.lo.u32 {gid}, {cta}, {ntid}, {tid};")
     kb.prologue.append(f"mul.lo.u32 {stride}, {ncta}, {ntid};")
     return gid, stride
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """A logical grid of ``x * y * z`` blocks (tile kernels: column tiles, row tiles,
+    batch). Launched as it is when y and z are known to fit GRID_YZ_MAX; otherwise
+    (a large or symbolic y or z) folded into x, ``(x*y*z, 1, 1)``, and the kernel
+    recovers (bx, by, bz) from ``%ctaid.x`` -- x stays the fastest-varying index, so
+    blocks run in the same order either way."""
+
+    x: Sym
+    y: Sym
+    z: Sym
+
+    @property
+    def folded(self) -> bool:
+        return not all(isinstance(e, int) and e <= GRID_YZ_MAX for e in (self.y, self.z))
+
+    def launch(self) -> tuple[Sym, Sym, Sym]:
+        if self.folded:
+            return (mul(mul(self.x, self.y), self.z), 1, 1)
+        return (self.x, self.y, self.z)
+
+    def block_ids(self, kb: KernelBuilder, params: KernelParams) -> tuple[str, str, str]:
+        """(bx, by, bz) as b32 registers, computed in the prologue."""
+        if not self.folded:
+            return kb.special("%ctaid.x"), kb.special("%ctaid.y"), kb.special("%ctaid.z")
+        lin = kb.special("%ctaid.x")
+        gx, gy = params.sym(self.x), params.sym(self.y)
+        bx, rest, by, bz = kb.regs("b32", 4)
+        kb.prologue += [f"rem.u32 {bx}, {lin}, {gx};", f"div.u32 {rest}, {lin}, {gx};",
+                        f"rem.u32 {by}, {rest}, {gy};", f"div.u32 {bz}, {rest}, {gy};"]
+        return bx, by, bz

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..builder import KernelBuilder
-from ..codegen import ExprCodegen, IndexGroup, KernelParams
+from ..codegen import ExprCodegen, IndexGroup, KernelParams, is_b32
 from ..expr import Iota, LoopSpec, walk
 from ..isa import info
 from ..symbolic import Sym, call, contiguous_strides, product
-from .common import BLOCK, MAX_GRID, StridedLoop, global_thread, varies
+from .common import BLOCK, MAX_GRID, StridedLoop, global_thread, varies, widen_u32
 
 
 @dataclass
@@ -62,7 +62,8 @@ def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
     for _, t in spec.outputs:
         params.buffer(t.buffer)
     n_sym = product(list(spec.domain))
-    n = params.sym(n_sym)
+    wide = cg.wide  # outputs_args are set: the width covers every view
+    n = params.sym(n_sym, "u64" if wide else "u32")
     gid, stride = global_thread(kb)
     axes = set(range(len(spec.domain)))
     cache: dict[int, bool] = {}
@@ -73,12 +74,14 @@ def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
     vector = vectorizable(spec)
     start = gid
     if vector:
-        n4 = kb.reg("b32")
-        kb.emit(f"shr.u32 {n4}, {n}, 2")
-        StridedLoop(kb, "vec").run(gid, n4, stride, lambda i: _vector_body(cg, spec, base, i))
-        tail = kb.reg("b32")
-        kb.emit(f"shl.b32 {tail}, {n4}, 2")
-        kb.emit(f"add.u32 {tail}, {tail}, {gid}")
+        bits = "b64" if wide else "b32"
+        n4 = kb.reg(bits)
+        kb.emit(f"shr.{'u64' if wide else 'u32'} {n4}, {n}, 2")
+        StridedLoop(kb, "vec", wide).run(gid, n4, stride,
+                                         lambda i: _vector_body(cg, spec, base, i))
+        tail = kb.reg(bits)
+        kb.emit(f"shl.{bits} {tail}, {n4}, 2")
+        kb.emit(f"add.{'u64' if wide else 'u32'} {tail}, {tail}, {widen_u32(kb, gid) if wide else gid}")
         start = tail
 
     def body(i: str) -> None:
@@ -87,7 +90,7 @@ def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
         for k, (node, t) in enumerate(spec.outputs):
             cg.store(cg.address(-k - 1), cg.value(node), t.dtype)
 
-    StridedLoop(kb, "elem").run(start, n, stride, body)
+    StridedLoop(kb, "elem", wide).run(start, n, stride, body)
     per_block = BLOCK * (4 if vector else 1)
     grid = call("min", call("cdiv", n_sym, per_block), MAX_GRID)
     return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1),
@@ -118,7 +121,10 @@ def _vector_body(cg: ExprCodegen, spec: LoopSpec, base: dict[int, str], i: str) 
 
 def _quad_address(cg: ExprCodegen, buffer: str, i: str) -> str:
     kb = cg.kb
-    wide, addr = kb.reg("b64"), kb.reg("b64")
-    kb.emit(f"mul.wide.u32 {wide}, {i}, 16")
-    kb.emit(f"add.s64 {addr}, {cg.params.buffer(buffer)}, {wide}")
+    off, addr = kb.reg("b64"), kb.reg("b64")
+    if is_b32(i):
+        kb.emit(f"mul.wide.u32 {off}, {i}, 16")
+    else:
+        kb.emit(f"shl.b64 {off}, {i}, 4")
+    kb.emit(f"add.s64 {addr}, {cg.params.buffer(buffer)}, {off}")
     return addr

@@ -23,9 +23,10 @@ Invariants:
 
 from __future__ import annotations
 
+from ....diagnostics import WiaUsageError
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from ..codegen import ExprCodegen, IndexGroup, KernelParams
+from ..codegen import ExprCodegen, IndexGroup, KernelParams, is_b32
 from ..expr import LoopSpec, Stage, TensorArg, walk
 from ..isa import info
 from ..symbolic import Sym, call, product
@@ -68,7 +69,11 @@ def partial_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]
     cg = ExprCodegen(kb, params, spec.inputs, spec.scalars, spec.domain)
     axes = tuple(range(len(spec.domain)))
     n_sym = product(list(spec.domain))
-    n = params.sym(n_sym)
+    wide = cg.wide
+    if any(s.kind in ARG_KINDS for s in spec.stages) and _too_big(n_sym):
+        raise WiaUsageError(f"{spec.name}: argmax/argmin over more than 2^31 elements is not "
+                            "supported by the PTX backend (its indices are 32-bit)")
+    n = params.sym(n_sym, "u64" if wide else "u32")
     gid, stride = global_thread(kb)
     tid, cta = kb.special("%tid.x"), kb.special("%ctaid.x")
     for node in walk([s.expr for s in spec.stages]):
@@ -84,11 +89,15 @@ def partial_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]
     def body(c: str) -> None:
         cg.memo = dict(base)
         cg.set_group(0, IndexGroup(axes, spec.domain, c))
+        c32 = c
+        if wide and any(s.kind in ARG_KINDS for s in spec.stages):
+            c32 = kb.reg("b32")  # fits when static (checked above); symbolic: see docs/ptx.md
+            kb.emit(f"cvt.u32.u64 {c32}, {c}")
         for s, (t, acc, idx) in zip(spec.stages, accs, strict=True):
             v = cg.ops.cast(cg.value(s.expr), s.expr.dtype, t)
-            red.accumulate(s.kind, t, acc, idx, v, c)
+            red.accumulate(s.kind, t, acc, idx, v, c32)
 
-    StridedLoop(kb, "grid").run(gid, n, stride, body)
+    StridedLoop(kb, "grid", wide).run(gid, n, stride, body)
     first, skip = kb.reg("pred"), kb.new_label("lead")
     outs = []
     for s, (t, acc, idx) in zip(spec.stages, accs, strict=True):
@@ -115,7 +124,7 @@ def final_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]])
     axes = tuple(range(len(spec.domain)))
     cg.set_group(0, IndexGroup(axes, spec.domain, "0"))
     g = params.sym(grid_size(spec))
-    n = params.sym(product(list(spec.domain)))
+    n = params.sym(product(list(spec.domain)), "u64" if cg.wide else "u32")
     tid, ntid = kb.special("%tid.x"), kb.special("%ntid.x")
     red = Reducer(kb, cg.ops)
     accs = []
@@ -153,10 +162,15 @@ def _finish(cg: ExprCodegen, s, t: DType, total: str, tidx: str | None, n: str) 
         return cg.ops.cast(out, DType.I64, s.dtype)
     if s.kind == "mean":
         cnt, q = kb.reg(info(t).reg), kb.reg(info(t).reg)
-        kb.emit(f"cvt.rn.{info(t).itype}.u32 {cnt}, {n}")
+        kb.emit(f"cvt.rn.{info(t).itype}.{'u32' if is_b32(n) else 'u64'} {cnt}, {n}")
         kb.emit(f"div.rn.{info(t).itype} {q}, {total}, {cnt}")
         total = q
     return cg.ops.cast(total, t, s.dtype) if t is not s.dtype else total
+
+
+def _too_big(n: Sym) -> bool:
+    """A static element count whose indices do not fit the i32 index partials."""
+    return isinstance(n, int) and n > 2**31 - 1
 
 
 def _addr(cg: ExprCodegen, params: KernelParams, buf: str, t: DType, i: str) -> str:

@@ -29,6 +29,7 @@ from ..codegen import ExprCodegen, IndexGroup, KernelParams
 from ..expr import LoopSpec
 from ..isa import float_literal, info
 from ..symbolic import Sym, call, product
+from .common import TileGrid
 from .elementwise import EmittedKernel
 from .gemm_epilogue import EpilogueMap, emit_epilogue
 from .operands import GemmOperand, OperandLoader
@@ -53,30 +54,37 @@ class ProductSpec:
     kind: str = "matmul"
 
 
-def setup(kb: KernelBuilder, spec: ProductSpec) -> tuple[KernelParams, ExprCodegen, str]:
-    """Params, the epilogue's codegen (batch group bound to ``%ctaid.z``), the batch index."""
+def setup(kb: KernelBuilder, spec: ProductSpec, tile_m: int,
+          tile_n: int) -> tuple[KernelParams, ExprCodegen, tuple[str, str, str]]:
+    """Params, the epilogue's codegen (batch group bound to the batch block index), and
+    the block indices (column tile, row tile, batch) of the launch grid (``TileGrid``)."""
     params = KernelParams(kb)
     epi = spec.epilogue
     cg = ExprCodegen(kb, params, epi.inputs, epi.scalars, epi.domain)
     cg.outputs_args = [t for _, t in epi.outputs]
     for _, t in epi.outputs:
         params.buffer(t.buffer)
-    z = kb.special("%ctaid.z")
-    cg.set_group(0, IndexGroup(spec.emap.batch_axes, spec.emap.batch_dims, z))
-    return params, cg, z
+    blocks = tile_grid(spec, tile_m, tile_n).block_ids(kb, params)
+    cg.set_group(0, IndexGroup(spec.emap.batch_axes, spec.emap.batch_dims, blocks[2]))
+    return params, cg, blocks
 
 
 def batch_coords(cg: ExprCodegen, spec: ProductSpec) -> list[str]:
     return [cg.coord(a) for a in spec.emap.batch_axes]
 
 
+def tile_grid(spec: ProductSpec, tile_m: int, tile_n: int) -> TileGrid:
+    return TileGrid(call("cdiv", spec.n, tile_n), call("cdiv", spec.m, tile_m),
+                    product(list(spec.batch)))
+
+
 def launch_grid(spec: ProductSpec, tile_m: int, tile_n: int) -> tuple[Sym, Sym, Sym]:
-    return (call("cdiv", spec.n, tile_n), call("cdiv", spec.m, tile_m), product(list(spec.batch)))
+    return tile_grid(spec, tile_m, tile_n).launch()
 
 
 def matmul_kernel(spec: ProductSpec) -> EmittedKernel:
     kb = KernelBuilder(spec.name, max_threads=THREADS)
-    params, cg, _ = setup(kb, spec)
+    params, cg, (cx, cy, _) = setup(kb, spec, TILE, TILE)
     acc_i = info(spec.acc)
     smem_t = "b32" if acc_i.size == 4 else "b64"
     a_s = kb.shared_array("tile_a", smem_t, BK * TILE, 16)
@@ -87,12 +95,11 @@ def matmul_kernel(spec: ProductSpec) -> EmittedKernel:
     tx, ty, m0, n0 = kb.regs("b32", 4)
     kb.prologue.append(f"and.b32 {tx}, {tid}, 15;")
     kb.prologue.append(f"shr.u32 {ty}, {tid}, 4;")
-    cy, cx = kb.special("%ctaid.y"), kb.special("%ctaid.x")
     kb.prologue.append(f"shl.b32 {m0}, {cy}, 6;")
     kb.prologue.append(f"shl.b32 {n0}, {cx}, 6;")
     zc = batch_coords(cg, spec)
-    la = OperandLoader(kb, params, spec.a, zc)
-    lb = OperandLoader(kb, params, spec.b, zc)
+    la = OperandLoader(kb, params, spec.a, zc, spec.batch)
+    lb = OperandLoader(kb, params, spec.b, zc, spec.batch)
     # fixed per thread: A's k lane and rows, B's column
     a_kk, b_col = kb.reg("b32"), kb.reg("b32")
     kb.emit(f"and.b32 {a_kk}, {tid}, 15")

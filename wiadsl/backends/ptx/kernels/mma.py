@@ -56,7 +56,7 @@ def mma_kernel(spec: ProductSpec) -> EmittedKernel:
                        f"{spec.a.dtype} and {spec.b.dtype}")
     ab = MMA_TYPES[spec.a.dtype]
     kb = KernelBuilder(spec.name, max_threads=THREADS)
-    params, cg, _ = setup(kb, spec)
+    params, cg, (cx, cy, _) = setup(kb, spec, TM, TN)
     b_nk = spec.b.k[-1][1] == 1 or len(spec.b.k) > 1
     a_bytes, b_bytes = TM * PITCH_K * 2, (TN * PITCH_K if b_nk else BK * PITCH_N) * 2
     a_s = kb.shared_array("tile_a", "b16", 2 * a_bytes // 2, 16)
@@ -64,15 +64,14 @@ def mma_kernel(spec: ProductSpec) -> EmittedKernel:
     m, n, k = params.sym(spec.m), params.sym(spec.n), params.sym(spec.k)
     tid = kb.special("%tid.x")
     lane, warp, wm, wn, m0, n0 = kb.regs("b32", 6)
-    cy, cx = kb.special("%ctaid.y"), kb.special("%ctaid.x")
     for s in (f"and.b32 {lane}, {tid}, 31", f"shr.u32 {warp}, {tid}, 5",
               f"shr.u32 {wm}, {warp}, 1", f"and.b32 {wn}, {warp}, 1",
               f"shl.b32 {m0}, {cy}, 6", f"shl.b32 {n0}, {cx}, 6"):
         kb.prologue.append(s + ";")
     zc = batch_coords(cg, spec)
-    loads = [tile_loader(kb, params, spec.a, zc, tid, m0, TM, False, PITCH_K),
+    loads = [tile_loader(kb, params, spec.a, zc, tid, m0, TM, False, PITCH_K, spec.batch),
              tile_loader(kb, params, spec.b, zc, tid, n0, TN, not b_nk,
-                         PITCH_K if b_nk else PITCH_N)]
+                         PITCH_K if b_nk else PITCH_N, spec.batch)]
     a_lane, b_lane = _lane_offsets(kb, lane, wm, wn, b_nk)
     accs = kb.regs("f32", 32)
     for r in accs:

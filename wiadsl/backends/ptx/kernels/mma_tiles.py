@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..builder import KernelBuilder
 from ..codegen import KernelParams
+from ..symbolic import Sym
 from .operands import GemmOperand, KInfo, OperandLoader, RowInfo
 
 THREADS, BK, TMN = 128, 32, 64
@@ -131,10 +132,11 @@ class TileLoad:
 
 
 def tile_loader(kb: KernelBuilder, params: KernelParams, op: GemmOperand, batch: list[str],
-                tid: str, mn0: str, tile: int, k_major: bool, pitch: int) -> TileLoad:
+                tid: str, mn0: str, tile: int, k_major: bool, pitch: int,
+                batch_extents: tuple[Sym, ...]) -> TileLoad:
     """The loader of one operand; row data is prepared here (before the k loop)."""
     assert tile == TMN
-    ld = OperandLoader(kb, params, op, batch)
+    ld = OperandLoader(kb, params, op, batch, batch_extents)
     t = TileLoad(kb, ld, tid, mn0, k_major, pitch, async_ok(op, k_major))
     t.prepare()
     return t

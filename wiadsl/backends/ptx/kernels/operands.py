@@ -14,7 +14,10 @@ Invariants:
   like every element with ``mn >= rows`` or ``k >= depth`` (tile edges).
 - Row data (``RowInfo``) is computed once per distinct row register and reused
   across every k tile; only the k side is recomputed per tile.
-- Offsets are signed 32-bit element counts; addresses ``base + off * size``.
+- Offsets are signed element counts; addresses ``base + off * size``. They are
+  32-bit when the operand's offsets provably fit ``codegen.INDEX32_LIMIT`` (static
+  sizes), else 64-bit (``operand_wide``: symbolic sizes, a K = 65536 f16 matrix
+  past row 32768...). Coordinates (rows, k, batch index) stay 32-bit either way.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....dtypes import DType
+from .. import codegen
 from ..builder import KernelBuilder
-from ..codegen import KernelParams
+from ..codegen import KernelParams, byte_address, is_b32
 from ..isa import info
 from ..symbolic import Sym, product
 
@@ -63,6 +67,16 @@ class GemmOperand:
         return len(self.mn) == 1 and len(self.k) == 1 and not self.guards
 
 
+def operand_wide(op: GemmOperand, batch: tuple[Sym, ...]) -> bool:
+    """Whether ``op``'s element offsets may pass INDEX32_LIMIT (symbolic sizes may)."""
+    pairs = [*zip(batch, op.batch, strict=True), *op.mn, *op.k]
+    sizes = [op.offset, *(x for pair in pairs for x in pair)]
+    if not all(isinstance(x, int) for x in sizes):
+        return True
+    span = abs(int(op.offset)) + sum(abs(int(s)) * max(int(e) - 1, 0) for e, s in pairs)
+    return span > codegen.INDEX32_LIMIT
+
+
 @dataclass
 class RowInfo:
     """What one row (mn index) contributes: offset, validity, guard partial sums."""
@@ -83,8 +97,9 @@ class OperandLoader:
     """Emits index math and guarded loads for one operand of one tile kernel."""
 
     def __init__(self, kb: KernelBuilder, params: KernelParams, op: GemmOperand,
-                 batch_coords: list[str]):
+                 batch_coords: list[str], batch: tuple[Sym, ...]):
         self.kb, self.params, self.op = kb, params, op
+        self.wide = operand_wide(op, batch)
         self.base = params.buffer(op.buffer)
         self.rows = params.sym(op.rows)
         self.depth = params.sym(op.depth)
@@ -93,19 +108,32 @@ class OperandLoader:
             if s != 0:
                 off = self.mad(c, s, off)
         if op.offset != 0:
-            r = kb.reg("b32")
-            kb.emit(f"add.s32 {r}, {off or 0}, {params.sym(op.offset, 's32')}")
+            t = "s64" if self.wide else "s32"
+            r = kb.reg("b64" if self.wide else "b32")
+            kb.emit(f"add.{t} {r}, {off or 0}, {params.sym(op.offset, t)}")
             off = r
         self.batch_off = off
         self.row_memo: dict[str, RowInfo] = {}
 
     def mad(self, reg: str, stride: Sym, acc: str | None) -> str:
-        out = self.kb.reg("b32")
-        s = self.params.sym(stride, "s32")
+        """``reg * stride (+ acc)`` at the operand's offset width; ``reg`` is a
+        coordinate (b32, or b64 from a 64-bit epilogue's batch decomposition)."""
+        kb, t = self.kb, "s64" if self.wide else "s32"
+        reg = self._coordinate(reg)
+        out = kb.reg("b64" if self.wide else "b32")
+        s = self.params.sym(stride, t)
         if acc is None:
-            self.kb.emit(f"mul.lo.s32 {out}, {reg}, {s}")
+            kb.emit(f"mul.lo.{t} {out}, {reg}, {s}")
         else:
-            self.kb.emit(f"mad.lo.s32 {out}, {reg}, {s}, {acc}")
+            kb.emit(f"mad.lo.{t} {out}, {reg}, {s}, {acc}")
+        return out
+
+    def _coordinate(self, reg: str) -> str:
+        """A coordinate register at the offset width (coordinates are >= 0 and < 2^32)."""
+        if not reg.startswith("%") or is_b32(reg) != self.wide:
+            return reg
+        out = self.kb.reg("b64" if self.wide else "b32")
+        self.kb.emit(f"cvt.{'u64.u32' if self.wide else 'u32.u64'} {out}, {reg}")
         return out
 
     def decompose(self, lin: str, extents: list[Sym]) -> list[str]:
@@ -171,12 +199,9 @@ class OperandLoader:
         if a is None or b is None:
             off = a or b
         else:
-            off = kb.reg("b32")
-            kb.emit(f"add.s32 {off}, {a}, {b}")
-        wide, addr = kb.reg("b64"), kb.reg("b64")
-        kb.emit(f"mul.wide.s32 {wide}, {off}, {info(self.op.dtype).size}")
-        kb.emit(f"add.s64 {addr}, {self.base}, {wide}")
-        return addr
+            off = kb.reg("b64" if self.wide else "b32")
+            kb.emit(f"add.{'s64' if self.wide else 's32'} {off}, {a}, {b}")
+        return byte_address(kb, self.base, off, info(self.op.dtype).size)  # type: ignore[arg-type]
 
 
 def strided_operand(buffer: str, dtype: DType, offset: Sym, batch: tuple[Sym, ...],
