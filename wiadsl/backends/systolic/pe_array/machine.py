@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ....diagnostics import WiaRuntimeError, WiaUsageError
+from ..check import check_section
 from ..config import CYCLE_TRUE_MAX as MAX_SIDE
 from ..config import ArrayConfig
 from ..isa import Section
@@ -101,7 +102,8 @@ class CycleMachine:
             reads_local = any(not ref[0].startswith("#") for ref in op.reads)
             heapq.heappush(self.effects, (op.read_end if reads_local else op.done, op.index, op))
         elif name == "Preload":
-            self.grid.preload(op, ins.slot, ins.src, cycle)  # type: ignore[attr-defined]
+            assert isinstance(self.grid, StationaryGrid)  # _GRID_OPS: preloads only on ws/is
+            self.grid.preload(op, ins.slot, ins.src, cycle)
             self.stats.weight_load_cycles += r
         else:
             g = self.grid
@@ -193,7 +195,6 @@ def run_section_cycle_true(section: Section, config: ArrayConfig, inputs: dict[s
     cycle: same arguments, same results (bit for bit for int, within f32 rounding for
     float), cycles as stated in docs/systolic.md ("Cycle-true mode")."""
     if not checked:
-        from ..check import check_section
         check_section(section, config)
     if max(config.rows, config.cols) > MAX_SIDE:
         raise WiaUsageError(f"cycle-true mode runs arrays up to {MAX_SIDE}x{MAX_SIDE}, "
