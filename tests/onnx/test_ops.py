@@ -117,6 +117,21 @@ CASES = [
            {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1]}),
     OpCase("average_pool_same_upper", "AveragePool", [_r(1, 2, 7, 7)],
            {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    OpCase("gather_embedding", "Gather",
+           [Const(_r(10, 4)), np.array([[3, -1, 0], [9, 2, -10]], np.int64)]),
+    OpCase("gather_axis1_int32", "Gather",
+           [_r(2, 5, 3), np.array([4, -2, 0, 4], np.int32)], {"axis": 1}),
+    OpCase("gather_scalar_runtime", "Gather", [_r(3, 6), np.array(-3, np.int64)], {"axis": 1}),
+    OpCase("gather_constant_matrix", "Gather", [_r(4, 3), Const(np.array([[1, 0], [3, -4]]))]),
+    OpCase("gather_elements_axis0", "GatherElements",
+           [_r(3, 4), np.array([[2, -1, 0, 1], [0, 0, -3, 2]], np.int64)]),
+    OpCase("gather_elements_axis1", "GatherElements",
+           [_r(2, 3, 4), np.array([[[3, -1], [0, 2], [1, 1]], [[-4, 0], [2, 3], [0, 0]]],
+                                  np.int64)], {"axis": 2}),
+    OpCase("constant_of_shape_default", "ConstantOfShape", [_i64(2, 3)]),
+    OpCase("constant_of_shape_int64", "ConstantOfShape", [_i64(4, 5)],
+           {"value": numpy_helper.from_array(np.array([7], np.int64))},
+           out_type=TensorProto.INT64),
     OpCase("max_pool_stride", "MaxPool", [_r(1, 2, 7, 7)], {"kernel_shape": [3, 3],
                                                              "strides": [2, 2]}),
     OpCase("max_pool_padded", "MaxPool", [_r(2, 2, 7, 7)], {"kernel_shape": [3, 3],
@@ -263,3 +278,30 @@ def test_symbolic_shape_arithmetic_folds() -> None:
     for shape in ((2, 3, 8), (1, 5, 8)):
         x = _r(*shape)
         assert_close(mod(x), ort_run(model, {"x": x})[0])
+
+
+def test_embedding_lookup_and_mask_from_the_shape() -> None:
+    """BERT's first nodes as exporters write them: token ids (dynamic batch and
+    sequence) look up a constant embedding table, and ``Shape -> ConstantOfShape``
+    builds an all-ones attention mask: one import, any batch and sequence."""
+    table = _r(11, 6)
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"]),
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("ConstantOfShape", ["s"], ["mask"],
+                         value=numpy_helper.from_array(np.array([1.0], F32))),
+        helper.make_node("Unsqueeze", ["mask", "ax"], ["mask3"]),
+        helper.make_node("Mul", ["emb", "mask3"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(table, "table"),
+             numpy_helper.from_array(np.array([2], np.int64), "ax")]
+    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+    graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    mod = load_onnx(model)
+    assert "full([batch, seq], 1.0, f32)" in mod.source
+    for shape in ((1, 1), (2, 7), (3, 5)):
+        ids = np.random.default_rng(sum(shape)).integers(-11, 11, shape)
+        assert_close(mod(ids), ort_run(model, {"ids": ids})[0])

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_ops_conv, onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
+from . import onnx_ops_conv, onnx_ops_gather, onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
 from .onnx_graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,
@@ -205,16 +205,18 @@ class _Importer:
     @staticmethod
     def _translate(node: Node, translate: Translator, vals: list[Val | None]) -> list[Val]:
         """Shape values (``Val.sym``) go to the symbolic evaluator, except as the
-        target of Reshape/Expand, which read them as extents."""
-        if not any(v is not None and v.sym is not None for v in vals):
-            return translate(node)
-        data = vals[0]
-        if node.op in ("Reshape", "Expand") and (data is None or data.sym is None):
+        shape input of the ops that read them as extents (``SHAPE_INPUT``)."""
+        symbolic = [i for i, v in enumerate(vals) if v is not None and v.sym is not None]
+        if not symbolic or symbolic == [SHAPE_INPUT.get(node.op)]:
             return translate(node)
         if node.op not in SYMBOLIC:
             raise node.fail("a shape value with symbolic extents (from Shape of a tensor "
                             "with dynamic dims) reaches this op; fix the dims at import")
         return SYMBOLIC[node.op](node)
+
+
+#: op -> the input it reads as a list of extents (a symbolic shape value is fine there)
+SHAPE_INPUT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 def supported_ops() -> list[str]:

@@ -13,6 +13,7 @@ import numpy as np
 from ..dtypes import DType
 from .onnx_graph import ONNX_DTYPES, ONNX_TYPE_NAMES, Node, Val, checked, const_val
 from .onnx_ops import op
+from .onnx_ops_gather import gather_loop
 from .onnx_shapes import Dim, Shape, broadcast, is_static, numel, static
 from .onnx_symbolic import shape_value
 
@@ -159,12 +160,11 @@ def _shape(n: Node) -> list[Val]:
 def _gather(n: Node) -> list[Val]:
     x = n.x()
     axis = n.axis(int(n.attr("axis", 0)), x.rank)
-    idx = n.const(1, "the indices")
-    assert idx is not None
+    idx = n.x(1).const
+    if idx is None or idx.ndim != 0 and x.const is None:
+        return [gather_loop(n, x, n.x(1), axis)]  # indices known at run time
     if x.const is not None:
         return [const_val(np.take(x.const, idx, axis=axis), x.dtype)]
-    if idx.ndim != 0:
-        raise n.fail("Gather of a non-constant tensor needs a scalar index")
     k = int(idx)
     items = [":"] * axis + [str(k)]
     shape = x.shape[:axis] + x.shape[axis + 1:]

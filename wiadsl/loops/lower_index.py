@@ -13,7 +13,7 @@ from ..ir.core import Operation, Value
 from ..ir.ops import AxisSpec
 from ..ir.types import TensorType
 from .builder import LoopBuilder, contiguous_strides
-from .expr import Expr, Leaf, MapExpr, broadcast_ivs, buffer_leaf
+from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .lower_elementwise import index_value
 from .scalar import cast, copy_leaf, fill
@@ -183,6 +183,8 @@ def _reshape(ctx: Ctx, op: Operation) -> list[Lowered]:
         lb.check(lb.cmp("sge", e, lb.idx(0)), ctx.message(op, "negative extent"))
     lb.check(lb.cmp("eq", lb.numel(extents), lb.numel(x.extents)),
              ctx.message(op, "element counts differ"))
+    if isinstance(x, ScalarExpr):  # a scalar has no buffer: it broadcasts to the one element
+        return [MapExpr(lambda lb2, a: a[0], [x], extents, t.dtype)]
     leaf = x if isinstance(x, Leaf) and x.flat else ctx.buffer(op.operands[0])
     return [Leaf(leaf.buf, extents, contiguous_strides(lb, extents), leaf.offset, False, True)]
 
