@@ -66,6 +66,6 @@ def test_control_flow_and_vector_sections():
     ref = wiadsl.jit(HOST, "norm", target="interp")
     for x in (np.full(33, 0.1, np.float32), np.arange(33, dtype=np.float32)):
         np.testing.assert_allclose(k(x), ref(x), rtol=1e-6)
-    assert k.stats["sections"]["vector"] >= 3  # x * x, its row sum and x / sqrt(s)
+    assert k.stats["sections"]["vector"] == 2  # x * x summed in one section; x / sqrt(s)
     assert "tensor.reduce_sum" not in k.stats["host_ops"]
     assert "arith.sqrt" in k.stats["host_ops"]  # scalar math stays on the host

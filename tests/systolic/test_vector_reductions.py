@@ -51,6 +51,12 @@ kernel softmax16(input x: f16[T, D], output y: f16[T, D]) { y = nn.softmax(x); }
 kernel mean_bf16(input x: f32[T, D], output y: f32[T]) {
     y = cast(reduce_mean(cast(x, bf16), axis=1), f32);
 }
+kernel msq(input x: f32[T, D], output y: f32[T, 1]) {
+    y = reduce_mean(x * x, axis=-1, keepdims=true);
+}
+kernel tsum(input x: f32[A, B], input v: f32[B, 1], output y: f32[A]) {
+    y = reduce_sum(exp(transpose(x, [1, 0])) * v, axis=0);
+}
 kernel bn(input x: f32[N, C, H, W], input m: f32[C], input v: f32[C], input g: f32[C],
           input b: f32[C], output y: f32[N, C, H, W]) { y = nn.batch_norm(x, m, v, g, b); }
 kernel relayout(input x: f32[7, 3, 33], output y: f32[33, 21]) {
@@ -129,6 +135,19 @@ def test_transpose_and_reshape_are_dma_relayouts(rng):
     assert stats["sections"] == {"vector": 2}
     # a copy moves each element in and out once: the DMA traffic is 2 x the tensor
     assert stats["dram_bytes"] == 2 * 2 * x.nbytes
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 33), (33, 129)])
+def test_a_reduction_absorbs_the_ops_making_its_operand(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    # x * x is computed tile by tile in front of the row sum: never stored
+    assert _check("msq", x)["sections"] == {"vector": 1}
+    v = rng.standard_normal((shape[1], 1)).astype(np.float32)
+    # the transpose is read through, exp(.) * v is the prologue, the sum runs over axis 0
+    stats = _check("tsum", x, v)
+    assert stats["sections"] == {"vector": 1}
+    # x in once; v is constant along the rows (one [1, w] load per tile); y out
+    assert stats["dram_bytes"] == x.nbytes + v.nbytes + shape[0] * 4
 
 
 def test_transposes_around_elementwise_ops_are_absorbed(rng):

@@ -24,18 +24,12 @@ from ...ir.ops_tensor import matmul_shape
 from .config import ArrayConfig
 from .epilogue import Epilogue, External
 from .isa import Dram, Section, View
-from .lowered import Lowered, Names, describe
+from .lowered import Lowered, Names, describe, invariance
 from .plan import Group, dtype_of
 from .rowlower import lower_rows
 from .rowplan import RowGroup
 from .tiling import Gemm, emit_gemm, emit_vector
 from .views import Relayout, perm_index
-
-
-def _invariance(ext: np.ndarray, matrix: np.ndarray) -> tuple[bool, bool]:
-    """(constant along rows, constant along columns) of an index matrix [B, R, C]."""
-    del ext
-    return bool((matrix == matrix[:, :1, :]).all()), bool((matrix == matrix[:, :, :1]).all())
 
 
 def _product(group: Group, a: np.ndarray, b: np.ndarray, names: Names
@@ -156,7 +150,7 @@ def lower_group(group: Group, config: ArrayConfig, env: dict[int, Any], name: st
         view = _ext_view(f"{dram}.x{i}", ext_kind, dram, group.ext_relayouts.get(i),
                          tuple(sources[i].shape), out_shape, shape3)
         views.append(view)
-        rows_inv, cols_inv = _invariance(ext_arrays[i], _view_index(view, sources[i].shape))
+        rows_inv, cols_inv = invariance(_view_index(view, sources[i].shape))
         externals.append(External(view.name, dtype, rows_inv, cols_inv))
     out_dtype = group.steps[-1].dtype if group.steps else group.product_dtype
     out = names(group.output, group.output.name_hint)

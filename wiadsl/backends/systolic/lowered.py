@@ -52,6 +52,12 @@ class Names:
         return name
 
 
+def invariance(index: np.ndarray) -> tuple[bool, bool]:
+    """(constant along rows, constant along columns) of an index matrix [B, R, C]: an
+    operand that is loads one row (or column) per tile."""
+    return bool((index == index[:, :1, :]).all()), bool((index == index[:, :, :1]).all())
+
+
 def describe(group: Group) -> str:
     """The section's one-line ``what``: its ops and the values they define."""
     parts = [f"{op.name} %{op.results[0].name_hint}" if op.results and op.results[0].name_hint

@@ -17,6 +17,7 @@ Invariant (as ``lower.py``): the section's ``in`` DRAM buffers are the keys of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -26,6 +27,7 @@ from ...diagnostics import WiaUsageError
 from ...dtypes import DType
 from ...ir.core import Value
 from .config import ArrayConfig
+from .epilogue import Epilogue, External, emit_tile
 from .isa import (
     Buffer,
     Dram,
@@ -40,11 +42,13 @@ from .isa import (
     VecReduce,
     View,
 )
-from .lowered import Lowered, Names, describe
+from .lowered import Lowered, Names, describe, invariance
 from .rowplan import RowGroup
 from .tiling import CHUNK_ROWS
+from .views import Relayout, perm_index
 
 Matrix = tuple[int, int]  # (P, Q)
+Range = tuple[int, int]
 
 
 def _spans(total: int, step: int) -> list[tuple[int, int]]:
@@ -95,11 +99,15 @@ class _Body:
         self.acc_dtype = (DType.I32 if dtype.is_int else DType.F32) if group.fn in (
             "sum", "mean") else dtype
 
-    def rows_per_chunk(self, p: int, q: int) -> int:
-        """Rows per chunk: two tiles of each kind (double buffering) must fit."""
+    def rows_per_chunk(self, p: int, q: int, epi: Epilogue | None) -> int:
+        """Rows per chunk: two tiles of each kind (double buffering) must fit, or the
+        prologue's operand tiles (4 bytes an element at most), main tile and temps."""
         cols = min(q, self.c.cols)
         spad_row = 2 * cols * (self.dtype.bits // 8)
         acc_row = 2 * (cols if self.copy else 1) * 4
+        if epi is not None:
+            spad_row = max(1, len(epi.externals)) * cols * 4
+            acc_row += (1 + epi.storage()[1]) * cols * 4
         spad_left = self.c.spad_capacity - (4 if self.g.fn == "mean" else 0)  # the count
         rows = min(p, CHUNK_ROWS, spad_left // spad_row, self.c.acc_capacity // acc_row)
         if rows < 1:
@@ -109,23 +117,22 @@ class _Body:
                 f"{acc_row} accumulator bytes)")
         return rows
 
-    def emit(self, src: str, out: str, matrix: Matrix, count: str | None) -> None:
+    def emit(self, src: str, out: str, matrix: Matrix, count: str | None,
+             epi: Epilogue | None = None) -> None:
+        """The body; ``src`` is the operand's view, or with a prologue ``epi`` the
+        operand is computed per tile from its external operands instead."""
         p, q = matrix
-        rows, cols = self.rows_per_chunk(p, q), min(q, self.c.cols)
-        spad = [self._buf(f"a{i}", "spad", rows, cols, self.dtype) for i in (0, 1)]
+        rows, cols = self.rows_per_chunk(p, q, epi), min(q, self.c.cols)
         acc = [self._buf(f"c{i}", "acc", rows, cols if self.copy else 1) for i in (0, 1)]
+        load = self._prologue(epi, rows, cols) if epi is not None else self._loader(src, rows, cols)
         if count is not None:
             self._buf("e0", "spad", 1, 1, DType.F32)
             self.body.append(Mvin(Local("e0", (0, 1), (0, 1)), Remote(count, 0, (0, 1), (0, 1))))
-        tiles = 0
         for chunk, (r0, r1) in enumerate(_spans(p, rows)):
             c, h = acc[chunk % 2], r1 - r0
             self.body.append(Label(f"r{r0}"))
             for q0, q1 in _spans(q, cols):
-                # alternate scratchpad tiles: the next mvin need not wait for this read
-                tile = Local(spad[tiles % 2], (0, h), (0, q1 - q0))
-                tiles += 1
-                self.body.append(Mvin(tile, Remote(src, 0, (r0, r1), (q0, q1))))
+                tile = load((r0, r1), (q0, q1))
                 if self.copy:
                     dst = Local(c, (0, h), (0, q1 - q0), self.dtype)
                     self.body.append(Vec("cast", dst, (tile,)))
@@ -136,6 +143,33 @@ class _Body:
                     self.body.append(VecReduce(kind, dst, tile, q0 > 0))
             if not self.copy:
                 self._finish_rows(Local(c, (0, h), (0, 1)), out, (r0, r1), count is not None)
+
+    def _loader(self, src: str, rows: int, cols: int) -> Callable[[Range, Range], Local]:
+        """Tiles of the operand view, into scratchpad buffers that alternate per tile
+        (the next mvin need not wait for this tile's read)."""
+        spad = [self._buf(f"a{i}", "spad", rows, cols, self.dtype) for i in (0, 1)]
+        count = [0]
+
+        def load(r: Range, q: Range) -> Local:
+            tile = Local(spad[count[0] % 2], (0, r[1] - r[0]), (0, q[1] - q[0]))
+            count[0] += 1
+            self.body.append(Mvin(tile, Remote(src, 0, r, q)))
+            return tile
+        return load
+
+    def _prologue(self, epi: Epilogue, rows: int, cols: int) -> Callable[[Range, Range], Local]:
+        """Tiles of the operand computed by the prologue's vector steps in ``c2``."""
+        main = self._buf("c2", "acc", rows, cols)
+        temps = [self._buf(f"t{i}", "acc", rows, cols) for i in range(epi.storage()[1])]
+        exts = [self._buf(f"e{i + 1}", "spad", 1 if e.row_invariant else rows,
+                          1 if e.col_invariant else cols, e.dtype)
+                for i, e in enumerate(epi.externals)]
+
+        def load(r: Range, q: Range) -> Local:
+            tile = Local(main, (0, r[1] - r[0]), (0, q[1] - q[0]))
+            self.body.extend(emit_tile(epi, tile, temps, exts, 0, r, q))
+            return Local(main, tile.rows, tile.cols, epi.out_dtype)
+        return load
 
     def _finish_rows(self, c: Local, out: str, rows: tuple[int, int], mean: bool) -> None:
         words = Local(c.buffer, c.rows, c.cols, self.acc_dtype)
@@ -150,28 +184,74 @@ class _Body:
         return name
 
 
+def _prologue_operands(group: RowGroup, env: dict[int, Any], names: Names,
+                       ) -> tuple[list[np.ndarray], tuple[int, ...]] | None:
+    """The prologue's external arrays and the shape of the operand they make."""
+    arrays = [np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in group.externals]
+    relaid = [_relaid_shape(a.shape, group.ext_relayouts.get(i)) for i, a in enumerate(arrays)]
+    try:
+        return arrays, tuple(np.broadcast_shapes(*relaid))
+    except ValueError:
+        return None
+
+
+def _relaid_shape(shape: tuple[int, ...], rel: Relayout | None) -> tuple[int, ...]:
+    return rel.apply(shape) if rel is not None else tuple(shape)
+
+
+def _row_view(name: str, dram: str, source: tuple[int, ...], rel: Relayout | None,
+              x_shape: tuple[int, ...], order: tuple[int, ...], matrix: Matrix) -> View:
+    """A prologue operand as the reduction's [P, Q] matrix: its re-layout (if any),
+    leading unit axes up to the operand's rank, the reduction's axis order, then the
+    broadcast to the operand's shape (a transpose commutes with broadcasting)."""
+    if rel is not None and rel.kind == "reshape":
+        split, moved = rel.ints, tuple(range(len(rel.ints)))
+    else:
+        split = tuple(source)
+        moved = rel.ints if rel is not None else tuple(range(len(source)))
+    pad = len(x_shape) - len(split)
+    split = (1,) * pad + tuple(split)
+    axes_padded = tuple(range(pad)) + tuple(pad + a for a in moved)
+    params = (("split", split), ("axes", tuple(axes_padded[a] for a in order)),
+              ("target", tuple(x_shape[a] for a in order)), ("shape", (1, *matrix)))
+    return View(name, "perm", dram, params)
+
+
 def lower_rows(group: RowGroup, config: ArrayConfig, env: dict[int, Any], name: str
                ) -> Lowered | None:
-    """The section for row group ``group`` with its operand from ``env``; None when
+    """The section for row group ``group`` with its operands from ``env``; None when
     the tensor is empty (the host runs the op)."""
-    x: Value = group.externals[0]  # type: ignore[assignment]
-    array = np.asarray(env[id(x)])
-    dtype: DType = group.ext_dtypes[0]
-    if array.ndim == 0 or array.size == 0:
-        return None
     names = Names()
+    x = group.op.operands[0]
+    dtype: DType = x.type.dtype  # type: ignore[union-attr]
+    drams: list[Dram] = []
+    inputs: dict[str, Value | np.ndarray] = {}
+    if group.prologue is None:
+        arrays, shape = [np.asarray(env[id(x)])], tuple(np.shape(env[id(x)]))
+    else:
+        made_ops = _prologue_operands(group, env, names)
+        if made_ops is None:
+            return None
+        arrays, shape = made_ops
+    if len(shape) == 0 or 0 in shape:
+        return None
     src = names(x, x.name_hint)
-    out = names(group.output, group.output.name_hint)
-    made = _source_view(group, tuple(array.shape), src)
+    made = _source_view(group, shape, src)
     if made is None:
         return None
     view, matrix, out_shape = made
+    views = [view]
+    epi = None
+    if group.prologue is None:
+        drams.append(Dram(src, dtype, shape, "in"))
+        inputs[src] = x
+    else:
+        views, epi = _prologue_views(group, arrays, shape, view, matrix, names, drams, inputs)
+    out = names(group.output, group.output.name_hint)
     cols = matrix[1] if group.fn == "copy" else 1
     out_view = View(f"{out}.o", "mat", out, (("target", out_shape),
                                              ("shape", (1, matrix[0], cols))))
-    drams = [Dram(src, dtype, tuple(array.shape), "in")]
-    inputs: dict[str, Value | np.ndarray] = {src: x}
-    views = [view, out_view]
+    views.append(out_view)
     count = None
     if group.fn == "mean":
         n = names("count", "n")
@@ -181,7 +261,31 @@ def lower_rows(group: RowGroup, config: ArrayConfig, env: dict[int, Any], name: 
         count = f"{n}.x"
     drams.append(Dram(out, dtype, out_shape, "out"))
     body = _Body(config, group, dtype)
-    body.emit(view.name, out_view.name, matrix, count)
+    body.emit(view.name, out_view.name, matrix, count, epi)
     section = Section(name, "vector", describe(group), tuple(drams), tuple(views),
                       tuple(body.buffers), tuple(body.body))
     return Lowered(section, inputs, out)
+
+
+def _prologue_views(group: RowGroup, arrays: list[np.ndarray], shape: tuple[int, ...],
+                    view: View, matrix: Matrix, names: Names, drams: list[Dram],
+                    inputs: dict[str, Value | np.ndarray]) -> tuple[list[View], Epilogue]:
+    """Views of the prologue's operands in the reduction's layout, and its program."""
+    prologue = group.prologue
+    assert prologue is not None
+    order = view.param("axes")
+    views, externals = [], []
+    for i, (value, dt) in enumerate(zip(group.externals, group.ext_dtypes)):
+        hint = value.name_hint if isinstance(value, Value) else None
+        dram = names(value, hint or f"k{i}")
+        if dram not in inputs:
+            inputs[dram] = value
+            drams.append(Dram(dram, dt, tuple(arrays[i].shape), "in"))
+        v = _row_view(f"{dram}.x{i}", dram, tuple(arrays[i].shape), group.ext_relayouts.get(i),
+                      shape, order, matrix)
+        views.append(v)
+        index = perm_index(tuple(arrays[i].shape), *(v.param(k) for k in
+                                                      ("split", "axes", "target", "shape")))
+        externals.append(External(v.name, dt, *invariance(index)))
+    out_dtype = prologue.steps[-1].dtype
+    return views, Epilogue(tuple(prologue.steps), tuple(externals), out_dtype)

@@ -13,10 +13,12 @@ of a tensor the DMA engine presents as a [rows, cols] matrix through a view:
 vector groups absorb re-layouts: an operand made by a transpose/reshape that only
 the group uses is read through a ``perm`` view of the op's operand, and an output
 whose only user is a transpose/reshape is written through a ``perm`` view of that
-op's result; the absorbed op never runs (batch_norm's two transposes). Invariants:
-a row group is a single op with one tensor operand (extra operands, such as the
-dynamic extents of a reshape, leave the op on the host); its operand and result
-dtypes are vector dtypes. Which shapes it can run is decided when it is lowered
+op's result; the absorbed op never runs (batch_norm's two transposes). A reduction
+also absorbs the vector group making its operand when it is that operand's only
+user (its prologue, run on each tile before the row reduction). Invariants:
+a row op has one tensor operand (extra operands, such as the dynamic extents of a
+reshape, leave the op on the host) and is the group's last op; its operand and
+result dtypes are vector dtypes. Which shapes it can run is decided when it is lowered
 (``rowlower.py``), like any group: an empty tensor runs on the host.
 """
 
@@ -51,10 +53,15 @@ class RowGroup(Group):
 
     layout: str = ""
     fn: str = ""
+    #: the vector group computing the reduced operand tile by tile, when only the
+    #: reduction uses it (``reduce_sum(exp(s))``, ``reduce_mean(xc * xc)``); its
+    #: externals are then this group's externals
+    prologue: Group | None = None
 
     @property
     def op(self) -> Operation:
-        return self.ops[0]
+        """The row op itself (after the prologue's ops, when it has one)."""
+        return self.ops[-1]
 
 
 def _row_ok(op: Operation) -> bool:
@@ -86,7 +93,28 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
         if g.product is None and not isinstance(g, RowGroup):
             _absorb_inputs(g, plan)
             _absorb_output(g, plan)
+    for g in list(plan.groups):
+        if isinstance(g, RowGroup) and g.layout == "reduce":
+            _absorb_prologue(g, plan)
     return plan
+
+
+def _absorb_prologue(row: RowGroup, plan: FuncPlan) -> None:
+    """Fuse the vector group that makes a reduction's operand into the reduction, when
+    the reduction is its only user: the operand is never stored."""
+    x = row.op.operands[0]
+    producer = x.op if isinstance(x, OpResult) else None
+    g = plan.runs.get(id(producer))
+    if (g is None or g.product is not None or isinstance(g, RowGroup) or g.output is not x
+            or g.out_relayout is not None or x.users != [row.op]
+            or producer.parent is not row.op.parent):  # type: ignore[union-attr]
+        return
+    del plan.runs[id(producer)]
+    plan.groups.remove(g)
+    plan.skips.update(id(op) for op in g.ops)
+    row.ops = [*g.ops, row.op]
+    row.prologue = g
+    row.externals, row.ext_dtypes, row.ext_relayouts = g.externals, g.ext_dtypes, g.ext_relayouts
 
 
 def _relayout_group(op: Operation | None, plan: FuncPlan, block: object) -> RowGroup | None:
