@@ -39,7 +39,9 @@ from .isa import (
     Mvout,
     Preload,
     Remote,
+    Schedule,
 )
+from .schedule import Geometry, Item, choose
 
 #: rows per matmul/mvout instruction in overlap timing (lets stores start early)
 CHUNK_ROWS = 256
@@ -137,50 +139,81 @@ class _WS(_Emitter):
                        self.acc_bytes(1))
         return 1, False
 
+    def geometry(self, mb: int, resident: bool) -> Geometry:
+        """What the fold-order scheduler needs to know (schedule.Geometry)."""
+        g, c = self.g, self.c
+        chunk = mb if c.scalesim else min(mb, CHUNK_ROWS)
+        a_room = mb * _cdiv(g.k, c.rows) * c.rows * self.elem if resident else 2 * mb * c.rows * self.elem
+        ext = sum(chunk * c.cols * e.dtype.bits // 8 for e in self.epi.externals)
+        spare_acc = c.acc_capacity - self.ntemps * chunk * c.cols * 4
+        return Geometry(
+            c.rows, c.cols, c.dma_bytes_per_cycle, c.dma_latency, c.vec_lanes,
+            tuple((b, m0, m1) for b in range(g.batches) for m0, m1 in _spans(g.m, mb)), chunk,
+            tuple(k1 - k0 for k0, k1 in _spans(g.k, c.rows)),
+            tuple(n1 - n0 for n0, n1 in _spans(g.n, c.cols)), self.elem,
+            self.epi.out_dtype.bits // 8,
+            tuple((e.row_invariant, e.col_invariant, e.dtype.bits // 8) for e in self.epi.externals),
+            len(self.epi.steps), resident, spare_acc // (mb * c.cols * 4),
+            (c.spad_capacity - a_room - ext) // (c.rows * c.cols * self.elem))
+
     def emit(self) -> None:
         g, c = self.g, self.c
         mb, resident = self.plan()
-        chunk = mb if c.scalesim else min(mb, CHUNK_ROWS)
-        kt = _cdiv(g.k, c.rows)
+        geo = self.geometry(mb, resident)
+        s = choose(geo, search=not c.scalesim)
+        geo = s.geo
+        if not c.scalesim:
+            self.body.append(Schedule(s.fields()))
+        kt = len(geo.k_ext)
         a_names = [self.buf(f"a{i}", "spad", mb, c.rows, g.operand_dtype)
                    for i in range(kt if resident else 2)]
-        nw = PREFETCH + 1
+        nw = s.prefetch + 1
         w_names = [self.buf(f"w{i}buf", "spad", c.rows, c.cols, g.operand_dtype)
                    for i in range(nw)]
-        acc_names = [self.buf(f"c{i}", "acc", mb, c.cols) for i in (0, 1)]
-        temps, exts = self.epilogue_buffers(chunk)
-        folds = [(b, m, j, i) for b in range(g.batches) for m in _spans(g.m, mb)
-                 for j in range(_cdiv(g.n, c.cols)) for i in range(kt)]
-        for f in range(min(PREFETCH, len(folds))):
-            self.load_weights(folds[f], w_names[f])
-        for f, (b, (m0, m1), j, i) in enumerate(folds):
-            k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
-            n0, n1 = j * c.cols, min(g.n, (j + 1) * c.cols)
-            acc = acc_names[(f // kt) % 2]
-            self.body.append(Label(f"b{b}_m{m0}_n{j}_k{i}"))
-            a = a_names[i] if resident else a_names[f % 2]
-            if not resident or j == 0:
-                for r0, r1 in _spans(m1 - m0, chunk):
-                    self.body.append(Mvin(Local(a, (r0, r1), (0, k1 - k0)),
-                                          Remote(g.lhs, b if g.lhs_batched else 0,
-                                                 (m0 + r0, m0 + r1), (k0, k1))))
-            self.body.append(Preload(f % 2, Local(w_names[f % nw], (0, k1 - k0), (0, n1 - n0))))
-            if f + PREFETCH < len(folds):
-                self.load_weights(folds[f + PREFETCH], w_names[(f + PREFETCH) % nw])
-            for r0, r1 in _spans(m1 - m0, chunk):
-                self.body.append(MatmulWS(Local(acc, (r0, r1), (0, n1 - n0)),
-                                          Local(a, (r0, r1), (0, k1 - k0)), f % 2, i > 0))
-            if i == kt - 1:
-                for r0, r1 in _spans(m1 - m0, chunk):
-                    self.finish_tile(acc, (m0 + r0, m0 + r1), (r0, r1), (n0, n1), b, temps, exts)
+        acc_names = [self.buf(f"c{i}", "acc", mb, c.cols) for i in range(s.accumulators)]
+        temps, exts = self.epilogue_buffers(max(geo.chunk, geo.edge_chunk))
+        cur = 0
+        for it in s.program:
+            fd = s.folds[it.f] if it.kind != "a" else s.folds[cur]
+            b, m0, _ = geo.blocks[fd.block]
+            (k0, k1), (n0, n1) = self.panel(fd.i), self.tile(fd.j)
+            chunks = s.fold_chunks(it.f) if it.kind in ("mm", "out") else []
+            if it.kind == "w":
+                self.body.append(Mvin(Local(w_names[it.f % nw], (0, k1 - k0), (0, n1 - n0)),
+                                      Remote(g.rhs, b if g.rhs_batched else 0, (k0, k1), (n0, n1))))
+            elif it.kind == "lbl":
+                cur = it.f
+                self.body.append(Label(f"b{b}_m{m0}_n{fd.j}_k{fd.i}"))
+            elif it.kind == "a":
+                self.load_a(a_names[it.f] if resident else a_names[cur % 2], geo, it)
+            elif it.kind == "pre":
+                self.body.append(Preload(it.f % 2, Local(w_names[it.f % nw], (0, k1 - k0),
+                                                         (0, n1 - n0))))
+            elif it.kind == "mm":
+                a = a_names[fd.i] if resident else a_names[it.f % 2]
+                for r0, r1 in chunks:
+                    self.body.append(MatmulWS(Local(acc_names[fd.acc], (r0, r1), (0, n1 - n0)),
+                                              Local(a, (r0, r1), (0, k1 - k0)), it.f % 2,
+                                              not fd.first))
+            else:
+                for r0, r1 in chunks:
+                    self.finish_tile(acc_names[fd.acc], (m0 + r0, m0 + r1), (r0, r1), (n0, n1), b,
+                                     temps, exts)
 
-    def load_weights(self, fold: tuple[int, tuple[int, int], int, int], buf: str) -> None:
-        g, c = self.g, self.c
-        b, _, j, i = fold
-        k0, k1 = i * c.rows, min(g.k, (i + 1) * c.rows)
-        n0, n1 = j * c.cols, min(g.n, (j + 1) * c.cols)
-        self.body.append(Mvin(Local(buf, (0, k1 - k0), (0, n1 - n0)),
-                              Remote(g.rhs, b if g.rhs_batched else 0, (k0, k1), (n0, n1))))
+    def panel(self, i: int) -> tuple[int, int]:
+        return i * self.c.rows, min(self.g.k, (i + 1) * self.c.rows)
+
+    def tile(self, j: int) -> tuple[int, int]:
+        return j * self.c.cols, min(self.g.n, (j + 1) * self.c.cols)
+
+    def load_a(self, buf: str, geo: Geometry, it: Item) -> None:
+        """Rows ``it.rows`` of A panel ``it.f`` of block ``it.block`` into ``buf``."""
+        b, m0, _ = geo.blocks[it.block]
+        r0, r1 = it.rows
+        k0, k1 = self.panel(it.f)
+        self.body.append(Mvin(Local(buf, (r0, r1), (0, k1 - k0)),
+                              Remote(self.g.lhs, b if self.g.lhs_batched else 0,
+                                     (m0 + r0, m0 + r1), (k0, k1))))
 
 
 class _OS(_Emitter):
