@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_ops_conv, onnx_ops_gather, onnx_ops_nn, onnx_ops_shape  # noqa: F401  (they register their ops)
+from . import (  # noqa: F401  (they register their ops)
+    onnx_ops_conv,
+    onnx_ops_gather,
+    onnx_ops_nn,
+    onnx_ops_shape,
+    onnx_ops_split_pad,
+)
 from .onnx_graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,
