@@ -53,6 +53,16 @@ def value_dtype(v: Value) -> DType | None:
     return t.dtype
 
 
+def product_dtype(op: Operation) -> DType:
+    """The element type of a matmul's products (what the tile kernel accumulates): a
+    fused_matmul's body takes it as its first argument, and its result may be another
+    type (``cast(a @ b - c, f32)`` of i32 operands is an i32 product, an f32 result)."""
+    if op.name == "tensor.fused_matmul":
+        t = op.regions[0].blocks[0].args[0].type
+        return t.dtype if isinstance(t, ScalarType) else DType.I64
+    return value_dtype(op.results[0]) or DType.I64
+
+
 def is_elementwise(op: Operation) -> bool:
     """Ops computed per element of their (broadcast) result: fusible into any loop kernel."""
     name = op.name
@@ -103,7 +113,7 @@ class SpecBuilder:
         elif op.name in ("tensor.matmul", "tensor.fused_matmul") and self.allow_acc \
                 and self.acc_op is None:
             self.acc_op = op
-            acc = Acc(value_dtype(op.results[0]))  # type: ignore[arg-type]
+            acc = Acc(product_dtype(op))
             if op.name == "tensor.matmul":
                 return acc
             # a fused_matmul's own epilogue (the bias of x @ w + b) runs first: -O2 makes

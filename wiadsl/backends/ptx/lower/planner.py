@@ -263,7 +263,9 @@ class Planner(OpsMixin):
         users = r.users
         if not users or any(u.parent is not op.parent or u.is_terminator for u in users):
             return False
-        if op.name == "tensor.cast" and all(u.name == "tensor.matmul" for u in users):
+        if op.name == "tensor.cast" and all(u.owner.name in ("tensor.matmul", "tensor.fused_matmul")
+                                            and u.index < 2 for u in r.uses):
+            # read narrow and widened while loading the tile, also under -O2's fused_matmul
             return widening(value_dtype(op.operands[0]), value_dtype(r))
         if op.name in ("tensor.matmul", "tensor.fused_matmul"):
             return len(r.uses) == 1 and is_elementwise(users[0]) and \

@@ -31,7 +31,7 @@ from ..kernels.mma import mma_eligible, mma_kernel
 from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
 from ..symbolic import Sym, _fold, mul, sub
-from .fuse import SpecBuilder, expand_body, is_elementwise, value_dtype
+from .fuse import SpecBuilder, expand_body, is_elementwise, product_dtype, value_dtype
 from .values import HostScalar, Lazy, View, broadcast_shapes, broadcast_stride
 
 ACC = {DType.F16: DType.F32, DType.BF16: DType.F32, DType.F32: DType.F32, DType.F64: DType.F64,
@@ -73,7 +73,7 @@ class ProductsMixin(PlannerBase):
         return (*batch, *a[-2:-1], *(b[-1:] if len(b) > 1 else ()))
 
     def epilogue_ok(self, op: Operation) -> bool:
-        return value_dtype(op.results[0]) in ACC
+        return product_dtype(op) in ACC
 
     def lazy_product(self, v: Value) -> Operation | None:
         """The Lazy matmul feeding ``v`` through Lazy elementwise ops, if any."""
@@ -122,7 +122,7 @@ class ProductsMixin(PlannerBase):
 
     def matmul(self, op: Operation, sink: Operation | None = None) -> View:
         domain, amap, a, b, (batch, m, n, k) = self.product_domain(op)
-        dtype = value_dtype(op.results[0])
+        dtype = product_dtype(op)  # the accumulator's; a fused body may cast the result
         spec = LoopSpec(self.kernel_name("matmul"), domain, len(domain))
         builder = SpecBuilder(self, spec, allow_acc=True)
         if sink is not None:
