@@ -33,6 +33,7 @@ import numpy as np
 from . import (  # noqa: F401  (they register their ops)
     onnx_ops_conv,
     onnx_ops_gather,
+    onnx_ops_index,
     onnx_ops_nn,
     onnx_ops_shape,
     onnx_ops_split_pad,
