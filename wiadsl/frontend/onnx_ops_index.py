@@ -33,7 +33,9 @@ def _range(n: Node) -> list[Val]:
     start, limit, delta = (_scalar(n, i, w) for i, w in enumerate(("start", "limit", "delta")))
     if delta == 0:
         raise n.fail("delta is 0")
-    values = np.arange(start, limit, delta, dtype=start.dtype)
+    # ONNX's count, ceil((limit - start) / delta), computed in the inputs' dtype
+    count = max(int(np.ceil((limit - start) / delta)), 0)
+    values = (start + delta * np.arange(count)).astype(start.dtype)
     if values.size == 0:
         raise n.fail("the range is empty (not supported)")
     return [const_val(values, n.x(0).dtype)]
