@@ -172,3 +172,20 @@ def test_fast_math_must_be_a_bool() -> None:
     src = "kernel k(input x: f32[N], output r: f32[N]) { r = exp(x); }"
     with pytest.raises(WiaUsageError, match="fast_math"):
         emit_ptx(corpus_module(src), "k", fast_math=1)  # type: ignore[arg-type]
+
+
+def test_fast_math_reaches_the_jit_targets_and_wiac(tmp_path) -> None:
+    from wiadsl.runtime.jit import jit
+    from wiadsl.tools.cli import main as wiac
+
+    src = "kernel k(input x: f32[N], output r: f32[N]) { r = exp(x); }"
+    x = np.array([-95.0, 0.5, 88.5], np.float32)
+    accurate = jit(src, kernel="k", target="ptxsim")(x)
+    fast = jit(src, kernel="k", target="ptxsim", fast_math=True)(x)
+    assert accurate[0] > 0 and np.isfinite(accurate[2]) and fast[0] == 0
+    path = tmp_path / "k.wia"
+    path.write_text(src)
+    for flags, has_ftz in (([], False), (["--fast-math"], True)):
+        out = tmp_path / f"k{len(flags)}.ptx"
+        assert wiac([str(path), "-D", "N=64", "-o", str(out), *flags]) == 0
+        assert (".ftz" in out.read_text()) is has_ftz

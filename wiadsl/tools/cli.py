@@ -107,6 +107,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                      help="add the rewrite patterns of FILE; repeatable")
     be = p.add_argument_group("backend options")
     be.add_argument("--arch", default="sm_80", help="PTX target architecture (default sm_80)")
+    be.add_argument("--fast-math", action="store_true",
+                    help="PTX: raw ex2/lg2.approx.ftz transcendentals (a few ulp, subnormals "
+                         "flushed to 0); default: accurate to ~1 ulp, no .ftz")
     be.add_argument("--array", default="128x128", metavar="RxC",
                     help="systolic array size (default 128x128)")
     be.add_argument("--dataflow", choices=("ws", "os"), default="ws",
@@ -142,7 +145,7 @@ def job_from_args(args: argparse.Namespace, text: str, filename: str) -> Compile
     opt = OptOptions(2 if args.level is None else args.level, args.pipeline, pm, patterns)
     return CompileJob(text, filename, args.kernel, opt, parse_defines(args.defines),
                       args.arch, parse_array(args.array), args.dataflow,
-                      [] if args.remarks else None)
+                      [] if args.remarks else None, fast_math=args.fast_math)
 
 
 #: Stages that run no pass: optimization options are ignored there (with a warning).

@@ -47,6 +47,8 @@ class CompileJob:
     #: rank of each, and the shape of every input; backends then compile for these
     generic: dict[str, tuple[DType, int]] | None = None
     input_shapes: dict[str, tuple[int, ...]] | None = None
+    #: PTX: raw ``.approx.ftz`` transcendentals (``wiac --fast-math``)
+    fast_math: bool = False
 
 
 @dataclass
@@ -244,7 +246,7 @@ def _ptx(job: CompileJob) -> Artifact:
     given = _backend_input(job, "ptx", False, optimize=False)
     opt = job.opt
     custom = opt.pipeline is not None or opt.patterns or opt.pm_options or job.remarks is not None
-    text, plan = program(given.module, given.shapes, TargetOptions(job.arch, opt.level),
+    text, plan = program(given.module, given.shapes, TargetOptions(job.arch, opt.level, job.fast_math),
                          optimize=(lambda m: optimize_ir(m, opt, job.remarks)) if custom else None)
     return Artifact(text, {".json": json.dumps(plan, indent=2, sort_keys=True, default=str) + "\n"})
 
