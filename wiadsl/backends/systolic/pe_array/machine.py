@@ -30,7 +30,7 @@ from ..simulator import SectionStats
 from .costs import ARRAY_OPS, execute, machine, record
 from .grid import Grid
 from .output import OutputGrid
-from .scoreboard import Op, blocking, dependencies
+from .scoreboard import CAUSE_ORDER, Op, blocking, dependencies
 from .stationary import StationaryGrid
 
 UNITS = ("dma", "wload", "array", "vec")
@@ -65,19 +65,22 @@ class CycleMachine:
         self.stats.instructions = len(self.ops)
         self.heads: set[int] = set()
         self._first = 0
+        #: idle cycles of the array's free input port so far, and the causes in the latest
+        self.waiting: tuple[int, set[str]] = (0, set())
 
     # ------------------------------------------------------------ issue
-    def _gate(self, op: Op, cycle: int) -> tuple[bool, str | None]:
-        """(the unit's own port is free, the cause that still blocks op or None)."""
+    def _gate(self, op: Op, cycle: int) -> tuple[bool, set[str]]:
+        """(the unit's own port is free, the causes that still block op)."""
         if self.config.scalesim and op.index > 0 and not self.ops[op.index - 1].reached("done", cycle):
-            return False, "serial"
+            return False, {"serial"}
         if op.index not in self.heads:
             self.pending = [e for e in self.pending if not e.complete(cycle)]
             op.deps = dependencies(op, [e for e in self.pending if e.index < op.index], self.acc)
             self.heads.add(op.index)
         name = type(op.ins).__name__
         g = self.grid
-        port, own = True, None
+        causes = blocking(op, cycle)
+        port = True
         if op.unit in ("dma", "vec"):
             port = self.unit_free[op.unit] <= cycle or self.config.scalesim
         elif name == "Preload":
@@ -87,10 +90,10 @@ class CycleMachine:
         elif isinstance(g, StationaryGrid):
             port = g.port_ready(cycle)
             if port and not g.weights_ready(op.ins.slot, cycle):
-                own = "weights"
+                causes.add("weights")
         else:
             port = False
-        return port, blocking(op, cycle) or own
+        return port, causes
 
     def _issue(self, op: Op, cycle: int) -> None:
         op.start = cycle
@@ -124,26 +127,38 @@ class CycleMachine:
             _, _, op = heapq.heappop(self.effects)
             execute(self.live, op.ins)
 
-    def _issue_all(self, cycle: int) -> tuple[bool, str | None]:
-        """Issue what can go this cycle; (anything issued, the array's stall cause)."""
+    def _issue_all(self, cycle: int) -> tuple[bool, set[str]]:
+        """Issue what can go this cycle; (anything issued, why the array's free input
+        port waits — empty if it does not)."""
         issued = False
-        stall = None
+        stall: set[str] = set()
         progress = True
         while progress:
             progress = False
-            stall = None
+            stall = set()
             for unit in UNITS:
                 q = self.queues[unit]
                 if not q:
                     continue
-                port, cause = self._gate(q[0], cycle)
-                if port and cause is None:
+                port, causes = self._gate(q[0], cycle)
+                if port and not causes:
+                    if unit == "array":
+                        self._charge_stall()
                     self._issue(q.popleft(), cycle)
                     self._apply(cycle)  # zero-cost DMA (scalesim) lands at once
                     progress = issued = True
-                elif unit == "array" and port and cause not in (None, "serial"):
-                    stall = cause
+                elif unit == "array" and port:
+                    stall = causes
         return issued, stall
+
+    def _charge_stall(self) -> None:
+        """The array head issues: its idle cycles go to the cause that cleared last
+        (the event model's choice: the latest bound)."""
+        count, causes = self.waiting
+        if count:
+            cause = next(c for c in CAUSE_ORDER if c in causes)
+            self.stats.stalls[cause] = self.stats.stalls.get(cause, 0) + count
+        self.waiting = (0, set())
 
     # ------------------------------------------------------------ clock
     def _next_time(self, cycle: int) -> int | None:
@@ -176,8 +191,8 @@ class CycleMachine:
                         break
                     raise WiaRuntimeError(f"cycle-true mode: section {self.s.name} stalls "
                                           f"forever at cycle {cycle}")
-            if stall is not None:
-                self.stats.stalls[stall] = self.stats.stalls.get(stall, 0) + nxt - cycle
+            if stall:
+                self.waiting = (self.waiting[0] + nxt - cycle, stall)
             cycle = nxt
         end = max((op.done or 0 for op in self.ops), default=0)
         has_array = any(type(op.ins).__name__ in ARRAY_OPS[1:] for op in self.ops)

@@ -78,14 +78,20 @@ def _in_order(op: Op, e: Op, buf: str, acc_buffers: frozenset[str]) -> bool:
     return op.unit == "array" and e.unit == "array" and buf in acc_buffers
 
 
-def blocking(op: Op, cycle: int) -> str | None:
-    """The cause that keeps ``op`` from issuing in ``cycle`` (None: free to go):
-    ``weights`` (a slot's preload), ``operands`` (RAW) or ``destination`` (WAR/WAW)."""
+def blocking(op: Op, cycle: int) -> set[str]:
+    """What keeps ``op`` from issuing in ``cycle`` (empty: free to go): ``weights``
+    (a slot's preload), ``operands`` (RAW), ``destination`` (WAR/WAW)."""
+    causes: set[str] = set()
     for e, what in op.deps:
         if not e.reached(what, cycle):
             if what == "start":
-                return "weights"
-            if any(_overlap(r, w) for r in op.reads for w in e.writes):
-                return "operands"
-            return "destination"
-    return None
+                causes.add("weights")
+            elif any(_overlap(r, w) for r in op.reads for w in e.writes):
+                causes.add("operands")
+            else:
+                causes.add("destination")
+    return causes
+
+
+#: the event model names a stall after the bound that ends last, the first of these on ties
+CAUSE_ORDER = ("operands", "destination", "weights")

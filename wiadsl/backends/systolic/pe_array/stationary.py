@@ -71,6 +71,7 @@ class StationaryGrid(Grid):
         self.streaming: _Pass | None = None
         self.wport_free = self.port_free = 0
         self.w_final = np.full((2, rows, cols), -1, np.int64)   # last write of each slot
+        self.w_busy_until = -1  # the last cycle a weight wave is still shifting
         self.last_use = np.full((2, rows, cols), -1, np.int64)  # last MAC reading it
 
     # ------------------------------------------------------------ issue rules
@@ -93,6 +94,7 @@ class StationaryGrid(Grid):
         self.loading = _Load(op, slot, src, cycle)
         self.wport_free = cycle + r
         self.w_final[slot] = cycle + r - 1 + self.jj
+        self.w_busy_until = cycle + r - 1 + c - 1
         self.busy_until = max(self.busy_until, cycle + r - 1 + c - 1)
 
     def matmul(self, op: Any, slot: int, src: Local, dst: Local, accumulate: bool,
@@ -107,7 +109,8 @@ class StationaryGrid(Grid):
     # ------------------------------------------------------------ one cycle
     def step(self, cycle: int) -> list[Event]:
         events: list[Event] = []
-        self._weights(cycle, events)
+        if cycle <= self.w_busy_until:  # the delay line's stamps make skipped cycles empty
+            self._weights(cycle, events)
         feed, ftags = self.aline.step(cycle, *self._activation_row(cycle, events))
         self.a[:, 1:] = self.a[:, :-1]
         self.a[:, 0] = feed
