@@ -329,3 +329,31 @@ def test_embedding_lookup_and_mask_from_the_shape() -> None:
     for shape in ((1, 1), (2, 7), (3, 5)):
         ids = np.random.default_rng(sum(shape)).integers(-11, 11, shape)
         assert_close(mod(ids), ort_run(model, {"ids": ids})[0])
+
+
+def test_position_ids_from_a_dynamic_sequence_length() -> None:
+    """GPT-2's embeddings as exporters write them: ``Range(0, Shape(ids)[1], 1)`` gives
+    the position ids of a dynamic sequence, which look up a position table; the sum
+    with the token embeddings matches ORT for every batch and length."""
+    wte, wpe = _r(13, 4), _r(9, 4, seed=1)
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+        helper.make_node("Range", ["zero", "seq", "step"], ["pos"]),
+        helper.make_node("Gather", ["wte", "ids"], ["tok"]),
+        helper.make_node("Gather", ["wpe", "pos"], ["where"]),
+        helper.make_node("Add", ["tok", "where"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(v, name) for name, v in (
+        ("wte", wte), ("wpe", wpe), ("one", np.array(1, np.int64)),
+        ("zero", np.array(0, np.int64)), ("step", np.array(1, np.int64)))]
+    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+    graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    mod = load_onnx(model)
+    assert "arange(dim(ids, 1))" in mod.source
+    for shape in ((1, 1), (2, 9), (3, 4)):
+        ids = np.random.default_rng(sum(shape)).integers(0, 13, shape)
+        assert_close(mod(ids), ort_run(model, {"ids": ids})[0])

@@ -82,6 +82,8 @@ class Emitter:
     weight_decls: list[str] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     uses_nn: bool = False
+    #: dynamic dim name -> ``dim(input, axis)`` of the first input declaring it
+    dim_sources: dict[str, str] = field(default_factory=dict)
 
     def bind(self, expr: str, dtype: DType, shape: Shape, hint: str,
              onnx_name: str | None = None) -> Val:
@@ -119,7 +121,19 @@ class Emitter:
     def declare_input(self, onnx_name: str, dtype: DType, shape: Shape) -> Val:
         name = self.names.fresh(onnx_name, keep=True)
         self.inputs.append(f"input {name}: {param_type(dtype, shape)}")
+        for axis, d in enumerate(shape):
+            symbol = d.declared()
+            if not d.is_static and symbol is not None:
+                self.dim_sources.setdefault(symbol, f"dim({name}, {axis})")
         return Val(dtype, shape, ref=name)
+
+    def extent(self, d: Dim) -> str:
+        """A DSL value (i64) of extent ``d``: its symbols read from the inputs with ``dim``."""
+        missing = [s for s in d.names if s not in self.dim_sources]
+        if missing:
+            raise OnnxImportError(f"no graph input has the dynamic dim '{missing[0]}'")
+        return " * ".join([str(d.coef)] * (d.coef != 1 or not d.names)
+                          + [self.dim_sources[s] for s in d.names])
 
     def reserve_output(self, onnx_name: str) -> str:
         if onnx_name not in self.outputs:

@@ -111,3 +111,16 @@ def _arith(n: Node) -> list[Val]:
     out = [checked(n, lambda x=x, y=y: fn(x, y)) for x, y in zip(a, b)]
     scalar = n.x(0).rank == 0 and n.x(1).rank == 0
     return [sym_val(out, scalar=scalar)]
+
+
+@_sym("Range")
+def _range(n: Node) -> list[Val]:
+    """``Range(0, n, 1)`` of a dynamic extent (position ids): ``arange`` of that extent."""
+    (start,), (limit,), (delta,) = (elements(n, i) for i in range(3))
+    if start != Dim(0) or delta != Dim(1):
+        raise n.fail(f"a range from {start} by {delta} to the dynamic extent {limit} "
+                     "(only 0 to n by 1 has a known length)")
+    count = n.em.extent(limit)
+    dtype = DType.I32 if n.x(0).dtype is DType.I32 else DType.I64
+    expr = f"arange({count})" if dtype is DType.I64 else f"cast(arange({count}), i32)"
+    return [n.out(expr, dtype, (limit,))]
