@@ -136,11 +136,25 @@ class WsSchedule:
     def fields(self) -> tuple[tuple[str, str], ...]:
         """The ``; schedule`` note of the listing."""
         g = self.geo
-        return (("order", self.order), ("panels", ",".join(map(str, self.panels))),
+        return (("order", self.order), ("panels", _runs(self.panels)),
                 ("prefetch", str(self.prefetch)), ("accumulators", str(self.accumulators)),
                 ("chunk", f"{g.chunk}/{g.edge_chunk or g.chunk}"),
                 ("peak_demand", f"{self.peak_demand}B/cycle"), ("dma_bw", f"{g.bw}B/cycle"),
                 ("stream", str(self.stream)), ("dma", str(self.dma)), ("floor", str(self.floor)))
+
+
+def _runs(xs: tuple[int, ...]) -> str:
+    """``7,0-6`` for (7, 0, 1, ..., 6): consecutive runs as ranges."""
+    parts: list[str] = []
+    start = prev = None
+    for x in [*xs, None]:
+        if start is not None and x is not None and x == prev + 1:  # type: ignore[operator]
+            prev = x
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = x
+    return ",".join(parts)
 
 
 def _panel_orders(g: Geometry) -> list[tuple[int, ...]]:

@@ -5,7 +5,10 @@ Keys of ``KernelStats.as_dict()`` (what ``kernel.stats`` holds after a call):
 (useful MACs / PE-cycles offered while streaming), ``dram_bytes``, ``macs``,
 ``stream_cycles``, ``weight_load_cycles``, ``dma_cycles``, ``vec_cycles``,
 ``stall_cycles`` (by cause), ``sections`` (array / vector / host counts),
-``host_ops`` (names of ops run on the host), ``array``, ``dataflow``, ``timing``.
+``host_ops`` (names of ops run on the host), ``array``, ``dataflow``, ``timing``,
+``schedule`` (the scheduler's note of each array section: order, prefetch,
+accumulators, peak DMA demand, predicted floor; see ``schedule.py``) and
+``floor_cycles`` (the sum of those floors; 0 without notes).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ class KernelStats:
     total: SectionStats = field(default_factory=SectionStats)
     placements: Counter = field(default_factory=Counter)
     host_ops: list[str] = field(default_factory=list)
+    schedules: list[dict[str, str]] = field(default_factory=list)
 
     def add(self, placement: str, s: SectionStats) -> None:
         t = self.total
         self.placements[placement] += 1
+        self.schedules += s.schedules
         for key in ("cycles", "macs", "mapped_macs", "stream_cycles", "weight_load_cycles",
                     "dma_cycles", "vec_cycles", "dram_bytes", "instructions"):
             setattr(t, key, getattr(t, key) + getattr(s, key))
@@ -58,6 +63,8 @@ class KernelStats:
             "array": (c.rows, c.cols),
             "dataflow": c.dataflow,
             "timing": c.timing,
+            "schedule": [dict(s) for s in self.schedules],
+            "floor_cycles": sum(int(s.get("floor", 0)) for s in self.schedules),
         }
 
 
@@ -81,6 +88,11 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"  array stalls        {stalls}",
         f"  sections            {sections}",
     ]
+    for note in stats.get("schedule", []):
+        lines.append(f"  schedule            {note.get('order')}, panels {note.get('panels')}, "
+                     f"prefetch {note.get('prefetch')}, {note.get('accumulators')} accumulators; "
+                     f"peak demand {note.get('peak_demand')} of {note.get('dma_bw')}; "
+                     f"floor {note.get('floor')} cycles")
     if stats["host_ops"]:
         lines.append(f"  on the host         {', '.join(sorted(set(stats['host_ops'])))}")
     return "\n".join(lines)
