@@ -156,6 +156,15 @@ CASES = [
                                     Const(np.array(1, np.int64))], out_type=TensorProto.INT64),
     OpCase("instance_norm", "InstanceNormalization", [_r(2, 3, 4, 5), Const(_r(3)), _r(3)],
            {"epsilon": 1e-3}),
+    *(OpCase(f"einsum_{eq.replace(',', '_').replace('->', '_to_') or 'x'}", "Einsum",
+             [_r(*shape, seed=k) for k, shape in enumerate(shapes)], {"equation": eq}, opset=12)
+      for eq, shapes in (
+          ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+          ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+          ("bhqk,bhkd->bqhd", [(1, 2, 3, 4), (1, 2, 4, 5)]), ("i,i->", [(7,), (7,)]),
+          ("ij->ji", [(3, 4)]), ("ij->j", [(3, 4)]), ("ij,j->i", [(3, 4), (4,)]),
+          ("abc,cd->abd", [(2, 3, 4), (4, 5)]), ("ik,jk", [(3, 4), (5, 4)]),
+          ("ijk,j->ik", [(2, 3, 4), (3,)]))),
     OpCase("max_pool_stride", "MaxPool", [_r(1, 2, 7, 7)], {"kernel_shape": [3, 3],
                                                              "strides": [2, 2]}),
     OpCase("max_pool_padded", "MaxPool", [_r(2, 2, 7, 7)], {"kernel_shape": [3, 3],

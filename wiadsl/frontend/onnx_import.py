@@ -32,6 +32,7 @@ import numpy as np
 
 from . import (  # noqa: F401  (they register their ops)
     onnx_ops_conv,
+    onnx_ops_einsum,
     onnx_ops_gather,
     onnx_ops_index,
     onnx_ops_nn,
