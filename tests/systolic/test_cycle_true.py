@@ -252,6 +252,38 @@ def test_ws_grid_streaming_too_early_is_wrong():
     assert np.array_equal(early[1:], exact[1:])  # only row 0 passed PE(0, 0) too soon
 
 
+def test_ws_grid_refilling_a_slot_too_early_is_wrong():
+    """A slot may be refilled from the cycle after its last activation entered (u + T):
+    the new weights then stay just behind the old activations' diagonal. One cycle
+    earlier, the last row meets a new weight at PE(0, 0)."""
+    rng = np.random.default_rng(4)
+    r = c = 4
+    a = rng.integers(1, 100, (6, 4)).astype(np.int8)
+    w = rng.integers(1, 100, (4, 4)).astype(np.int8)
+    exact = a.astype(np.int32) @ w.astype(np.int32)
+
+    def run(refill_at: int) -> np.ndarray:
+        mem = _Memory(w=w.copy(), v=(w + 1).astype(np.int8), a=a.copy(),
+                      acc=np.zeros((6, 4), np.uint32))
+        g = StationaryGrid(r, c, mem, transposed=False)
+        src, dst = Local("a", (0, 6), (0, 4)), Local("acc", (0, 6), (0, 4))
+        mm = _Op(1, _Pass(dst, src, False))
+        for cycle in range(60):
+            if cycle == 0:
+                g.preload(_Op(0, None), 0, Local("w", (0, 4), (0, 4)), cycle)
+            if cycle == r:
+                g.matmul(mm, 0, src, dst, False, cycle)
+            if cycle == refill_at:
+                g.preload(_Op(2, None), 0, Local("v", (0, 4), (0, 4)), cycle)
+            g.step(cycle)
+        return mem.buffers["acc"].view(np.int32)
+
+    stream_end = r + 6
+    assert np.array_equal(run(stream_end), exact)
+    early = run(stream_end - 1)
+    assert not np.array_equal(early[-1], exact[-1]) and np.array_equal(early[:-1], exact[:-1])
+
+
 def test_os_grid_timing_and_back_to_back_tiles():
     """Two os tiles of equal T issued max(T, R) apart share the column buses without a
     collision; each lands T + R + C - 2 after its start."""
