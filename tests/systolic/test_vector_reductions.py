@@ -150,6 +150,21 @@ def test_a_reduction_absorbs_the_ops_making_its_operand(shape, rng):
     assert stats["dram_bytes"] == x.nbytes + v.nbytes + shape[0] * 4
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (7, 33), (33, 129), (129, 7)])
+def test_softmax_and_layer_norm_fuse_around_their_reductions(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    # rmax with exp(x - m) behind it (a second pass per row chunk); rsum with e / s
+    assert _check("softmax", x)["sections"] == {"vector": 2}
+    g, b = (rng.standard_normal(shape[1]).astype(np.float32) for _ in range(2))
+    out, ref, stats = _both("layer_norm", x, g, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # mean(x) then x - mu; mean(xc * xc) then xc * rsqrt(var + eps) * g + b
+    assert stats["sections"] == {"vector": 2}
+    # small memories: several row chunks, each with its own second pass
+    small = _both("softmax", x, spad=1024, acc=2048)
+    np.testing.assert_allclose(small[0], small[1], **F32)
+
+
 def test_transposes_around_elementwise_ops_are_absorbed(rng):
     x = rng.standard_normal((2, 7, 5, 33)).astype(np.float32)
     m, g, b = (rng.standard_normal(7).astype(np.float32) for _ in range(3))

@@ -80,13 +80,19 @@ class Epilogue:
 
 
 def emit_tile(epi: Epilogue, main: Local, temps: list[str], ext_bufs: list[str],
-              batch: int, rows: tuple[int, int], cols: tuple[int, int]) -> list[Instruction]:
+              batch: int, rows: tuple[int, int], cols: tuple[int, int],
+              resident: dict[int, Local] | None = None) -> list[Instruction]:
     """Instructions applying ``epi`` to the tile in ``main`` (rows/cols: its place in
-    the output view; ``ext_bufs``: one scratchpad buffer per external operand)."""
+    the output view; ``ext_bufs``: one scratchpad buffer per external operand;
+    ``resident``: externals already in a buffer — a row reduction's result — that
+    are read there instead of loaded)."""
     out: list[Instruction] = []
     ext: list[Local] = []
     h, w = rows[1] - rows[0], cols[1] - cols[0]
-    for e, buf in zip(epi.externals, ext_bufs):
+    for i, (e, buf) in enumerate(zip(epi.externals, ext_bufs)):
+        if resident and i in resident:
+            ext.append(resident[i])
+            continue
         rr = (rows[0], rows[0] + 1) if e.row_invariant else rows
         cc = (cols[0], cols[0] + 1) if e.col_invariant else cols
         tile = (1 if e.row_invariant else h, 1 if e.col_invariant else w)

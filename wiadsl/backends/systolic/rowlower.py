@@ -18,6 +18,7 @@ Invariant (as ``lower.py``): the section's ``in`` DRAM buffers are the keys of
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -87,6 +88,18 @@ def _source_view(group: RowGroup, shape: tuple[int, ...], name: str
     return (View(f"{name}.p", "perm", name, params), matrix, out) if 0 not in matrix else None
 
 
+@dataclass(frozen=True)
+class _Post:
+    """A row section's epilogue: its program, which of its externals is the row
+    result (read in the accumulator where the reduction left it, as ``dtype``), and
+    the view its output is written through."""
+
+    epi: Epilogue
+    resident: int
+    dtype: DType
+    out: str
+
+
 class _Body:
     """Buffers and instructions of one row section."""
 
@@ -99,15 +112,19 @@ class _Body:
         self.acc_dtype = (DType.I32 if dtype.is_int else DType.F32) if group.fn in (
             "sum", "mean") else dtype
 
-    def rows_per_chunk(self, p: int, q: int, epi: Epilogue | None) -> int:
+    def rows_per_chunk(self, p: int, q: int, epi: Epilogue | None, post: _Post | None) -> int:
         """Rows per chunk: two tiles of each kind (double buffering) must fit, or the
-        prologue's operand tiles (4 bytes an element at most), main tile and temps."""
+        prologue's and epilogue's operand tiles (4 bytes an element at most), main
+        tiles and temps."""
         cols = min(q, self.c.cols)
         spad_row = 2 * cols * (self.dtype.bits // 8)
         acc_row = 2 * (cols if self.copy else 1) * 4
         if epi is not None:
             spad_row = max(1, len(epi.externals)) * cols * 4
             acc_row += (1 + epi.storage()[1]) * cols * 4
+        if post is not None:
+            spad_row += len(post.epi.externals) * cols * 4
+            acc_row += (1 + post.epi.storage()[1]) * cols * 4
         spad_left = self.c.spad_capacity - (4 if self.g.fn == "mean" else 0)  # the count
         rows = min(p, CHUNK_ROWS, spad_left // spad_row, self.c.acc_capacity // acc_row)
         if rows < 1:
@@ -118,11 +135,13 @@ class _Body:
         return rows
 
     def emit(self, src: str, out: str, matrix: Matrix, count: str | None,
-             epi: Epilogue | None = None) -> None:
+             epi: Epilogue | None = None, post: _Post | None = None) -> None:
         """The body; ``src`` is the operand's view, or with a prologue ``epi`` the
-        operand is computed per tile from its external operands instead."""
+        operand is computed per tile from its external operands instead; with an
+        epilogue ``post`` a second pass over each chunk's tiles writes its output."""
         p, q = matrix
-        rows, cols = self.rows_per_chunk(p, q, epi), min(q, self.c.cols)
+        rows, cols = self.rows_per_chunk(p, q, epi, post), min(q, self.c.cols)
+        second = self._second_pass(post, rows, cols, q) if post is not None else None
         acc = [self._buf(f"c{i}", "acc", rows, cols if self.copy else 1) for i in (0, 1)]
         load = self._prologue(epi, rows, cols) if epi is not None else self._loader(src, rows, cols)
         if count is not None:
@@ -142,7 +161,8 @@ class _Body:
                     dst = Local(c, (0, h), (0, 1), self.acc_dtype)
                     self.body.append(VecReduce(kind, dst, tile, q0 > 0))
             if not self.copy:
-                self._finish_rows(Local(c, (0, h), (0, 1)), out, (r0, r1), count is not None)
+                self._finish_rows(Local(c, (0, h), (0, 1)), out, (r0, r1), count is not None,
+                                  second)
 
     def _loader(self, src: str, rows: int, cols: int) -> Callable[[Range, Range], Local]:
         """Tiles of the operand view, into scratchpad buffers that alternate per tile
@@ -171,12 +191,39 @@ class _Body:
             return Local(main, tile.rows, tile.cols, epi.out_dtype)
         return load
 
-    def _finish_rows(self, c: Local, out: str, rows: tuple[int, int], mean: bool) -> None:
+    def _finish_rows(self, c: Local, out: str, rows: Range, mean: bool,
+                     second: Callable[[Local, Range], None] | None) -> None:
         words = Local(c.buffer, c.rows, c.cols, self.acc_dtype)
         if mean:
             self.body.append(Vec("div", words, (words, Local("e0", (0, 1), (0, 1)))))
+        if second is not None:
+            second(c, rows)
+            return
         self.body.append(Mvout(Remote(out, 0, rows, (0, 1)),
                                Local(c.buffer, c.rows, c.cols, self.dtype)))
+
+    def _second_pass(self, post: _Post, rows: int, cols: int, q: int
+                     ) -> Callable[[Local, Range], None]:
+        """The epilogue over a chunk's column tiles, its output written per tile."""
+        main = self._buf("c3", "acc", rows, cols)
+        first = len([b for b in self.buffers if b.name.startswith("t")])
+        temps = [self._buf(f"t{first + i}", "acc", rows, cols)
+                 for i in range(post.epi.storage()[1])]
+        base = 1 + len([b for b in self.buffers if b.name.startswith("e")])
+        exts = ["" if i == post.resident else  # read in the accumulator, never loaded
+                self._buf(f"e{base + i}", "spad", 1 if e.row_invariant else rows,
+                          1 if e.col_invariant else cols, e.dtype)
+                for i, e in enumerate(post.epi.externals)]
+
+        def run(c: Local, r: Range) -> None:
+            resident = {post.resident: Local(c.buffer, c.rows, c.cols, post.dtype)}
+            for q0, q1 in _spans(q, cols):
+                tile = Local(main, (0, r[1] - r[0]), (0, q1 - q0))
+                self.body.extend(emit_tile(post.epi, tile, temps, exts, 0, r, (q0, q1),
+                                           resident))
+                self.body.append(Mvout(Remote(post.out, 0, r, (q0, q1)),
+                                       Local(main, tile.rows, tile.cols, post.epi.out_dtype)))
+        return run
 
     def _buf(self, name: str, space: str, rows: int, cols: int,
              dtype: DType | None = None) -> str:
@@ -187,8 +234,10 @@ class _Body:
 def _prologue_operands(group: RowGroup, env: dict[int, Any], names: Names,
                        ) -> tuple[list[np.ndarray], tuple[int, ...]] | None:
     """The prologue's external arrays and the shape of the operand they make."""
-    arrays = [np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in group.externals]
-    relaid = [_relaid_shape(a.shape, group.ext_relayouts.get(i)) for i, a in enumerate(arrays)]
+    prologue = group.prologue
+    assert prologue is not None
+    arrays = [np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in prologue.externals]
+    relaid = [_relaid_shape(a.shape, prologue.ext_relayouts.get(i)) for i, a in enumerate(arrays)]
     try:
         return arrays, tuple(np.broadcast_shapes(*relaid))
     except ValueError:
@@ -251,6 +300,14 @@ def lower_rows(group: RowGroup, config: ArrayConfig, env: dict[int, Any], name: 
     cols = matrix[1] if group.fn == "copy" else 1
     out_view = View(f"{out}.o", "mat", out, (("target", out_shape),
                                              ("shape", (1, matrix[0], cols))))
+    post = None
+    if group.epilogue is not None:
+        made_post = _epilogue_views(group, env, shape, out_shape, view, matrix, names, drams,
+                                    inputs)
+        if made_post is None:
+            return None
+        post_views, post, out_view, out_dtype = made_post
+        views += post_views
     views.append(out_view)
     count = None
     if group.fn == "mean":
@@ -259,12 +316,34 @@ def lower_rows(group: RowGroup, config: ArrayConfig, env: dict[int, Any], name: 
         drams.append(Dram(n, DType.F32, (1,), "in"))
         views.append(View(f"{n}.x", "mat", n, (("target", (1,)), ("shape", (1, 1, 1)))))
         count = f"{n}.x"
-    drams.append(Dram(out, dtype, out_shape, "out"))
+    if post is None:
+        drams.append(Dram(out, dtype, out_shape, "out"))
+    else:
+        drams.append(Dram(out, out_dtype, shape, "out"))
     body = _Body(config, group, dtype)
-    body.emit(view.name, out_view.name, matrix, count, epi)
+    body.emit(view.name, out_view.name, matrix, count, epi, post)
     section = Section(name, "vector", describe(group), tuple(drams), tuple(views),
                       tuple(body.buffers), tuple(body.body))
     return Lowered(section, inputs, out)
+
+
+def _operand_view(value: Value | np.ndarray, dtype: DType, i: int, array: np.ndarray,
+                  rel: Relayout | None, shape: tuple[int, ...], order: tuple[int, ...],
+                  matrix: Matrix, names: Names, drams: list[Dram],
+                  inputs: dict[str, Value | np.ndarray]) -> View:
+    """A section input (declared once) and its view in the reduction's layout."""
+    hint = value.name_hint if isinstance(value, Value) else None
+    dram = names(value, hint or f"k{i}")
+    if dram not in inputs:
+        inputs[dram] = value
+        drams.append(Dram(dram, dtype, tuple(array.shape), "in"))
+    return _row_view(f"{dram}.x{i}", dram, tuple(array.shape), rel, shape, order, matrix)
+
+
+def _external(view: View, dtype: DType, array: np.ndarray) -> External:
+    index = perm_index(tuple(array.shape), *(view.param(k) for k in
+                                             ("split", "axes", "target", "shape")))
+    return External(view.name, dtype, *invariance(index))
 
 
 def _prologue_views(group: RowGroup, arrays: list[np.ndarray], shape: tuple[int, ...],
@@ -275,17 +354,46 @@ def _prologue_views(group: RowGroup, arrays: list[np.ndarray], shape: tuple[int,
     assert prologue is not None
     order = view.param("axes")
     views, externals = [], []
-    for i, (value, dt) in enumerate(zip(group.externals, group.ext_dtypes)):
-        hint = value.name_hint if isinstance(value, Value) else None
-        dram = names(value, hint or f"k{i}")
-        if dram not in inputs:
-            inputs[dram] = value
-            drams.append(Dram(dram, dt, tuple(arrays[i].shape), "in"))
-        v = _row_view(f"{dram}.x{i}", dram, tuple(arrays[i].shape), group.ext_relayouts.get(i),
-                      shape, order, matrix)
-        views.append(v)
-        index = perm_index(tuple(arrays[i].shape), *(v.param(k) for k in
-                                                      ("split", "axes", "target", "shape")))
-        externals.append(External(v.name, dt, *invariance(index)))
-    out_dtype = prologue.steps[-1].dtype
-    return views, Epilogue(tuple(prologue.steps), tuple(externals), out_dtype)
+    for i, (value, dt) in enumerate(zip(prologue.externals, prologue.ext_dtypes)):
+        views.append(_operand_view(value, dt, i, arrays[i], prologue.ext_relayouts.get(i),
+                                   shape, order, matrix, names, drams, inputs))
+        externals.append(_external(views[-1], dt, arrays[i]))
+    return views, Epilogue(tuple(prologue.steps), tuple(externals), prologue.steps[-1].dtype)
+
+
+def _epilogue_views(group: RowGroup, env: dict[int, Any], shape: tuple[int, ...],
+                    r_shape: tuple[int, ...], view: View, matrix: Matrix, names: Names,
+                    drams: list[Dram],
+                    inputs: dict[str, Value | np.ndarray]
+                    ) -> tuple[list[View], _Post, View, DType] | None:
+    """The epilogue's operand views in the reduction's layout, its program, and the view
+    of its output; None unless its result has the shape of the reduced operand."""
+    post = group.epilogue
+    assert post is not None
+    # the row result (never stored) has the reduction's keepdims shape: shapes only
+    arrays = [np.empty(r_shape) if v is group.op.result else
+              np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in post.externals]
+    try:
+        if tuple(np.broadcast_shapes(shape, *(a.shape for a in arrays))) != shape:
+            return None
+    except ValueError:
+        return None
+    order = view.param("axes")
+    views, externals, resident = [], [], -1
+    for i, (value, dt) in enumerate(zip(post.externals, post.ext_dtypes)):
+        if value is group.op.result:
+            resident = i
+            externals.append(External("", dt, False, True))
+            continue
+        views.append(_operand_view(value, dt, i, arrays[i], None, shape, order, matrix,
+                                   names, drams, inputs))
+        externals.append(_external(views[-1], dt, arrays[i]))
+    out = names(post.output, post.output.name_hint)
+    out_dtype: DType = post.steps[-1].dtype
+    out_view = View(f"{out}.o", "perm", out, (
+        ("split", shape), ("axes", order), ("target", tuple(shape[a] for a in order)),
+        ("shape", (1, *matrix))))
+    epi = Epilogue(tuple(post.steps), tuple(externals), out_dtype)
+    r_dtype: DType = group.op.result.type.dtype  # type: ignore[union-attr]
+    return views, _Post(epi, resident, r_dtype, out_view.name), \
+        out_view, out_dtype  # type: ignore[union-attr]

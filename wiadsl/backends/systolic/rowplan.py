@@ -57,11 +57,16 @@ class RowGroup(Group):
     #: reduction uses it (``reduce_sum(exp(s))``, ``reduce_mean(xc * xc)``); its
     #: externals are then this group's externals
     prologue: Group | None = None
+    #: the vector group using the reduction's result, fused behind it (a second pass
+    #: over each row chunk reads the result where the reduction left it): softmax's
+    #: ``e / reduce_sum(e)``, layer_norm's ``x - mu``; the section writes its output
+    epilogue: Group | None = None
+    row_op: Operation | None = None
 
     @property
     def op(self) -> Operation:
-        """The row op itself (after the prologue's ops, when it has one)."""
-        return self.ops[-1]
+        """The row op itself (between the prologue's and the epilogue's ops)."""
+        return self.row_op or self.ops[0]
 
 
 def _row_ok(op: Operation) -> bool:
@@ -76,7 +81,8 @@ def row_group(op: Operation) -> RowGroup:
     layout, fn = ROW_OPS[op.name]
     x = op.operands[0]
     return RowGroup([op], op.result, attrs=dict(op.attributes), externals=[x],
-                    ext_dtypes=[dtype_of(x)], layout=layout, fn=fn)  # type: ignore[list-item]
+                    ext_dtypes=[dtype_of(x)], layout=layout, fn=fn,  # type: ignore[list-item]
+                    row_op=op)
 
 
 def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
@@ -96,7 +102,39 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
     for g in list(plan.groups):
         if isinstance(g, RowGroup) and g.layout == "reduce":
             _absorb_prologue(g, plan)
+    for g in list(plan.groups):
+        if isinstance(g, RowGroup) and g.layout == "reduce":
+            _absorb_epilogue(g, plan)
     return plan
+
+
+def _tail_keepdims(op: Operation) -> bool:
+    """A keepdims reduction over the last axes: its result broadcasts back one value
+    per row of the [kept, reduced] matrix."""
+    axes, rank = op.axes(), op.operands[0].type.rank  # type: ignore[attr-defined, union-attr]
+    return bool(op.attributes.get("keepdims", False)) and \
+        sorted(axes) == list(range(rank - len(axes), rank))
+
+
+def _absorb_epilogue(row: RowGroup, plan: FuncPlan) -> None:
+    """Fuse the vector group that is the only user of a reduction's result behind it."""
+    users = {id(u) for u in row.output.users}
+    g = next((g for g in plan.groups if users and users <= {id(o) for o in g.ops}), None)
+    if (g is None or g.product is not None or isinstance(g, RowGroup) or not _tail_keepdims(row.op)
+            or g.out_relayout is not None or g.ops[-1].parent is not row.op.parent
+            or not any(v is row.output for v in g.externals) or g.ext_relayouts):
+        return
+    last = g.ops[-1]
+    del plan.runs[id(last)]
+    del plan.runs[id(row.op)]
+    plan.groups.remove(g)
+    plan.skips.update(id(op) for op in [*row.ops, *g.ops[:-1]])
+    plan.skips.discard(id(last))
+    row.ops = [*row.ops, *g.ops]
+    row.epilogue = g
+    row.output = g.output
+    row.externals = [*row.externals, *(v for v in g.externals if v is not row.op.result)]
+    plan.runs[id(last)] = row
 
 
 def _absorb_prologue(row: RowGroup, plan: FuncPlan) -> None:
