@@ -4,9 +4,12 @@ Invariants:
 - Loop-invariant nodes (scalars, constants, loads of fully broadcast views and
   what is computed from them) are evaluated once, before the loop.
 - The 128-bit path (``ld.global.v4``/``st.global.v4``) is taken only when every
-  varying input and every output is a dense, zero-offset view of 4-byte elements
-  (so each quad is 16-byte aligned: buffers are 256-byte aligned); the scalar
-  tail loop then covers the last ``n % 4`` elements.
+  varying input and every output is a dense, zero-offset view of 2- or 4-byte
+  elements (so each 16-byte access is aligned: buffers are 256-byte aligned). A
+  group is 8 elements when some view is 16-bit (f16/bf16 move as packed b32
+  pairs, one access per group; 4-byte views take two), else 4. The scalar tail
+  loop covers the last ``n % lanes`` elements and is not emitted when ``n`` is a
+  static multiple of the lanes.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..codegen import ExprCodegen, IndexGroup, KernelParams, is_b32
 from ..expr import Iota, LoopSpec, walk
@@ -41,17 +45,23 @@ def dense(strides: tuple[Sym, ...], domain: tuple[Sym, ...], offset: Sym) -> boo
     return offset == 0 and list(strides) == contiguous_strides(list(domain))
 
 
-def vectorizable(spec: LoopSpec) -> bool:
-    axes = set(range(len(spec.domain)))
+#: bytes of one vector access (``ld/st.global.v4.b32``)
+VECTOR_BYTES = 16
+
+
+def vector_lanes(spec: LoopSpec) -> int:
+    """Elements per iteration of the 128-bit loop: 8 when a varying view holds 16-bit
+    elements (one 16-byte access for it, two for a 4-byte view), 4 when all are 4-byte,
+    0 when the loop cannot be vectorized (a non-dense view, another size, an iota)."""
     roots = [n for n, _ in spec.outputs]
     if any(isinstance(n, Iota) for n in walk(roots)) or not spec.domain:
-        return False
-    ok_in = all(info(t.dtype).size == 4 and dense(t.strides, spec.domain, t.offset)
-                or all(s == 0 for s in t.strides) for t in spec.inputs)
-    ok_out = all(info(t.dtype).size == 4 and dense(t.strides, spec.domain, t.offset)
-                 for _, t in spec.outputs)
-    del axes
-    return ok_in and ok_out
+        return 0
+    varying = [t for t in spec.inputs if not all(s == 0 for s in t.strides)]
+    varying += [t for _, t in spec.outputs]
+    sizes = {info(t.dtype).size for t in varying}
+    if not sizes <= {2, 4} or not all(dense(t.strides, spec.domain, t.offset) for t in varying):
+        return 0
+    return VECTOR_BYTES // min(sizes) if sizes else 4
 
 
 def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
@@ -71,17 +81,20 @@ def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
         if not varies(node, axes, spec.inputs, cache):
             cg.value(node)
     base = dict(cg.memo)
-    vector = vectorizable(spec)
+    lanes = vector_lanes(spec)
+    if isinstance(n_sym, int) and n_sym < lanes:
+        lanes = 0  # not one whole group: the vector loop would be dead code
     start = gid
-    if vector:
-        bits = "b64" if wide else "b32"
-        n4 = kb.reg(bits)
-        kb.emit(f"shr.{'u64' if wide else 'u32'} {n4}, {n}, 2")
-        StridedLoop(kb, "vec", wide).run(gid, n4, stride,
-                                         lambda i: _vector_body(cg, spec, base, i))
+    if lanes:
+        bits, ut = ("b64", "u64") if wide else ("b32", "u32")
+        shift = lanes.bit_length() - 1
+        groups = kb.reg(bits)
+        kb.emit(f"shr.{ut} {groups}, {n}, {shift}")
+        StridedLoop(kb, "vec", wide).run(gid, groups, stride,
+                                         lambda i: _vector_body(cg, spec, base, i, lanes))
         tail = kb.reg(bits)
-        kb.emit(f"shl.{bits} {tail}, {n4}, 2")
-        kb.emit(f"add.{'u64' if wide else 'u32'} {tail}, {tail}, {widen_u32(kb, gid) if wide else gid}")
+        kb.emit(f"shl.{bits} {tail}, {groups}, {shift}")
+        kb.emit(f"add.{ut} {tail}, {tail}, {widen_u32(kb, gid) if wide else gid}")
         start = tail
 
     def body(i: str) -> None:
@@ -90,41 +103,81 @@ def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
         for k, (node, t) in enumerate(spec.outputs):
             cg.store(cg.address(-k - 1), cg.value(node), t.dtype)
 
-    StridedLoop(kb, "elem", wide).run(start, n, stride, body)
-    per_block = BLOCK * (4 if vector else 1)
+    if not (lanes and isinstance(n_sym, int) and n_sym % lanes == 0):
+        # the scalar tail: every element when not vectorized, else the last n % lanes
+        # (none when n is a static multiple of the lanes: the loop is not emitted)
+        StridedLoop(kb, "elem", wide).run(start, n, stride, body)
+    per_block = BLOCK * (lanes or 1)
     grid = call("min", call("cdiv", n_sym, per_block), MAX_GRID)
-    return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1),
-                         "elementwise" + ("(v4)" if vector else ""))
+    kind = "elementwise" + ({0: "", 4: "(v4)"}.get(lanes, f"(v{lanes})"))
+    return EmittedKernel(kb, params.args, (grid, 1, 1), (BLOCK, 1, 1), kind)
 
 
-def _vector_body(cg: ExprCodegen, spec: LoopSpec, base: dict[int, str], i: str) -> None:
-    kb = cg.kb
-    lanes: dict[int, list[str]] = {}
+def _vector_body(cg: ExprCodegen, spec: LoopSpec, base: dict[int, str], i: str,
+                 lanes: int) -> None:
+    """Group ``i`` of ``lanes`` elements: 16-byte loads of each varying input, the
+    expression once per lane, 16-byte stores (16-bit data moves as packed b32 pairs)."""
+    loaded: dict[int, list[str]] = {}
     for a, t in enumerate(spec.inputs):
-        if all(s == 0 for s in t.strides):
-            continue
-        addr = _quad_address(cg, t.buffer, i)
-        regs = kb.regs(info(t.dtype).reg, 4)
-        kb.emit(f"ld.global.v4.{info(t.dtype).mem} {{{', '.join(regs)}}}, [{addr}]")
-        lanes[a] = regs
+        if not all(s == 0 for s in t.strides):
+            loaded[a] = _vector_load(cg, t.buffer, t.dtype, i, lanes)
     results: list[list[str]] = [[] for _ in spec.outputs]
-    for lane in range(4):
+    for lane in range(lanes):
         cg.memo = dict(base)
-        cg.load_override = {a: regs[lane] for a, regs in lanes.items()}
+        cg.load_override = {a: regs[lane] for a, regs in loaded.items()}
         for k, (node, _) in enumerate(spec.outputs):
             results[k].append(cg.value(node))
     cg.load_override = None
     for k, (_, t) in enumerate(spec.outputs):
-        addr = _quad_address(cg, t.buffer, i)
-        kb.emit(f"st.global.v4.{info(t.dtype).mem} [{addr}], {{{', '.join(results[k])}}}")
+        _vector_store(cg, t.buffer, t.dtype, i, results[k])
 
 
-def _quad_address(cg: ExprCodegen, buffer: str, i: str) -> str:
+def _vector_load(cg: ExprCodegen, buffer: str, dtype: DType, i: str, lanes: int) -> list[str]:
+    """The compute registers of ``lanes`` consecutive elements of group ``i``."""
+    kb, d = cg.kb, info(dtype)
+    addr = _group_address(cg, buffer, i, lanes * d.size)
+    out: list[str] = []
+    for c in range(lanes * d.size // VECTOR_BYTES):
+        at = f"{addr}+{c * VECTOR_BYTES}" if c else addr
+        if d.size == 2:  # two halves per b32, the lower address in the low half
+            words = kb.regs("b32", 4)
+            kb.emit(f"ld.global.v4.b32 {{{', '.join(words)}}}, [{at}]")
+            for w in words:
+                lo, hi = kb.regs("b16", 2)
+                kb.emit(f"mov.b32 {{{lo}, {hi}}}, {w}")
+                out += [cg.widen16(lo, dtype), cg.widen16(hi, dtype)]
+        else:
+            regs = kb.regs(d.reg, 4)
+            kb.emit(f"ld.global.v4.{d.mem} {{{', '.join(regs)}}}, [{at}]")
+            out += regs
+    return out
+
+
+def _vector_store(cg: ExprCodegen, buffer: str, dtype: DType, i: str, values: list[str]) -> None:
+    kb, d = cg.kb, info(dtype)
+    addr = _group_address(cg, buffer, i, len(values) * d.size)
+    if d.size == 2:
+        halves = [cg.narrow16(v, dtype) for v in values]
+        words = []
+        for lo, hi in zip(halves[::2], halves[1::2], strict=True):
+            w = kb.reg("b32")
+            kb.emit(f"mov.b32 {w}, {{{lo}, {hi}}}")
+            words.append(w)
+        chunks, suffix = [words[c:c + 4] for c in range(0, len(words), 4)], "b32"
+    else:
+        chunks, suffix = [values[c:c + 4] for c in range(0, len(values), 4)], d.mem
+    for c, regs in enumerate(chunks):
+        at = f"{addr}+{c * VECTOR_BYTES}" if c else addr
+        kb.emit(f"st.global.v4.{suffix} [{at}], {{{', '.join(regs)}}}")
+
+
+def _group_address(cg: ExprCodegen, buffer: str, i: str, group_bytes: int) -> str:
+    """The address of group ``i`` (``group_bytes`` each, a power of two) of ``buffer``."""
     kb = cg.kb
     off, addr = kb.reg("b64"), kb.reg("b64")
     if is_b32(i):
-        kb.emit(f"mul.wide.u32 {off}, {i}, 16")
+        kb.emit(f"mul.wide.u32 {off}, {i}, {group_bytes}")
     else:
-        kb.emit(f"shl.b64 {off}, {i}, 4")
+        kb.emit(f"shl.b64 {off}, {i}, {group_bytes.bit_length() - 1}")
     kb.emit(f"add.s64 {addr}, {cg.params.buffer(buffer)}, {off}")
     return addr
