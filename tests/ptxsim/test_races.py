@@ -52,6 +52,12 @@ def _softmax(a):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _conv3x3(x, w):
+    win = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))),
+                                                   (3, 3), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", win.astype(np.float64), w.astype(np.float64))
+
+
 def _layer_norm(a, g, b):
     m = a.mean(axis=1, keepdims=True)
     return (a - m) / np.sqrt(a.var(axis=1, keepdims=True) + 1e-5) * g + b
@@ -85,6 +91,11 @@ CASES = {
                        (_f32(2, 40), _f32(40), _f32(40)), _layer_norm, 1e-4),
     "row_sum": Case("kernel k(input a: f32[M, N], output y: f32[M]) { y = reduce_sum(a, axis=1); }",
                     (_f32(3, 40),), lambda a: a.sum(axis=1), 1e-4),
+    "argmax_rows": Case("kernel k(input a: f32[M, N], output i: i64[M]) { i = argmax(a, axis=1); }",
+                        (_f32(3, 40),), lambda a: a.argmax(axis=1), 0),
+    "conv_f32": Case("kernel k(input x: f32[1, 3, H, W], input w: f32[4, 3, 3, 3], "
+                     "output y: f32[1, 4, H, W]) { y = conv2d(x, w, padding=1); }",
+                     (_f32(1, 3, 6, 7), _f32(4, 3, 3, 3)), _conv3x3, 1e-4),
     "full_sum_grid": Case("kernel k(input a: f32[N], output y: f32) { y = reduce_sum(a); }",
                           (_f32(9000),), lambda a: a.sum(dtype=np.float64), 1e-3),
 }
@@ -139,6 +150,7 @@ REDUNDANT = {
     "softmax": {1, 5, 7, 8},
     "layer_norm": {1, 5, 7, 8},
     "row_sum": {1, 3, 4},
+    "argmax_rows": {1, 3, 4},
     "full_sum_grid": {1, 3, 5, 7},
 }
 

@@ -48,8 +48,7 @@ class AsyncCopies:
         rows, off = self.shared.locate(addr, lanes, size, True)
         tracker = self.shared.tracker
         if tracker is not None:
-            tracker.issue_async((rows * self.shared.total + off)[:, None] + np.arange(size),
-                                lanes, rows)
+            tracker.issue_async(tracker.units(rows, off, size), lanes, rows)
         self.queue.append(_Copies(lanes, rows, off, data, self.open_group[lanes], pc))
 
     def commit(self, lanes: np.ndarray) -> None:
@@ -82,6 +81,6 @@ class AsyncCopies:
         if sh.init is not None:
             sh.init[rows[:, None], cols] = 1  # init flags are bytes of 1 (see memory)
         if sh.tracker is not None:
-            sh.tracker.land_async(rows[:, None] * sh.total + cols, c.lanes[sel], rows,
+            sh.tracker.land_async(sh.tracker.units(rows, off, size), c.lanes[sel], rows,
                                   np.full(len(sel), c.pc))
 

@@ -1,9 +1,13 @@
 """The SIMT executor: runs one wave of blocks to completion.
 
-Scheduling is "min-PC": each step executes the instruction at the lowest PC of
-any running lane, for exactly the lanes at that PC.  While every lane of the
-wave runs at one PC (the common, converged case) the executor stays in
-*uniform* mode and keeps a single scalar PC (no per-step reductions).
+Scheduling is "min-PC" over a set of lanes: the whole wave (``lockstep``) or one
+warp slot at a time (the interleaved schedules of ``schedule.py``, each slot run
+until all of its lanes wait at a barrier or have exited).  Each step executes the
+instruction at the lowest PC of any running lane of the set, for exactly the
+lanes at that PC.  While every lane of the set runs at one PC (the common,
+converged case) the executor stays in *uniform* mode and keeps a single scalar
+PC (no per-step reductions).  A completed barrier starts a new race-tracking
+epoch for its block (``tracker.py``).
 
 Invariants: a data instruction runs on the lanes whose guard holds, then every
 lane at the PC advances; a lane at a barrier waits (``WAIT``) until all threads

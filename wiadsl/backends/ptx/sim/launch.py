@@ -170,7 +170,7 @@ def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemo
                           lanes // g.bsize, track)
     if log is not None and prog.shared_total:
         shared.tracker = RaceTracker(nb, shared.total, lanes % g.bsize, first, log,
-                                     shared.variable_at)
+                                     shared.variable_at, prog.shared_unit)
     local = BankedMemory("local", prog.local_layout, prog.local_total, n, lanes, False)
     w = Wave(g, first, nb, {**prog.kernel.regs}, glob, param, shared, local)
     w.set_smem_sizes(prog.dynamic_shared, prog.shared_total)

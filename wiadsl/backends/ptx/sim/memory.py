@@ -136,7 +136,7 @@ class BankedMemory:
         nbytes = t.size * count
         rows, off = self.locate(addr, lanes, nbytes, write)
         if self.tracker is not None and track:
-            lin = (rows * self.total + off)[:, None] + np.arange(nbytes)
+            lin = self.tracker.units(rows, off, nbytes)
             (self.tracker.write if write else self.tracker.read)(lin, lanes, rows)
         idx = (off // t.size)[:, None] + np.arange(count) if count > 1 else (off // t.size)[:, None]
         if self.init is not None:

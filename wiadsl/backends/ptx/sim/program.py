@@ -15,6 +15,7 @@ from .errors import PtxSimError
 from .memory import GLOBAL_BASE, GLOBAL_STRIDE, layout_vars
 from .operands import Ctx
 from .state import SPECIAL_TYPES
+from .tracker import shared_unit
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Program:
     param_layout: dict[str, tuple[int, int]]
     param_total: int
     dynamic_shared: int
+    shared_unit: int = 1  # race-tracking granularity in bytes (``tracker.shared_unit``)
 
 
 def param_layout(kernel: Kernel) -> tuple[dict[str, tuple[int, int]], int]:
@@ -69,4 +71,4 @@ def compile_program(module: Module, kernel_name: str, dynamic_shared: int) -> Pr
     cx = Ctx(kernel, reg_types, symbols)
     ops = [compile_instr(ins, cx) for ins in kernel.instrs]
     return Program(module, kernel, ops, sh_layout, sh_total, lo_layout, lo_total,
-                   pa_layout, pa_total, dynamic_shared)
+                   pa_layout, pa_total, dynamic_shared, shared_unit(kernel.instrs))

@@ -1,11 +1,14 @@
 """Per-byte access stamps of shared memory: finds races as accesses happen.
 
-Every shared byte of every block of a wave keeps three stamps (int64, -1 = none):
+Every shared *unit* of every block of a wave keeps three stamps (int64, -1 = none):
 ``wr`` the last write, ``rd`` the last read, ``pend`` an in-flight ``cp.async``.
 A stamp packs ``epoch << 32 | pc << 12 | multi << 11 | tid``: the block's barrier
 epoch at the access (completed barriers so far), the instruction index, the
 thread index in the block, and (read stamps only) whether readers of more than
-one warp read the byte in that epoch.
+one warp read the unit in that epoch.  A unit is the smallest shared access size
+of the kernel (``shared_unit``: 4 bytes for an f32 kernel, 2 with f16 stores, 1 with
+byte accesses); accesses are aligned to their size, so every access covers whole
+units and per-unit stamps are exact, at a quarter of the per-byte cost for f32.
 
 Rules (``races.py`` names the kinds):
 
@@ -28,6 +31,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .ast import Imm, Instr
+from .ptxtypes import TYPES
 from .races import RaceLog
 
 _TID = np.int64(0x7FF)
@@ -44,9 +49,10 @@ class RaceTracker:
     """Stamps for ``rows`` blocks x ``total`` bytes of shared memory (see module docstring)."""
 
     def __init__(self, rows: int, total: int, tid_of_lane: np.ndarray, first_block: int,
-                 log: RaceLog, describe: Callable[[int], tuple[str, int]]):
-        size = rows * total
+                 log: RaceLog, describe: Callable[[int], tuple[str, int]], unit: int = 1):
+        self.unit = unit
         self.total = total
+        size = rows * total // unit
         self.wr = np.full(size, NONE, np.int64)
         self.rd = np.full(size, NONE, np.int64)
         self.pend = np.full(size, NONE, np.int64)
@@ -57,6 +63,12 @@ class RaceTracker:
         self.log = log
         self.describe = describe  # shared offset -> (variable name, offset in it)
         self.pc = 0
+
+    def units(self, rows: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
+        """Linear unit indices [n, nbytes // unit] of an access of ``nbytes`` at ``off`` per lane."""
+        first = (rows * self.total + off) // self.unit
+        n = max(1, nbytes // self.unit)
+        return first[:, None] if n == 1 else first[:, None] + np.arange(n)
 
     def barrier(self, rows: np.ndarray | None) -> None:
         """Blocks ``rows`` (all when None) completed a barrier: a new epoch starts."""
@@ -148,8 +160,27 @@ class RaceTracker:
             ks, bs = ks[first], bs[first]
         for k, b in zip(ks.tolist(), bs.tolist()):
             p = int(prev[k, b])
-            where = int(lin[k, b])
+            where = int(lin[k, b]) * self.unit
             row, off = divmod(where, self.total)
             var, rel = self.describe(off)
             self.log.add(kind, self.first + row, off, var, rel, (int((p >> 12) & _PC), int(p & _TID)),
                          (self.pc, int(self.tid[lanes[k]])))
+
+
+#: Opcodes that may access shared memory (atomics are not tracked).
+_ACCESSES = {"ld", "ldu", "st", "ldmatrix"}
+
+
+def shared_unit(instrs: list[Instr]) -> int:
+    """The largest unit (1, 2 or 4 bytes) dividing every shared or generic access of ``instrs``."""
+    unit = 4
+    for ins in instrs:
+        spaces = {m.split("::")[0] for m in ins.mods}
+        if "shared" not in spaces and spaces & {"global", "local", "param", "const"}:
+            continue
+        if ins.op == "cp" and len(ins.operands) > 2 and isinstance(ins.operands[2], Imm):
+            unit = min(unit, int(ins.operands[2].value))
+        elif ins.op in _ACCESSES:
+            sizes = [TYPES[m].size for m in ins.mods if m in TYPES and TYPES[m].kind != "pred"]
+            unit = min([unit, *sizes]) if sizes else 1
+    return unit
