@@ -41,6 +41,8 @@ from dataclasses import dataclass, field, replace
 MARGIN = 0.005
 #: above this many folds the search is skipped (the old order, its floor only)
 SEARCH_FOLDS = 4096
+#: folds x candidates the search may model (compile time); beyond it, fewer candidates
+SEARCH_WORK = 12_000
 OLD_PREFETCH = 2
 
 
@@ -349,18 +351,34 @@ def edge_chunks(g: Geometry) -> list[int]:
     return sorted({g.chunk, max(1, g.chunk // 4)}, reverse=True)
 
 
+def _busy(s: WsSchedule) -> bool:
+    """Whether the array already streams nearly all the time: only the first weight
+    load, one fill and drain and the last store's latency on top of streaming."""
+    g = s.geo
+    overhead = 2 * (g.rows + g.cols) + 2 * g.latency + g.dma(g.w_bytes(0, 0))
+    return s.floor <= 1.01 * s.stream + overhead
+
+
+def _search_space(g: Geometry, nfolds: int) -> list[tuple[int, str, tuple[int, ...], int]]:
+    """(edge chunk, order, panels, prefetch) to model, cut to SEARCH_WORK fold models."""
+    full = [(e, *c) for e in edge_chunks(g) for c in candidates(replace(g, edge_chunk=e))]
+    if nfolds * len(full) <= SEARCH_WORK:
+        return full
+    few = [c for c in full if c[3] == OLD_PREFETCH and c[1] in ("n-outer", "k-first:1", "k-first:2")]
+    return few if nfolds * len(few) <= SEARCH_WORK else []
+
+
 def choose(g: Geometry, search: bool = True) -> WsSchedule:
     """The candidate with the lowest floor; the old order unless another beats it by
-    more than MARGIN (or without ``search``: compatibility timing, huge fold counts)."""
+    more than MARGIN (or without ``search``: compatibility timing, huge fold counts,
+    an array the old order already keeps busy)."""
     nfolds = len(g.blocks) * len(g.k_ext) * len(g.n_ext)
     old = build(g, "n-outer", tuple(range(len(g.k_ext))), OLD_PREFETCH)
-    if not search or nfolds > SEARCH_FOLDS:
+    if not search or nfolds > SEARCH_FOLDS or _busy(old):
         return old
     best = old
-    for edge in edge_chunks(g):
-        gc = replace(g, edge_chunk=edge)
-        for order, panels, d in candidates(gc):
-            s = build(gc, order, panels, d)
-            if s.floor < best.floor * (1 - MARGIN) or (s.floor < best.floor and best is not old):
-                best = s
+    for edge, order, panels, d in _search_space(g, nfolds):
+        s = build(replace(g, edge_chunk=edge), order, panels, d)
+        if s.floor < best.floor * (1 - MARGIN) or (s.floor < best.floor and best is not old):
+            best = s
     return best
