@@ -119,7 +119,9 @@ $L_end:
 # Race and cp.async semantics (test_race_semantics.py).  ``pairs``: thread t stores t to
 # cell[t], optionally syncs, then reads cell[t ^ x]; ``clobber``: thread t stores t to
 # cell[t & 31] (threads t and t + 32 write one word); ``async_groups``: two commit groups,
-# read after ``wait_group 1`` (first landed, second still in flight) and after ``wait_all``.
+# read after ``wait_group 1`` (first landed, second still in flight) and after ``wait_all``;
+# ``bytes4``: thread t stores byte t to byte t // 32 of word t % 32 (four warps fill each
+# word), then reads the whole word after a barrier.
 RACES = HEADER + r"""
 .visible .entry pairs(.param .u64 pr_y, .param .u32 pr_xor, .param .u32 pr_sync)
 {
@@ -168,6 +170,30 @@ $L_nosync:
     mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r4;
+    ret;
+}
+
+.visible .entry bytes4(.param .u64 by_y)
+{
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 cell[128];
+    ld.param.u64 %rd1, [by_y];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 31;
+    shl.b32 %r3, %r2, 2;
+    shr.u32 %r4, %r1, 5;
+    add.u32 %r5, %r3, %r4;
+    mov.u32 %r6, cell;
+    add.u32 %r7, %r6, %r5;
+    st.shared.u8 [%r7], %r1;
+    bar.sync 0;
+    add.u32 %r8, %r6, %r3;
+    ld.shared.u32 %r9, [%r8];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r9;
     ret;
 }
 

@@ -7,7 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from wiadsl.backends.ptx.sim import SCHEDULES, PtxSimError, SimRaceError, launch
+from wiadsl.backends.ptx.sim import SCHEDULES, PtxSimError, SimRaceError, launch, parse_module
+from wiadsl.backends.ptx.sim.tracker import shared_unit
 
 from .handwritten import RACES
 
@@ -112,6 +113,17 @@ def test_cp_async_lands_at_its_wait_group() -> None:
 def test_cp_async_read_before_wait_raises_by_default() -> None:
     with pytest.raises(SimRaceError, match="no cp.async.wait_group retired the copy"):
         _async_groups()
+
+
+def test_byte_stores_of_four_warps_to_one_word_do_not_race() -> None:
+    """Stamps are per byte here (the kernel stores bytes): adjacent bytes are independent."""
+    kernels = parse_module(RACES).kernels
+    assert shared_unit(kernels["bytes4"].instrs) == 1 and shared_unit(kernels["pairs"].instrs) == 4
+    y = np.zeros(128, np.uint32)
+    for schedule in ("lockstep", "rotate"):
+        launch(RACES, "bytes4", 1, 128, [y], schedule=schedule)
+        lane = np.arange(128, dtype=np.uint32) % 32
+        np.testing.assert_array_equal(y, lane | (lane + 32) << 8 | (lane + 64) << 16 | (lane + 96) << 24)
 
 
 def test_bad_options_are_errors() -> None:
