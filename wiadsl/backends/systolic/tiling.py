@@ -239,30 +239,43 @@ class _OS(_Emitter):
                    for i in range(nt if resident else 2)]
         acc_names = [self.buf(f"c{i}", "acc", c.rows, c.cols) for i in (0, 1)]
         temps, exts = self.epilogue_buffers(c.rows)
+        tiles: list[tuple[list[Instruction], list[Instruction], list[Instruction]]] = []
         tile = loads = panel = 0
         for b in range(g.batches):
             for mi, (m0, m1) in enumerate(_spans(g.m, c.rows)):
                 panel += 1
                 for j, (n0, n1) in enumerate(_spans(g.n, c.cols)):
                     acc = acc_names[tile % 2]
-                    self.body.append(Label(f"b{b}_m{mi}_n{j}"))
+                    first: list[Instruction] = []
+                    rest: list[Instruction] = [Label(f"b{b}_m{mi}_n{j}")]
                     for kk, (k0, k1) in enumerate(_spans(g.k, kb)):
+                        step = first if kk == 0 else rest
                         a = a_names[panel % 2] if kb == g.k else a_names[loads % 2]
                         if kb != g.k or j == 0:
-                            self.body.append(Mvin(Local(a, (0, m1 - m0), (0, k1 - k0)),
-                                                  Remote(g.lhs, b if g.lhs_batched else 0,
-                                                         (m0, m1), (k0, k1))))
+                            step.append(Mvin(Local(a, (0, m1 - m0), (0, k1 - k0)),
+                                             Remote(g.lhs, b if g.lhs_batched else 0,
+                                                    (m0, m1), (k0, k1))))
                         w = w_names[j] if resident else w_names[loads % 2]
                         if not resident or (mi == 0 and (b == 0 or g.rhs_batched)):
-                            self.body.append(Mvin(Local(w, (0, k1 - k0), (0, n1 - n0)),
-                                                  Remote(g.rhs, b if g.rhs_batched else 0,
-                                                         (k0, k1), (n0, n1))))
+                            step.append(Mvin(Local(w, (0, k1 - k0), (0, n1 - n0)),
+                                             Remote(g.rhs, b if g.rhs_batched else 0,
+                                                    (k0, k1), (n0, n1))))
                         loads += 1
-                        self.body.append(MatmulOS(Local(acc, (0, m1 - m0), (0, n1 - n0)),
-                                                  Local(a, (0, m1 - m0), (0, k1 - k0)),
-                                                  Local(w, (0, k1 - k0), (0, n1 - n0)), kk > 0))
+                        rest.append(MatmulOS(Local(acc, (0, m1 - m0), (0, n1 - n0)),
+                                             Local(a, (0, m1 - m0), (0, k1 - k0)),
+                                             Local(w, (0, k1 - k0), (0, n1 - n0)), kk > 0))
                     tile += 1
+                    body, self.body = self.body, []
                     self.finish_tile(acc, (m0, m1), (0, m1 - m0), (n0, n1), b, temps, exts)
+                    tiles.append((first, rest, self.body))
+                    self.body = body
+        # the next tile's first operands go before this tile's stores: the in-order
+        # DMA would otherwise hold them until this tile has drained
+        for t, (first, rest, finish) in enumerate(tiles):
+            self.body += (first if t == 0 else []) + rest
+            if t + 1 < len(tiles):
+                self.body += tiles[t + 1][0]
+            self.body += finish
 
 
 class _IS(_Emitter):
