@@ -222,3 +222,11 @@ def test_a_grid_past_the_device_limits_is_an_error_before_launch() -> None:
     check_grid("k", (2**31 - 1, 65535, 65535))
     with pytest.raises(WiaRuntimeError, match="along y"):
         check_grid("k", (1, 65536, 1))
+
+
+def test_a_static_size_a_32_bit_kernel_cannot_hold_is_a_usage_error() -> None:
+    # row kernels count rows in 32 bits: 5e9 rows is refused, not wrapped
+    from wiadsl.diagnostics import WiaUsageError
+    with pytest.raises(WiaUsageError, match="does not fit the u32 arithmetic"):
+        emit("kernel k(input x: f32[M, N], output y: f32[M]) { y = reduce_sum(x, axis=1); }",
+             {"x": (BIG, 2)})

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...diagnostics import WiaError
+from ...diagnostics import WiaError, WiaUsageError
 from ...dtypes import DType
 from . import device_errors
 from .builder import KernelBuilder
@@ -28,6 +28,10 @@ from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
 from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
 from .scalar_ops import ScalarEmitter
 from .symbolic import Sym, contiguous_strides, mul
+
+#: the values an integer immediate of each size type can hold
+IMMEDIATE_RANGE = {"u32": (0, 2**32 - 1), "s32": (-2**31, 2**31 - 1),
+                   "u64": (0, 2**64 - 1), "s64": (-2**63, 2**63 - 1)}
 
 #: The largest index, offset or element count 32-bit index arithmetic may hold; tests
 #: lower it to run the 64-bit path on shapes that fit the simulator.
@@ -75,8 +79,13 @@ class KernelParams:
         return self.memo[key]
 
     def sym(self, value: Sym, ptype: str = "u32") -> str:
-        """An integer size: an immediate when known, else a parameter."""
+        """An integer size: an immediate when known, else a parameter. A known value
+        that ``ptype`` cannot hold is a usage error (PTX would wrap it silently)."""
         if isinstance(value, int):
+            lo, hi = IMMEDIATE_RANGE[ptype]
+            if not lo <= value <= hi:
+                raise WiaUsageError(f"kernel {self.kb.name}: the size {value} does not fit the "
+                                    f"{ptype} arithmetic of this kernel")
             return str(value)
         key = f"{ptype}:{value}"
         if key not in self.memo:
