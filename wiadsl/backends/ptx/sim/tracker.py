@@ -89,7 +89,7 @@ class RaceTracker:
         return same & other & (prev >= 0)
 
     def read(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
-        """Check and record a read of bytes ``lin`` [n, nbytes] (linear) by ``lanes``."""
+        """Check and record a read of units ``lin`` [n, units] (linear, see ``units``) by ``lanes``."""
         cur, warp = self.epoch[rows], self.tid[lanes] >> 5
         self._check(lin, lanes, cur, warp, write=False)
         new = self._stamp(lanes, rows, self.pc)[:, None]
@@ -97,13 +97,13 @@ class RaceTracker:
         same = (rs >> 32) == cur[:, None]
         multi = same & ((_warp(rs) != warp[:, None]) | ((rs & _MULTI) != 0))
         self.rd[lin] = np.where(multi, new | _MULTI, new)
-        # lanes of different warps reading one byte in this very instruction
+        # lanes of different warps reading one unit in this very instruction
         clash = _warp(self.rd[lin]) != warp[:, None]
         if clash.any():
             self.rd[lin[clash]] |= _MULTI
 
     def write(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
-        """Check and record a plain store of bytes ``lin`` by ``lanes``."""
+        """Check and record a plain store of units ``lin`` by ``lanes``."""
         cur, warp = self.epoch[rows], self.tid[lanes] >> 5
         self._check(lin, lanes, cur, warp, write=True)
         new = np.broadcast_to(self._stamp(lanes, rows, self.pc)[:, None], lin.shape)
@@ -111,7 +111,7 @@ class RaceTracker:
         self._same_instr(self.wr, lin, lanes, warp, "write-after-write")
 
     def issue_async(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
-        """A ``cp.async`` to bytes ``lin`` is issued: checked as a write, then in flight."""
+        """A ``cp.async`` to units ``lin`` is issued: checked as a write, then in flight."""
         cur, warp = self.epoch[rows], self.tid[lanes] >> 5
         self._check(lin, lanes, cur, warp, write=True)
         self.pend[lin] = np.broadcast_to(self._stamp(lanes, rows, self.pc)[:, None], lin.shape)
@@ -120,7 +120,7 @@ class RaceTracker:
 
     def land_async(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray,
                    pcs: np.ndarray) -> None:
-        """A wait retired copies (issued at ``pcs``): their bytes count as written now."""
+        """A wait retired copies (issued at ``pcs``): their units count as written now."""
         self.pend[lin] = NONE
         self.pending -= lin.size
         self.wr[lin] = self._stamp(lanes, rows, pcs)[:, None]
@@ -151,7 +151,7 @@ class RaceTracker:
 
     def _found(self, kind: str, bad: np.ndarray, prev: np.ndarray, lin: np.ndarray,
                lanes: np.ndarray) -> None:
-        """Report the racing entries ``bad`` [n, nbytes] (the first, or one per pc pair)."""
+        """Report the racing entries ``bad`` [n, units] (the first, or one per earlier pc)."""
         ks, bs = np.nonzero(bad)
         if not self.log.wants_all():
             ks, bs = ks[:1], bs[:1]
