@@ -212,7 +212,10 @@ def main() -> None:
                      f"= 64,000 is the streaming floor).")
     lines += ["", "Small GEMMs can be slower in overlap mode than in compatibility mode: there",
               "DMA costs bandwidth and latency, while SCALE-Sim's compute count assumes the",
-              "operands are already on chip.", ""]
+              "operands are already on chip: the first operands arrive dma_latency (64) after",
+              "their mvin and the last results leave 64 after theirs, plus one fill and",
+              "drain that compat charges per fold but we cannot hide in a GEMM of one or",
+              "two folds per tile. Every ws row is at or below its old fold order.", ""]
     lines += fold_order_rows()
     lines += ["", "The floor is the scheduler's fluid model of the chosen program (DMA items",
               "in program order at dma_bw bytes/cycle plus latency, preloads, streaming,",

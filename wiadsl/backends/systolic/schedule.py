@@ -371,10 +371,11 @@ def _search_space(g: Geometry, nfolds: int) -> list[tuple[int, str, tuple[int, .
 def choose(g: Geometry, search: bool = True) -> WsSchedule:
     """The candidate with the lowest floor; the old order unless another beats it by
     more than MARGIN (or without ``search``: compatibility timing, huge fold counts,
-    an array the old order already keeps busy)."""
+    many folds the old order already keeps busy)."""
     nfolds = len(g.blocks) * len(g.k_ext) * len(g.n_ext)
     old = build(g, "n-outer", tuple(range(len(g.k_ext))), OLD_PREFETCH)
-    if not search or nfolds > SEARCH_FOLDS or _busy(old):
+    # a small search is cheap and may still shave the start and the tail
+    if not search or nfolds > SEARCH_FOLDS or (nfolds > 256 and _busy(old)):
         return old
     best = old
     for edge, order, panels, d in _search_space(g, nfolds):
