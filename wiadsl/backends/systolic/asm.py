@@ -128,8 +128,6 @@ MNEMONICS: dict[str, Callable[[list[str]], Instruction]] = {
     "matmul.os.acc": _fixed(3, lambda o: MatmulOS(local(o[0]), local(o[1]), local(o[2]), True)),
     "matmul.is": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), False)),
     "matmul.is.acc": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), True)),
-    "matmul.is": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), False)),
-    "matmul.is.acc": _fixed(3, lambda o: MatmulIS(local(o[0]), local(o[1]), slot(o[2]), True)),
 }
 
 
@@ -141,14 +139,6 @@ def _reduce(kind: str, accumulate: bool) -> Callable[[list[str]], Instruction]:
 for _kind in ("max", "min", "sum"):
     MNEMONICS[f"vec.r{_kind}"] = _reduce(_kind, False)
     MNEMONICS[f"vec.r{_kind}.acc"] = _reduce(_kind, True)
-
-
-def schedule_note(text: str) -> Schedule:
-    """``; schedule key=value ...`` (a structured comment) -> Schedule."""
-    pairs = [w.partition("=") for w in text.split()[2:]]
-    if any(not eq or not k for k, eq, _ in pairs):
-        raise SasmError(f"expected '; schedule key=value ...', got '{text}'")
-    return Schedule(tuple((k, v) for k, _, v in pairs))
 
 
 def schedule_note(text: str) -> Schedule:
