@@ -28,7 +28,7 @@ from ..kernels.row import row_kernel
 from ..symbolic import Sym, add, call, mul
 from .fuse import REDUCE_KIND, SpecBuilder, expand_body, is_elementwise, value_dtype
 from .products import ProductsMixin
-from .values import HostScalar, View, broadcast_shapes, dense_view
+from .values import HostScalar, Lazy, View, broadcast_shapes, dense_view
 
 SMALL_ROW = 32
 
@@ -189,7 +189,7 @@ class OpsMixin(ProductsMixin):
         shape = self.result_shape(op)
         if len(op.results) == 1:
             prods = [p for p in (self.lazy_product(v) for v in op.operands) if p is not None]
-            if prods and self.result_shape(prods[0]) == shape:
+            if prods and self.result_shape(prods[0]) == shape and not self.lazy_rows(op):
                 return [self.matmul(prods[0], sink=op)]
         spec = LoopSpec(self.kernel_name("ew"), shape, len(shape))
         b = SpecBuilder(self, spec)
@@ -206,6 +206,21 @@ class OpsMixin(ProductsMixin):
             spec.name = self.kernel_name("row")
         self.loop(spec)
         return outs
+
+    def lazy_rows(self, op: Operation) -> bool:
+        """Whether ``op`` reads a lazy keepdims reduction through lazy elementwise ops. A
+        product epilogue has no stages: as the matmul's sink it would compute each such
+        reduction by a kernel of its own (and the matmul twice, once per use: -O0
+        softmax(q @ k^T) was 5 kernels); as a row kernel it loads the product once."""
+        for v in op.operands:
+            pv = self.env.get(id(v))
+            if not isinstance(pv, Lazy):
+                continue
+            if pv.op.name in REDUCE_KIND or pv.op.name == "tensor.fused_reduce":
+                return True
+            if is_elementwise(pv.op) and self.lazy_rows(pv.op):
+                return True
+        return False
 
     def reduce(self, op: Operation) -> list[View]:
         """A reduction (or fused_reduce with its epilogue) as a row kernel over permuted axes."""
