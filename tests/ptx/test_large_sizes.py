@@ -3,7 +3,7 @@
 Sizes beyond what the simulator can hold are checked as emitted PTX (64-bit
 arithmetic, ptxas-clean, grid shapes in the plan); the code paths they take are run
 on the simulator against NumPy with small stand-ins, by lowering the limits the
-backend decides with (``codegen.INDEX32_LIMIT``, ``common.GRID_YZ_MAX``).
+backend decides with (``index_width.INDEX32_LIMIT``, ``common.GRID_YZ_MAX``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-import wiadsl.backends.ptx.codegen as codegen
+import wiadsl.backends.ptx.index_width as index_width
 import wiadsl.backends.ptx.kernels.common as common
 from wiadsl.backends.ptx.emit import emit_ptx
 from wiadsl.backends.ptx.executor import PlanRun, check_grid
@@ -118,7 +118,7 @@ def test_64_bit_paths_match_the_interpreter(monkeypatch, name: str, static: bool
     src, inputs = WIDE_CASES[name]
     from wiadsl.runtime.jit import jit
     want = jit(src, kernel="k", target="interp")(*inputs)
-    monkeypatch.setattr(codegen, "INDEX32_LIMIT", 8)  # every kernel here is then 64-bit
+    monkeypatch.setattr(index_width, "INDEX32_LIMIT", 8)  # every kernel here is then 64-bit
     text, _ = emit(src, {n: x.shape for n, x in zip(re.findall(r"input (\w+):", src), inputs,
                                                     strict=True)} if static else None)
     assert wide_index_ops(text)
@@ -152,7 +152,7 @@ def test_64_bit_tile_kernels_match_the_interpreter(monkeypatch, name: str, stati
     src, inputs = GEMM_CASES[name]
     from wiadsl.runtime.jit import jit
     want = jit(src, kernel="k", target="interp")(*inputs)
-    monkeypatch.setattr(codegen, "INDEX32_LIMIT", 8)  # operands and epilogues 64-bit
+    monkeypatch.setattr(index_width, "INDEX32_LIMIT", 8)  # operands and epilogues 64-bit
     (got,) = run(src, *inputs, static=static)
     tol = 2e-2 if "f16" in name else 1e-4
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

@@ -5,7 +5,7 @@ Invariants:
   in order: ``{"buffer": name}``, ``{"expr": sym, "type": "u32"|"s32"}``
   or ``{"scalar": name, "dtype": d}``. Compile-time ints are immediates, never params.
 - Index arithmetic is 32-bit when every extent, the domain's element count and
-  every view's offset range provably stay within ``INDEX32_LIMIT`` (static
+  every view's offset range provably stay within ``index_width.INDEX32_LIMIT`` (static
   sizes), else 64-bit (``ExprCodegen.wide``: symbolic sizes, or > 2^31 elements):
   coordinates ``b64``, sizes ``u64`` and strides/offsets ``s64`` parameters.
   Offsets are signed element counts (views may have negative strides); byte
@@ -25,42 +25,10 @@ from ...dtypes import DType
 from . import device_errors
 from .builder import KernelBuilder
 from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
+from .index_width import IMMEDIATE_RANGE, byte_address, is_b32, needs_wide
 from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
 from .scalar_ops import ScalarEmitter
 from .symbolic import Sym, contiguous_strides, mul
-
-#: the values an integer immediate of each size type can hold
-IMMEDIATE_RANGE = {"u32": (0, 2**32 - 1), "s32": (-2**31, 2**31 - 1),
-                   "u64": (0, 2**64 - 1), "s64": (-2**63, 2**63 - 1)}
-
-#: The largest index, offset or element count 32-bit index arithmetic may hold; tests
-#: lower it to run the 64-bit path on shapes that fit the simulator.
-INDEX32_LIMIT = 2**31 - 1
-
-
-def needs_wide(domain: tuple[Sym, ...], views: list[TensorArg]) -> bool:
-    """Whether a kernel over ``domain`` reading/writing ``views`` needs 64-bit indices:
-    a symbolic size (its value may be anything at launch), more than INDEX32_LIMIT
-    elements, or a view whose element offsets span more than that."""
-    sizes = [*domain, *(x for v in views for x in (*v.strides, v.offset))]
-    if not all(isinstance(x, int) for x in sizes):
-        return True
-    count = 1
-    for d in domain:
-        count *= int(d)
-    if count > INDEX32_LIMIT:
-        return True
-    for v in views:
-        span = abs(int(v.offset)) + sum(abs(int(s)) * max(int(d) - 1, 0)
-                                        for s, d in zip(v.strides, domain, strict=True))
-        if span > INDEX32_LIMIT:
-            return True
-    return False
-
-
-def is_b32(reg: str) -> bool:
-    """A ``%r`` (b32) register, as opposed to ``%rd`` (b64) or an immediate."""
-    return reg.startswith("%r") and not reg.startswith("%rd")
 
 
 @dataclass
@@ -105,17 +73,6 @@ class KernelParams:
                 reg = p
             self.memo[key] = reg
         return self.memo[key]
-
-
-def byte_address(kb: KernelBuilder, base: str, off: str, size: int) -> str:
-    """``base + off * size`` for a signed element offset ``off`` (b32 or b64)."""
-    wide, addr = kb.reg("b64"), kb.reg("b64")
-    if is_b32(off) or not off.startswith("%"):
-        kb.emit(f"mul.wide.s32 {wide}, {off}, {size}")
-    else:
-        kb.emit(f"mul.lo.s64 {wide}, {off}, {size}")
-    kb.emit(f"add.s64 {addr}, {base}, {wide}")
-    return addr
 
 
 @dataclass
@@ -379,3 +336,6 @@ class ExprCodegen:
         lit = float_literal(value, dtype) if dtype.is_float else int_literal(int(value), dtype)
         kb.emit(f"mov.{i.itype} {r}, {lit}")
         return r
+
+
+__all__ = ["ExprCodegen", "IndexGroup", "KernelParams", "byte_address", "is_b32"]

@@ -15,7 +15,7 @@ Invariants:
 - Row data (``RowInfo``) is computed once per distinct row register and reused
   across every k tile; only the k side is recomputed per tile.
 - Offsets are signed element counts; addresses ``base + off * size``. They are
-  32-bit when the operand's offsets provably fit ``codegen.INDEX32_LIMIT`` (static
+  32-bit when the operand's offsets provably fit ``index_width.INDEX32_LIMIT`` (static
   sizes), else 64-bit (``operand_wide``: symbolic sizes, a K = 65536 f16 matrix
   past row 32768...). Coordinates (rows, k, batch index) stay 32-bit either way.
 """
@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....dtypes import DType
-from .. import codegen
+from .. import index_width
 from ..builder import KernelBuilder
-from ..codegen import KernelParams, byte_address, is_b32
+from ..codegen import KernelParams
+from ..index_width import byte_address, is_b32, offset_span
 from ..isa import info
 from ..symbolic import Sym, product
 
@@ -69,12 +70,8 @@ class GemmOperand:
 
 def operand_wide(op: GemmOperand, batch: tuple[Sym, ...]) -> bool:
     """Whether ``op``'s element offsets may pass INDEX32_LIMIT (symbolic sizes may)."""
-    pairs = [*zip(batch, op.batch, strict=True), *op.mn, *op.k]
-    sizes = [op.offset, *(x for pair in pairs for x in pair)]
-    if not all(isinstance(x, int) for x in sizes):
-        return True
-    span = abs(int(op.offset)) + sum(abs(int(s)) * max(int(e) - 1, 0) for e, s in pairs)
-    return span > codegen.INDEX32_LIMIT
+    span = offset_span(op.offset, [*zip(batch, op.batch, strict=True), *op.mn, *op.k])
+    return span is None or span > index_width.INDEX32_LIMIT
 
 
 @dataclass
