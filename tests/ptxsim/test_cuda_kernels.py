@@ -62,13 +62,16 @@ def test_tiled_matmul(cuda_ptx, m, n, k):
 
 
 def test_matmul_speed(cuda_ptx):
-    """Throughput on the tiled matmul; a floor that catches accidental de-vectorisation."""
+    """The tiled matmul runs vectorized: each simulator step executes one instruction
+    for many threads at once. Lane-instructions per step, not seconds, so the check
+    holds on any machine under any load; a de-vectorised executor (a step per thread
+    or per warp) falls far below the floor."""
     m = n = k = 129
     a, b, c = f32(m, k), f32(k, n), np.zeros((m, n), np.float32)
     st = launch(cuda_ptx, "matmul", (3, 3), 256, [a, b, c, m, n, k])
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     assert st.thread_instructions > 10_000_000
-    assert st.thread_instructions_per_second > 2e6, st
+    assert st.thread_instructions / st.steps > 256, st
 
 
 @pytest.mark.parametrize("n", [1, 7, 33, 129])
