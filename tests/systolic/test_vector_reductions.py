@@ -20,9 +20,13 @@ from wiadsl.backends.systolic.asm import instruction
 from wiadsl.backends.systolic.check import check_section
 from wiadsl.backends.systolic.config import ArrayConfig
 from wiadsl.backends.systolic.isa import Dram, Remote, SasmError, View
+from wiadsl.backends.systolic.kernel import SystolicKernel
 from wiadsl.backends.systolic.simulator import run_section
 from wiadsl.backends.systolic.views import view_kind
 from wiadsl.dtypes import DType
+from wiadsl.ir import print_module
+from wiadsl.ir.interpreter import Interpreter
+from wiadsl.passes import optimize
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 F32 = {"rtol": 2e-6, "atol": 2e-6}
@@ -163,6 +167,23 @@ def test_softmax_and_layer_norm_fuse_around_their_reductions(shape, rng):
     # small memories: several row chunks, each with its own second pass
     small = _both("softmax", x, spad=1024, acc=2048)
     np.testing.assert_allclose(small[0], small[1], **F32)
+
+
+@pytest.mark.parametrize(("kernel", "want"), [("softmax", {"vector": 2}),
+                                             ("layer_norm", {"host": 1, "vector": 1})])
+def test_optimized_fused_reduce_runs_on_the_vector_unit(kernel, want, rng):
+    # -O2's fuse pass makes softmax two tensor.fused_reduce ops (what `wiac -o x.sasm`
+    # lowers); layer_norm's first one yields two epilogue results: host (one output)
+    module = optimize(wiadsl.jit(SRC, kernel).ir_for(), level=2)
+    assert "tensor.fused_reduce" in print_module(module)
+    args = [rng.standard_normal((33, 129)).astype(np.float32)]
+    if kernel == "layer_norm":
+        args += [rng.standard_normal(129).astype(np.float32) for _ in range(2)]
+    compiled = SystolicKernel(module, kernel, ArrayConfig(8, 8, vec_lanes=8))
+    out = compiled.run(args)
+    ref = Interpreter(module).call(module[kernel], args)
+    np.testing.assert_allclose(out[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert compiled.stats["sections"] == want
 
 
 def test_transposes_around_elementwise_ops_are_absorbed(rng):

@@ -26,8 +26,8 @@ from .epilogue import Epilogue, External
 from .isa import Dram, Section, View
 from .lowered import Lowered, Names, describe, invariance
 from .plan import Group, dtype_of
+from .rowgroup import RowGroup
 from .rowlower import lower_rows
-from .rowplan import RowGroup
 from .tiling import Gemm, emit_gemm, emit_vector
 from .views import Relayout, perm_index
 

@@ -47,7 +47,7 @@ from .isa import (
     View,
 )
 from .lowered import Lowered, Names, describe
-from .rowplan import RowGroup
+from .rowgroup import RowGroup
 from .rowviews import (
     Matrix,
     RowEpilogue,
@@ -106,9 +106,10 @@ class _Body:
         epilogue ``post`` a second pass over each chunk's tiles writes its output."""
         p, q = matrix
         rows, cols = self.rows_per_chunk(p, q, epi, post), min(q, self.c.cols)
-        second = self._second_pass(post, rows, cols, q) if post is not None else None
         acc = [self._buf(f"c{i}", "acc", rows, cols if self.copy else 1) for i in (0, 1)]
         load = self._prologue(epi, rows, cols) if epi is not None else self._loader(src, rows, cols)
+        # after the prologue's buffers: the second pass numbers its own after them
+        second = self._second_pass(post, rows, cols, q) if post is not None else None
         if count is not None:
             self._buf("e0", "spad", 1, 1, DType.F32)
             self.body.append(Mvin(Local("e0", (0, 1), (0, 1)), Remote(count, 0, (0, 1), (0, 1))))
@@ -202,7 +203,7 @@ def lower_rows(group: RowGroup, config: ArrayConfig, env: dict[int, Any], name: 
     the tensor is empty (the host runs the op)."""
     names = Names()
     x = group.op.operands[0]
-    dtype: DType = x.type.dtype  # type: ignore[union-attr]
+    dtype: DType = group.result.type.dtype  # type: ignore[union-attr]
     drams: list[Dram] = []
     inputs: dict[str, Value | np.ndarray] = {}
     if group.prologue is None:

@@ -24,65 +24,12 @@ result dtypes are vector dtypes. Which shapes it can run is decided when it is l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...ir.core import Operation, OpResult
 from ...ir.module import FuncOp
-from ...ir.types import TensorType
-from .plan import FuncPlan, Group, dtype_of
-from .vector import VEC_DTYPES
+from .plan import FuncPlan, Group
+from .rowfused import fused_row_group
+from .rowgroup import RowGroup, row_group, row_ok
 from .views import Relayout
-
-#: op name -> (layout, row function): layout names the view, the function what the
-#: vector unit does with each row ("copy": nothing, the tile is moved as it is)
-ROW_OPS: dict[str, tuple[str, str]] = {
-    "tensor.reduce_max": ("reduce", "max"),
-    "tensor.reduce_min": ("reduce", "min"),
-    "tensor.reduce_sum": ("reduce", "sum"),
-    "tensor.reduce_mean": ("reduce", "mean"),
-    "tensor.max_pool": ("pool", "max"),
-    "tensor.avg_pool": ("pool", "mean"),
-    "tensor.transpose": ("perm", "copy"),
-    "tensor.reshape": ("perm", "copy"),
-}
-
-
-@dataclass
-class RowGroup(Group):
-    """A single row op (``ops[0]``): its view ``layout`` and row function ``fn``."""
-
-    layout: str = ""
-    fn: str = ""
-    #: the vector group computing the reduced operand tile by tile, when only the
-    #: reduction uses it (``reduce_sum(exp(s))``, ``reduce_mean(xc * xc)``); its
-    #: externals are then this group's externals
-    prologue: Group | None = None
-    #: the vector group using the reduction's result, fused behind it (a second pass
-    #: over each row chunk reads the result where the reduction left it): softmax's
-    #: ``e / reduce_sum(e)``, layer_norm's ``x - mu``; the section writes its output
-    epilogue: Group | None = None
-    row_op: Operation | None = None
-
-    @property
-    def op(self) -> Operation:
-        """The row op itself (between the prologue's and the epilogue's ops)."""
-        return self.row_op or self.ops[0]
-
-
-def _row_ok(op: Operation) -> bool:
-    if op.name not in ROW_OPS or len(op.operands) != 1 or len(op.results) != 1:
-        return False
-    x = op.operands[0]
-    return isinstance(x.type, TensorType) and all(
-        dtype_of(v) in VEC_DTYPES for v in (x, op.result))
-
-
-def row_group(op: Operation) -> RowGroup:
-    layout, fn = ROW_OPS[op.name]
-    x = op.operands[0]
-    return RowGroup([op], op.result, attrs=dict(op.attributes), externals=[x],
-                    ext_dtypes=[dtype_of(x)], layout=layout, fn=fn,  # type: ignore[list-item]
-                    row_op=op)
 
 
 def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
@@ -90,9 +37,11 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
     re-layouts that vector groups can read or write through absorbed."""
     for block in func.blocks:
         for op in block.ops:
-            if id(op) in plan.runs or id(op) in plan.skips or not _row_ok(op):
+            if id(op) in plan.runs or id(op) in plan.skips:
                 continue
-            group = row_group(op)
+            group = row_group(op) if row_ok(op) else fused_row_group(op)
+            if group is None:
+                continue
             plan.runs[id(op)] = group
             plan.groups.append(group)
     for g in list(plan.groups):
@@ -111,13 +60,18 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
 def _tail_keepdims(op: Operation) -> bool:
     """A keepdims reduction over the last axes: its result broadcasts back one value
     per row of the [kept, reduced] matrix."""
-    axes, rank = op.axes(), op.operands[0].type.rank  # type: ignore[attr-defined, union-attr]
+    axes = op.axes()  # type: ignore[attr-defined]
+    fused = op.name == "tensor.fused_reduce"
+    shape = op.iteration_shape() if fused else op.operands[0].type.shape  # type: ignore[attr-defined, union-attr]
+    rank = len(shape)
     return bool(op.attributes.get("keepdims", False)) and \
         sorted(axes) == list(range(rank - len(axes), rank))
 
 
 def _absorb_epilogue(row: RowGroup, plan: FuncPlan) -> None:
     """Fuse the vector group that is the only user of a reduction's result behind it."""
+    if row.epilogue is not None:
+        return
     users = {id(u) for u in row.output.users}
     g = next((g for g in plan.groups if users and users <= {id(o) for o in g.ops}), None)
     if (g is None or g.product is not None or isinstance(g, RowGroup) or not _tail_keepdims(row.op)
@@ -133,13 +87,15 @@ def _absorb_epilogue(row: RowGroup, plan: FuncPlan) -> None:
     row.ops = [*row.ops, *g.ops]
     row.epilogue = g
     row.output = g.output
-    row.externals = [*row.externals, *(v for v in g.externals if v is not row.op.result)]
+    row.externals = [*row.externals, *(v for v in g.externals if v is not row.result)]
     plan.runs[id(last)] = row
 
 
 def _absorb_prologue(row: RowGroup, plan: FuncPlan) -> None:
     """Fuse the vector group that makes a reduction's operand into the reduction, when
     the reduction is its only user: the operand is never stored."""
+    if row.prologue is not None or row.op.name == "tensor.fused_reduce":
+        return
     x = row.op.operands[0]
     producer = x.op if isinstance(x, OpResult) else None
     g = plan.runs.get(id(producer))

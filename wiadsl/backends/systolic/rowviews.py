@@ -25,7 +25,7 @@ from ...ir.core import Value
 from .epilogue import Epilogue, External
 from .isa import Dram, View
 from .lowered import Names, invariance
-from .rowplan import RowGroup
+from .rowgroup import RowGroup
 from .views import Relayout, perm_index
 
 Matrix = tuple[int, int]  # (P, Q)
@@ -154,7 +154,7 @@ def epilogue_views(group: RowGroup, env: dict[int, Any], shape: tuple[int, ...],
     post = group.epilogue
     assert post is not None
     # the row result (never stored) has the reduction's keepdims shape: shapes only
-    arrays = [np.empty(r_shape) if v is group.op.result else
+    arrays = [np.empty(r_shape) if v is group.result else
               np.asarray(env[id(v)] if isinstance(v, Value) else v) for v in post.externals]
     try:
         if tuple(np.broadcast_shapes(shape, *(a.shape for a in arrays))) != shape:
@@ -164,7 +164,7 @@ def epilogue_views(group: RowGroup, env: dict[int, Any], shape: tuple[int, ...],
     order = view.param("axes")
     views, externals, resident = [], [], -1
     for i, (value, dt) in enumerate(zip(post.externals, post.ext_dtypes)):
-        if value is group.op.result:
+        if value is group.result:
             resident = i
             externals.append(External("", dt, False, True))
             continue
@@ -177,6 +177,6 @@ def epilogue_views(group: RowGroup, env: dict[int, Any], shape: tuple[int, ...],
         ("split", shape), ("axes", order), ("target", tuple(shape[a] for a in order)),
         ("shape", (1, *matrix))))
     epi = Epilogue(tuple(post.steps), tuple(externals), out_dtype)
-    r_dtype: DType = group.op.result.type.dtype  # type: ignore[union-attr]
+    r_dtype: DType = group.result.type.dtype  # type: ignore[union-attr]
     return views, RowEpilogue(epi, resident, r_dtype, out_view.name), \
         out_view, out_dtype  # type: ignore[union-attr]
