@@ -151,30 +151,26 @@ class _Machine:
         tl.slot_ready[i.slot] = done
 
     def matmulws(self, i: MatmulWS) -> None:
-        w = self.weights[i.slot]
         a = self.tile(i.src)
-        if w is None or w.shape[0] != a.shape[1] or i.dst.shape != (a.shape[0], w.shape[1]):
-            raise WiaRuntimeError(f"section {self.s.name}: {i.text().strip()} does not match the "
-                                  f"weights in w{i.slot} ({None if w is None else w.shape})")
-        if (a.dtype.kind in "iu") != (w.dtype.kind in "iu"):
-            raise WiaRuntimeError(f"section {self.s.name}: int and float operands mixed")
-        self.product(a, w, i.dst, i.accumulate)
-        self._stream(a.shape[0], a.shape[0], [self.ref(i.src)], i.dst,
-                     {"weights": self.timeline.slot_ready[i.slot]})
-        tl = self.timeline
-        tl.slot_free[i.slot] = max(tl.slot_free[i.slot], tl.free["array"])
+        self._stationary(i, a, self.weights[i.slot], "weights", a.shape[0])
 
     def matmulis(self, i: MatmulIS) -> None:
-        a = self.weights[i.slot]
+        # the weight columns stream one per cycle: T = the tile's width
         w = self.tile(i.src)
-        if a is None or a.shape[1] != w.shape[0] or i.dst.shape != (a.shape[0], w.shape[1]):
+        self._stationary(i, self.weights[i.slot], w, "input tile", w.shape[1])
+
+    def _stationary(self, i: MatmulWS | MatmulIS, a: np.ndarray | None, w: np.ndarray | None,
+                    held: str, rows: int) -> None:
+        """``dst (+)= a @ w`` with one operand held in slot ``i.slot``, ``rows`` streamed."""
+        kept = w if isinstance(i, MatmulWS) else a
+        if a is None or w is None or a.shape[1] != w.shape[0] \
+                or i.dst.shape != (a.shape[0], w.shape[1]):
             raise WiaRuntimeError(f"section {self.s.name}: {i.text().strip()} does not match the "
-                                  f"input tile in w{i.slot} ({None if a is None else a.shape})")
+                                  f"{held} in w{i.slot} ({None if kept is None else kept.shape})")
         if (a.dtype.kind in "iu") != (w.dtype.kind in "iu"):
             raise WiaRuntimeError(f"section {self.s.name}: int and float operands mixed")
         self.product(a, w, i.dst, i.accumulate)
-        # the weight columns stream one per cycle: T = the tile's width
-        self._stream(w.shape[1], w.shape[1], [self.ref(i.src)], i.dst,
+        self._stream(rows, rows, [self.ref(i.src)], i.dst,
                      {"weights": self.timeline.slot_ready[i.slot]})
         tl = self.timeline
         tl.slot_free[i.slot] = max(tl.slot_free[i.slot], tl.free["array"])
