@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import WiaUsageError
-from ..ir import ModuleOp, parse_module, print_module
+from ..ir import ModuleOp, print_module
+from ..ir.copying import copy_module
 from .features import available, require
 
 #: The pass-manager switches the command line forwards (argparse dest -> optimize kwarg).
@@ -35,21 +36,6 @@ class OptOptions:
     pipeline: str | None = None
     pm_options: dict[str, Any] = field(default_factory=dict)
     patterns: list[str] = field(default_factory=list)
-
-
-def copy_module(module: ModuleOp) -> ModuleOp:
-    """An independent copy, through the IR's text form (which round-trips).
-
-    The text form has no source locations; they are copied op by op (the round
-    trip keeps every op in place), so remarks still point at the source."""
-    from ..ir.core import walk_nested
-
-    copy = parse_module(print_module(module))
-    for old_func, new_func in zip(module.funcs, copy.funcs, strict=True):
-        for old, new in zip(walk_nested(old_func.blocks), walk_nested(new_func.blocks),
-                            strict=True):
-            new.loc = old.loc
-    return copy
 
 
 def optimize_ir(module: ModuleOp, opts: OptOptions,

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...diagnostics import WiaUsageError
-from ...ir.core import walk_nested
+from ...ir.copying import copy_module
 from ...ir.module import ModuleOp
-from ...ir.parser import parse_module
-from ...ir.printer import print_module
 from .emit import emit_ptx, emit_ptx_module
 from .isa import DEFAULT_ARCH, MIN_VERSION
 
@@ -63,18 +61,6 @@ class TargetOptions:
         if not isinstance(fast, bool):
             raise WiaUsageError(f"target '{target}': fast_math must be True or False, got {fast!r}")
         return cls(chosen, level, fast)
-
-
-def copy_module(module: ModuleOp) -> ModuleOp:
-    """An independent copy through the IR's text form, with every op's source location
-    (as ``tools.pipeline.copy_module``, which a backend may not import): a pass that
-    reports an error points at the same source line as under wiac."""
-    copy = parse_module(print_module(module))
-    for old_func, new_func in zip(module.funcs, copy.funcs, strict=True):
-        for old, new in zip(walk_nested(old_func.blocks), walk_nested(new_func.blocks),
-                            strict=True):
-            new.loc = old.loc
-    return copy
 
 
 def optimized(module: ModuleOp, level: int) -> ModuleOp:
