@@ -112,8 +112,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
                          "flushed to 0); default: accurate to ~1 ulp, no .ftz")
     be.add_argument("--array", default="128x128", metavar="RxC",
                     help="systolic array size (default 128x128)")
-    be.add_argument("--dataflow", choices=("ws", "os"), default="ws",
-                    help="systolic dataflow: weight- or output-stationary (default ws)")
+    be.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
+                    help="systolic dataflow: weight-, output- or input-stationary (default ws)")
     run = p.add_argument_group("running")
     run.add_argument("--run", action="store_true",
                      help="run the kernel; results go to -o (.npz/.npy) or stdout")
