@@ -57,6 +57,8 @@ CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 #: symbol -> address of every helper loaded into this process's engine
 _LOADED = OnceTable()
 _ENGINE_LOCK = threading.Lock()
+#: [whether glibc was tuned] once the engine exists (allocator.keep_freed_memory)
+_MALLOC_TUNED: list[bool] = []
 
 Spec = dict[str, Any]
 #: The thread pool's spec (its code depends on the threads per region).
@@ -120,9 +122,12 @@ def jit_engine() -> Any:
     """The process's engine (target.py), created by one thread only: ``engine()`` is a
     plain ``functools.cache``, and two threads creating it at once would each get
     an engine of their own (one of them soon collected, with the code loaded in it)."""
+    from .allocator import keep_freed_memory
     from .target import engine
 
     with _ENGINE_LOCK:
+        if not _MALLOC_TUNED:
+            _MALLOC_TUNED.append(keep_freed_memory())
         return engine()
 
 
