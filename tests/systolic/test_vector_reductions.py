@@ -345,3 +345,31 @@ def test_bad_views_are_sasm_errors():
                              "window x kernel=[2, 2] stride=[2, 2] shape=[1, 3, 6]")
     with pytest.raises(SasmError, match=r"shape should be \[1, 3, 4\]"):
         check_section(parse_listing(window).sections[0], ArrayConfig(4, 4, vec_lanes=4))
+
+
+_REDUCED_VALUE_USERS = """
+kernel cast_of_min(input x: f16[19, 55], output y: bf16[1, 1]) {
+    y = cast(reduce_min(x, keepdims=true), bf16);
+}
+kernel mean_minus(input x: i8[5], output y: bf16[1]) {
+    y = reduce_mean(cast(x, bf16), keepdims=true) - 5;
+}
+kernel relu_of_sum(input x: f32[5, 3], output y: f32[1, 1]) {
+    y = relu(reduce_sum(x, keepdims=true) - 1.0);
+}
+"""
+
+
+@pytest.mark.parametrize(("kernel", "args"), [
+    ("cast_of_min", [np.linspace(-3, 3, 19 * 55, dtype=np.float16).reshape(19, 55)]),
+    ("mean_minus", [np.array([1, -7, 3, 9, 4], np.int8)]),
+    ("relu_of_sum", [np.linspace(-1, 2, 15, dtype=np.float32).reshape(5, 3)]),
+])
+def test_a_group_using_the_reduced_value_is_not_fused_into_the_row_pass(kernel, args):
+    """Fuzz seeds 23000000000197/257/...: a vector group working on a keepdims reduction's
+    *reduced* values (shape [1, 1]) was fused into the pass over the source rows and
+    produced the source's shape ('tensor.cast' produced float32[19, 55])."""
+    got = getattr(wiadsl.jit(_REDUCED_VALUE_USERS, target="systolic"), kernel)(*args)
+    want = getattr(wiadsl.jit(_REDUCED_VALUE_USERS, target="interp"), kernel)(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2)

@@ -57,13 +57,18 @@ def plan_rows(func: FuncOp, plan: FuncPlan) -> FuncPlan:
     return plan
 
 
+def _source_shape(op: Operation) -> tuple:
+    """The shape a reduction reads (a fused_reduce's iteration shape)."""
+    if op.name == "tensor.fused_reduce":
+        return tuple(op.iteration_shape())  # type: ignore[attr-defined]
+    return tuple(op.operands[0].type.shape)  # type: ignore[union-attr]
+
+
 def _tail_keepdims(op: Operation) -> bool:
     """A keepdims reduction over the last axes: its result broadcasts back one value
     per row of the [kept, reduced] matrix."""
     axes = op.axes()  # type: ignore[attr-defined]
-    fused = op.name == "tensor.fused_reduce"
-    shape = op.iteration_shape() if fused else op.operands[0].type.shape  # type: ignore[attr-defined, union-attr]
-    rank = len(shape)
+    rank = len(_source_shape(op))
     return bool(op.attributes.get("keepdims", False)) and \
         sorted(axes) == list(range(rank - len(axes), rank))
 
@@ -76,7 +81,11 @@ def _absorb_epilogue(row: RowGroup, plan: FuncPlan) -> None:
     g = next((g for g in plan.groups if users and users <= {id(o) for o in g.ops}), None)
     if (g is None or g.product is not None or isinstance(g, RowGroup) or not _tail_keepdims(row.op)
             or g.out_relayout is not None or g.ops[-1].parent is not row.op.parent
-            or not any(v is row.output for v in g.externals) or g.ext_relayouts):
+            or not any(v is row.output for v in g.externals) or g.ext_relayouts
+            # the second pass runs over the reduced rows: only a group as wide as the
+            # reduction's source (softmax's exp(x - m)) can ride on it, not one that
+            # works on the reduced values themselves (cast(reduce_min(x, keepdims)))
+            or tuple(g.output.type.shape) != _source_shape(row.op)):  # type: ignore[union-attr]
         return
     last = g.ops[-1]
     del plan.runs[id(last)]
