@@ -21,6 +21,7 @@ WiaUsageError). In ``scalesim`` timing the whole M extent streams per fold
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ...diagnostics import WiaUsageError
@@ -84,10 +85,6 @@ class _Emitter:
         self.buffers.append(Buffer(name, space, rows, cols, dtype))
         return name
 
-    def emit(self) -> None:
-        """Fill ``body`` (and ``buffers``) with the GEMM's instruction stream."""
-        raise NotImplementedError(type(self).__name__)
-
     def epilogue_buffers(self, rows: int) -> tuple[list[str], list[str]]:
         cols = self.c.cols
         temps = [self.buf(f"t{i}", "acc", rows, cols) for i in range(self.ntemps)]
@@ -117,7 +114,15 @@ class _Emitter:
                 f"{spad} scratchpad and {acc} accumulator bytes)")
 
 
-class _WS(_Emitter):
+class _GemmEmitter(_Emitter, ABC):
+    """An emitter of one dataflow's GEMM loop nest (``_WS``, ``_OS``, ``_IS``)."""
+
+    @abstractmethod
+    def emit(self) -> None:
+        """Fill ``body`` (and ``buffers``) with the GEMM's instruction stream."""
+
+
+class _WS(_GemmEmitter):
     def plan(self) -> tuple[int, bool]:
         """Rows per block and whether A tiles stay resident."""
         g, c = self.g, self.c
@@ -216,7 +221,7 @@ class _WS(_Emitter):
                                      (m0 + r0, m0 + r1), (k0, k1))))
 
 
-class _OS(_Emitter):
+class _OS(_GemmEmitter):
     def plan(self) -> tuple[int, bool]:
         """K block length and whether W stays resident."""
         g, c = self.g, self.c
@@ -278,7 +283,7 @@ class _OS(_Emitter):
             self.body += finish
 
 
-class _IS(_Emitter):
+class _IS(_GemmEmitter):
     """is: per block of ``nb`` output columns, M tile (<= C) and K tile (<= R): preload
     the A tile (prefetched like ws weights), stream the weight panel's columns; W
     panels stay resident across M tiles when they fit."""
@@ -345,7 +350,7 @@ class _IS(_Emitter):
                               Remote(g.lhs, b if g.lhs_batched else 0, (m0, m1), (k0, k1))))
 
 
-_EMITTERS: dict[str, type[_Emitter]] = {"ws": _WS, "os": _OS, "is": _IS}
+_EMITTERS: dict[str, type[_GemmEmitter]] = {"ws": _WS, "os": _OS, "is": _IS}
 
 
 def emit_gemm(config: ArrayConfig, gemm: Gemm, epi: Epilogue) -> tuple[list[Buffer], list[Instruction]]:

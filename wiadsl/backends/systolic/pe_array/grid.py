@@ -16,6 +16,7 @@ k by k in os): the same values within f32 rounding, in a different order than BL
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,7 +39,7 @@ class Event:
     time: int   # the cycle from which it holds
 
 
-class Grid:
+class Grid(ABC):
     """R x C PEs: index grids, the operand kind of the section, accumulator writes."""
 
     def __init__(self, rows: int, cols: int, memory: Buffers):
@@ -75,10 +76,11 @@ class Grid:
                 part = target.view(np.float32) + part
             target[...] = part.astype(np.float32).view(np.uint32)
 
+    @abstractmethod
     def step(self, cycle: int) -> list[Event]:
         """Advance every register by one cycle; what became known in it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def flush(self) -> None:
         """Forget wave remnants once the grid has been idle past ``busy_until``."""
 
