@@ -313,6 +313,16 @@ def test_symbolic_shape_arithmetic_folds() -> None:
         assert_close(mod(x), ort_run(model, {"x": x})[0])
 
 
+def _token_id_model(nodes: list, inits: list) -> Any:
+    """A graph of ``nodes`` from int64 token ids ``[batch, seq]`` to one output ``y``."""
+    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+    graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
 def test_embedding_lookup_and_mask_from_the_shape() -> None:
     """BERT's first nodes as exporters write them: token ids (dynamic batch and
     sequence) look up a constant embedding table, and ``Shape -> ConstantOfShape``
@@ -328,11 +338,7 @@ def test_embedding_lookup_and_mask_from_the_shape() -> None:
     ]
     inits = [numpy_helper.from_array(table, "table"),
              numpy_helper.from_array(np.array([2], np.int64), "ax")]
-    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
-    graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _token_id_model(nodes, inits)
     mod = load_onnx(model)
     assert "full([batch, seq], 1.0, f32)" in mod.source
     for shape in ((1, 1), (2, 7), (3, 5)):
@@ -356,11 +362,7 @@ def test_position_ids_from_a_dynamic_sequence_length() -> None:
     inits = [numpy_helper.from_array(v, name) for name, v in (
         ("wte", wte), ("wpe", wpe), ("one", np.array(1, np.int64)),
         ("zero", np.array(0, np.int64)), ("step", np.array(1, np.int64)))]
-    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
-    graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = _token_id_model(nodes, inits)
     mod = load_onnx(model)
     assert "arange(dim(ids, 1))" in mod.source
     for shape in ((1, 1), (2, 9), (3, 4)):
