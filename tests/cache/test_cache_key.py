@@ -89,7 +89,7 @@ def test_cpu_and_target_change_the_key():
 
 
 def test_why_names_the_changed_shape():
-    fn = wiadsl.jit(AXPY, kernel="axpy", target="cpu")
+    fn = wiadsl.jit(AXPY, kernel="axpy", target="cpu", shapes="static")
     fn(np.ones(5, np.float32), np.ones(5, np.float32), np.float32(1))
     assert "only one entry" in cache_why("axpy")
     fn(np.ones(6, np.float32), np.ones(6, np.float32), np.float32(1))

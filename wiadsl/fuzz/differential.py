@@ -43,6 +43,8 @@ from .reduce import walk
 TARGETS: dict[str, tuple[str, dict[str, Any]]] = {
     "cpu-O0": ("cpu", {"opt_level": 0}),
     "cpu-O3": ("cpu", {"opt_level": 3}),
+    # shape-generic code (every extent read at run time; backends/llvm/shape_policy.py)
+    "cpu-generic": ("cpu", {"opt_level": 3, "shapes": "generic"}),
     "systolic": ("systolic", {}),
     "ptxsim": ("ptxsim", {}),
     "cuda": ("cuda", {}),

@@ -25,7 +25,7 @@ from pathlib import Path
 from .differential import ALL_TARGETS, CaseResult
 from .worker import WorkerPool
 
-DEFAULT_TARGETS = ("passes", "numpy", "cpu-O0", "cpu-O3", "systolic", "ptxsim")
+DEFAULT_TARGETS = ("passes", "numpy", "cpu-O0", "cpu-O3", "cpu-generic", "systolic", "ptxsim")
 
 
 @dataclass

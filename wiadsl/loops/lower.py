@@ -111,7 +111,9 @@ def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> 
                 if isinstance(a.type, TensorType):
                     leaf = ctx.env[id(a)]
                     assert isinstance(leaf, Leaf)
-                    leaf.extents = [lb.idx(n) for n in shape]
+                    # a None extent stays the parameter's run-time extent (tensor.dim)
+                    leaf.extents = [old if n is None else lb.idx(n)
+                                    for n, old in zip(shape, leaf.extents, strict=True)]
                     leaf.strides = contiguous_strides(lb, leaf.extents)
         for i, op in enumerate(b.ops):
             lb.b.loc = op.loc  # loop-level ops keep the source location of their tensor op

@@ -10,7 +10,7 @@ asked for.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,14 +35,16 @@ class CompiledKernel(Protocol):
 class FastKernel(CompiledKernel, Protocol):
     """A compiled kernel that can check a call itself (optional; the CPU's does).
 
-    The jit then skips its general checks on repeated calls (``CallPlan``), so
-    ``try_run`` must take nothing it was not compiled for.
+    The jit then skips its general checks on repeated calls (``CallPlan``), so the
+    call ``call_for`` gives must take nothing it was not made for.
     """
 
-    def try_run(self, args: Sequence[object]) -> list[object] | None:
-        """Run on ``args`` and return outputs in order when each is exactly what this
-        specialization was compiled for -- an ndarray (not a subclass) of its dtype
-        and shape, C-contiguous and aligned; else return None, having run nothing."""
+    def call_for(self, shapes: tuple[tuple[int, ...], ...]
+                 ) -> Callable[[Sequence[object]], list[object] | None] | None:
+        """For inputs of ``shapes`` (after a ``run`` at them): a call that runs ``args``
+        and returns outputs in order when each is exactly an ndarray (not a subclass)
+        of the compiled dtype and of ``shapes``, C-contiguous and aligned, and else
+        returns None, having run nothing. None when there is no such call."""
         ...
 
 

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ..ir.module import ModuleOp
 
 DEFAULT_TARGET = "cpu"
+#: call plans a kernel keeps (one per argument shapes seen; the backend's code is shared)
+MAX_PLANS = 256
 
 #: One output of a kernel call: an array, or a NumPy scalar for a rank-0 output.
 KernelOutput: TypeAlias = np.ndarray | np.generic
@@ -155,15 +157,21 @@ class KernelFunction:
         """Leave a plan for calls like this one. ``inputs`` are what ``bind_call`` made of
         the arguments, and it makes any ndarray of the same dtype and shape into
         itself (a fixed point): so the plan takes such arrays as they are."""
-        call = getattr(compiled, "try_run", None)  # optional (backend.py: FastKernel)
-        if call is None or any(type(a) is not np.ndarray for a in inputs):
+        call_for = getattr(compiled, "call_for", None)  # optional (backend.py: FastKernel)
+        if call_for is None or any(type(a) is not np.ndarray for a in inputs):
+            return
+        shapes = tuple([a.shape for a in inputs])
+        call = call_for(shapes)
+        if call is None:
             return
         delivered = tuple((np.dtype(o.dtype), o.shape) for o in outputs)
         # the plan's bound call keeps the dims, not this call's arrays
         dims_only = BoundCall({}, dict.fromkeys(bound.out_buffers), dict(bound.dims),
                               dict(bound.dim_sources))
         plan = CallPlan(call, delivered, dims_only, dict(self.stats))
-        self._plans[tuple([a.shape for a in inputs])] = self._plan = plan
+        if len(self._plans) >= MAX_PLANS:  # many shapes (shape-generic code): forget the oldest
+            del self._plans[next(iter(self._plans))]
+        self._plans[shapes] = self._plan = plan
 
     def _deliver_planned(self, plan: CallPlan, results: Sequence[object]) -> KernelResult:
         """The outputs of a planned call: ``_deliver``'s checks, done once for the plan."""

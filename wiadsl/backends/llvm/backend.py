@@ -1,12 +1,14 @@
-"""``target="cpu"``: the jit's Backend, compiling per shape and calling through ctypes.
+"""``target="cpu"``: the jit's Backend, compiling per shape pattern and calling through ctypes.
 
 Invariants:
-- ``specialize_shapes`` is True: the jit keys compiled kernels by every extent,
-  so one ``CpuKernel`` serves one shape tuple; it compiles on its first ``run``
-  (the backend protocol gives ``compile`` no shapes) and checks the shapes of
-  every later call against it (bad input never reaches native code).
-- The argument path per call (``CpuKernel.try_run``, the jit's fast path): check each
-  argument against the specialization (exact ndarray type, dtype, shape, C-contiguous,
+- ``specialize_shapes`` is False: one ``CpuKernel`` serves every input shape of a
+  specialization (the dtypes and ranks of its ``tensor`` parameters). It makes one
+  ``Native`` entry per concrete shape it sees, each on code the shape policy
+  (shape_policy.py) picks: static code compiled for that shape, or shape-generic
+  code (extents read at run time) compiled once and shared. A Native checks the
+  shape of every call against its own (bad input never reaches native code).
+- The argument path per call (``Native.try_run``, the jit's fast path): check each
+  argument against the entry's shape (exact ndarray type, dtype, shape, C-contiguous,
   aligned; anything else returns None and the caller goes the general, checking
   way), write its data pointer (``ctypes.c_char.from_buffer``, the cheapest route
   measured; ``__array_interface__`` for read-only arrays) into a packed i64
@@ -17,7 +19,7 @@ Invariants:
   and freed when the array is collected. A result that is an input is copied.
   Once a small result's shape is known, later calls pass a fresh array for it
   and the entry copies the result there natively (no ctypes memmove/free).
-- Threads: a kernel compiles once (``_compile`` under the kernel's own lock, which
+- Threads: each code compiles once (``_native_for`` under the kernel's own lock, which
   is only ever taken first: nothing that runs under it calls back into a kernel);
   calls run concurrently (the argument arrays come from the pool).
 - Compiles go through the compile cache (``wiadsl.runtime.cache``): the key is
@@ -47,6 +49,7 @@ from ...runtime.cache_log import Stages
 from .gemm_config import GemmConfig, default_config
 from .layout import Layout
 from .library import ensure_loaded, jit_engine
+from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
 
 if TYPE_CHECKING:
     from ...ir.module import ModuleOp
@@ -57,6 +60,8 @@ _FREE = _LIBC.free
 _FREE.argtypes = [ctypes.c_void_p]
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 WRAP_BYTES = 1 << 16  # results at least this large are wrapped, not copied
+#: entries a kernel keeps for the shapes it saw (each a few small arrays; code is shared)
+MAX_NATIVES = 256
 _ADDRESSOF, _FROM_BUFFER = ctypes.addressof, ctypes.c_char.from_buffer
 
 
@@ -100,13 +105,12 @@ class OutSlot:
 
 @dataclass
 class Native:
-    """A compiled entry point and the argument arrays of this kernel's calls."""
+    """A compiled entry point at one input shape, and the argument arrays of its calls."""
 
     fn: Any
     messages: list[tuple[str, Any]]  #: (message, source span or None) per error code
-    n_slots: int  #: i64 slots of an argument array: inputs, result slots, copy-out pairs
+    n_slots: int  #: i64 slots of an argument array (runtime.py's entry ABI)
     n_inputs: int
-    compile_ms: float
     in_dtypes: list[np.dtype]
     #: per result: (first slot, rank or -1 for a scalar, NumPy dtype)
     plan: list[tuple[int, int, np.dtype]]
@@ -114,6 +118,10 @@ class Native:
     outs: list[OutSlot] = field(default_factory=list)
     #: per input: (slot, dtype, shape, has elements): exactly what a call passes
     specs: tuple[tuple[int, np.dtype, tuple[int, ...], bool], ...] = ()
+    #: (slot, extent) per run-time extent of shape-generic code: the same on every
+    #: call at this shape, so each argument array holds them from its creation
+    extents: tuple[tuple[int, int], ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
     #: argument arrays not in use, each with its address: a call takes one and puts
     #: it back, so calls from several threads (the GIL is released while native code
     #: runs) never share one
@@ -121,7 +129,129 @@ class Native:
 
     def new_args(self) -> tuple[Any, int]:
         args = (ctypes.c_int64 * self.n_slots)()
+        for slot, extent in self.extents:
+            args[slot] = extent
         return args, ctypes.addressof(args)
+
+    def try_run(self, args: Sequence[object],
+                buffers: Sequence[np.ndarray | None] = ()) -> list[object] | None:
+        """Run on ``args`` when each is exactly what this entry was set up for -- an
+        ndarray (not a subclass) of its dtype and shape, C-contiguous and aligned --
+        and return the results; else return None, having run nothing.
+
+        The per-call fast path (the jit's call plans use it): a few checks and a
+        pointer write per argument, a fresh buffer per small result, one ctypes call.
+        ``buffers`` (see ``CpuKernel.run_into``) replace the fresh ones where
+        ``_usable`` says.
+        """
+        if len(args) != self.n_inputs:
+            return None
+        pool = self.pool
+        try:
+            slots, address = pool.pop()
+        except IndexError:  # the first call, or calls running in other threads
+            slots, address = self.new_args()
+        try:
+            for a, (i, dtype, shape, direct) in zip(args, self.specs):
+                if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                    return None
+                flags = a.flags
+                if direct and flags.carray:  # C-contiguous, aligned, writable, not empty
+                    slots[i] = _ADDRESSOF(_FROM_BUFFER(a))
+                elif flags.c_contiguous and flags.aligned:  # read-only or empty
+                    slots[i] = a.__array_interface__["data"][0]
+                else:
+                    return None
+            pre: list[np.ndarray | None] = []
+            given = _usable(self, args, buffers) if buffers else {}
+            for j, dst in enumerate(self.outs):  # a fresh buffer per small tensor result
+                buffer = given.get(j)
+                if buffer is not None:  # the caller's: computed in place or copied there
+                    slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(buffer))
+                    slots[dst.slot + 1] = buffer.nbytes
+                    pre.append(buffer)
+                    continue
+                if dst.shape is None:
+                    slots[dst.slot] = 0  # none: the result comes back as it is
+                    pre.append(None)
+                    continue
+                array = np.empty(dst.shape, dst.dtype)
+                slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(array)) if dst.nbytes else data_pointer(array)
+                slots[dst.slot + 1] = dst.nbytes
+                pre.append(array)
+            rc = self.fn(address)
+            if rc != 0:
+                message, loc = self.messages[rc - 1]
+                raise WiaRuntimeError(message, loc)
+            out: list[object] = []
+            j = 0
+            for k, rank, dtype in self.plan:
+                if rank < 0:
+                    out.append(_scalar(slots[k], dtype))
+                    continue
+                buffer, dst = pre[j], self.outs[j]
+                # copied out natively, with the extents it was allocated for
+                extents = dst.extents if j not in given else list(given[j].shape)
+                if (buffer is None or slots[k] != slots[dst.slot]
+                        or slots[k + 1:k + 1 + rank] != extents):
+                    return self._results(slots, pre)
+                out.append(buffer)
+                j += 1
+            return out
+        finally:
+            pool.append((slots, address))
+
+    def _results(self, slots: Any, pre: list[np.ndarray | None]) -> list[object]:
+        owned: dict[int, np.ndarray] = {}
+        in_ptrs = slots[:self.n_inputs]
+        out: list[object] = []
+        j = 0
+        for k, rank, dtype in self.plan:
+            if rank < 0:
+                out.append(_scalar(slots[k], dtype))
+                continue
+            ptr = slots[k]
+            shape = tuple(slots[k + 1:k + 1 + rank])
+            array = pre[j] if pre else None
+            if array is not None and ptr == slots[self.outs[j].slot]:  # copied out natively
+                out.append(array if array.shape == shape else array.reshape(shape))
+            else:
+                result = _tensor(ptr, shape, dtype, owned, ptr in in_ptrs)
+                if result.nbytes < WRAP_BYTES:
+                    self.outs[j].learn(shape)
+                out.append(result)
+            j += 1
+        return out
+
+
+@dataclass(frozen=True)
+class Code:
+    """Loaded code for one pattern (shape_policy.py) and how it was obtained."""
+
+    loaded: Loaded
+    pattern: Pattern
+    compile_ms: float
+    source: str  #: the compile cache's word: "compiled", "disk" or "memory"
+
+    def native_at(self, shapes: Shapes, fresh: bool) -> Native:
+        """An entry for calls at ``shapes`` (which this code's pattern serves);
+        ``fresh``: this code was just obtained for it (else its stats say "memory")."""
+        layout = self.loaded.layout
+        n_in = len(layout.in_dtypes)
+        plan = [(int(k), int(rank), np.dtype(dt)) for k, rank, dt in layout.results]
+        first = n_in + max(1, sum(1 + max(rank, 0) for _, rank, _ in plan))
+        outs = [OutSlot(first + 2 * j, dt) for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
+        in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
+        specs = tuple((i, dt, shape, math.prod(shape) > 0)
+                      for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))
+        base = layout.n_slots - len(layout.dynamic)
+        extents = tuple((base + j, shapes[i][axis]) for j, (i, axis) in enumerate(layout.dynamic))
+        generic = any(d is None for s in self.pattern for d in s)
+        stats = {"compile_ms": self.compile_ms if fresh else 0.0, "shapes": shapes,
+                 "cache": self.source if fresh else "memory",
+                 "code": "generic" if generic else "static", "pattern": self.pattern}
+        return Native(self.loaded.fn, [], layout.n_slots, n_in, in_dtypes, plan, outs, specs,
+                      extents, stats)
 
 
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
@@ -146,10 +276,13 @@ class SourceLevel:
 
 @dataclass
 class CpuKernel:
-    """One kernel on the CPU; ``passes=False`` when ``module`` is already optimized.
+    """One kernel on the CPU, at every input shape; ``passes=False`` when ``module``
+    is already optimized.
 
+    Each new input shape gets a ``Native`` on code that ``shape_policy`` chooses:
+    compiled for it, or shared (shape-generic code compiled once for many shapes).
     ``module`` may be None with ``lazy_ir`` (and ``source_level``) given: the IR is
-    then made only if the source-level cache has no entry for a call's shapes."""
+    then made only if the source-level cache has no entry for a compile."""
 
     module: ModuleOp | None
     kernel: str
@@ -161,11 +294,24 @@ class CpuKernel:
     loop_pipeline: str = ""
     lazy_ir: Any = None  #: () -> ModuleOp, when ``module`` is None
     source_level: SourceLevel | None = None
-    _native: Native | None = None
-    _shapes: tuple[tuple[int, ...], ...] | None = None
+    #: ``auto``, ``static`` or ``generic`` (shape_policy.py; the ``shapes`` option)
+    shapes: str = "auto"
+    #: an entry per input shape seen, most recent last (at most ``MAX_NATIVES``)
+    _natives: dict[Shapes, Native] = field(default_factory=dict, init=False, repr=False)
+    _code: dict[Pattern, Code] = field(default_factory=dict, init=False, repr=False)
+    _policy: ShapePolicy = field(init=False, repr=False)
+    _messages: list[tuple[str, Any]] | None = field(default=None, init=False, repr=False)
     #: one thread compiles this kernel (the tensor passes rewrite ``module`` in place)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                   compare=False)
+
+    def __post_init__(self) -> None:
+        self._policy = ShapePolicy(check_policy(self.shapes))
+
+    @property
+    def compiles(self) -> int:
+        """How many distinct codes this kernel has (compiled or loaded)."""
+        return len(self._code)
 
     def run(self, inputs: Sequence[np.ndarray]) -> Sequence[object]:
         return self.run_into(inputs, ())
@@ -177,79 +323,25 @@ class CpuKernel:
         results cannot share a buffer: a WiaCallError names both (as ``bind_call``)."""
         if buffers:
             self._check_buffers(buffers)
-        native = self._native
-        if native is None:
-            native = self._compile(tuple(a.shape for a in inputs), [a.dtype for a in inputs])
-        results = self.try_run(inputs, buffers)
+        shapes = tuple(a.shape for a in inputs)
+        native = self._natives.get(shapes) or self._native_for(shapes, [a.dtype for a in inputs])
+        self.stats = native.stats
+        results = native.try_run(inputs, buffers)
         return results if results is not None else self._run_checked(native, inputs, buffers)
+
+    def call_for(self, shapes: Shapes) -> Any:
+        """The fast call (``Native.try_run``) for inputs of ``shapes``, once it exists."""
+        native = self._natives.get(shapes)
+        return None if native is None else native.try_run
 
     def try_run(self, args: Sequence[object],
                 buffers: Sequence[np.ndarray | None] = ()) -> list[object] | None:
-        """Run on ``args`` when each is exactly what this specialization was compiled
-        for -- an ndarray (not a subclass) of its dtype and shape, C-contiguous and
-        aligned -- and return the results; else return None, having run nothing.
-
-        The per-call fast path (the jit's call plans use it): a few checks and a
-        pointer write per argument, a fresh buffer per small result, one ctypes call.
-        ``buffers`` (see ``run_into``) replace the fresh ones where ``_usable`` says.
-        """
-        native = self._native
-        if native is None or len(args) != native.n_inputs:
+        """``Native.try_run`` of the entry for ``args``' shapes; None when there is none."""
+        try:
+            native = self._natives.get(tuple([a.shape for a in args]))  # type: ignore[attr-defined]
+        except AttributeError:  # not arrays
             return None
-        pool = native.pool
-        try:
-            slots, address = pool.pop()
-        except IndexError:  # the first call, or calls running in other threads
-            slots, address = native.new_args()
-        try:
-            for a, (i, dtype, shape, direct) in zip(args, native.specs):
-                if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                    return None
-                flags = a.flags
-                if direct and flags.carray:  # C-contiguous, aligned, writable, not empty
-                    slots[i] = _ADDRESSOF(_FROM_BUFFER(a))
-                elif flags.c_contiguous and flags.aligned:  # read-only or empty
-                    slots[i] = a.__array_interface__["data"][0]
-                else:
-                    return None
-            pre: list[np.ndarray | None] = []
-            given = _usable(native, args, buffers) if buffers else {}
-            for j, dst in enumerate(native.outs):  # a fresh buffer per small tensor result
-                buffer = given.get(j)
-                if buffer is not None:  # the caller's: computed in place or copied there
-                    slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(buffer))
-                    slots[dst.slot + 1] = buffer.nbytes
-                    pre.append(buffer)
-                    continue
-                if dst.shape is None:
-                    slots[dst.slot] = 0  # none: the result comes back as it is
-                    pre.append(None)
-                    continue
-                array = np.empty(dst.shape, dst.dtype)
-                slots[dst.slot] = _ADDRESSOF(_FROM_BUFFER(array)) if dst.nbytes else data_pointer(array)
-                slots[dst.slot + 1] = dst.nbytes
-                pre.append(array)
-            rc = native.fn(address)
-            if rc != 0:
-                message, loc = native.messages[rc - 1]
-                raise WiaRuntimeError(message, loc)
-            out: list[object] = []
-            j = 0
-            for k, rank, dtype in native.plan:
-                if rank < 0:
-                    out.append(_scalar(slots[k], dtype))
-                    continue
-                buffer, dst = pre[j], native.outs[j]
-                # copied out natively, with the extents it was allocated for
-                extents = dst.extents if j not in given else list(given[j].shape)
-                if (buffer is None or slots[k] != slots[dst.slot]
-                        or slots[k + 1:k + 1 + rank] != extents):
-                    return self._results(native, slots, pre)
-                out.append(buffer)
-                j += 1
-            return out
-        finally:
-            pool.append((slots, address))
+        return None if native is None else native.try_run(args, buffers)
 
     @property
     def ir(self) -> ModuleOp:
@@ -277,10 +369,6 @@ class CpuKernel:
     def _run_checked(self, native: Native, inputs: Sequence[np.ndarray],
                      buffers: Sequence[np.ndarray | None] = ()) -> list[object]:
         """``run`` for inputs ``try_run`` did not take: a WiaUsageError says what is wrong."""
-        shapes = tuple(a.shape for a in inputs)
-        if shapes != self._shapes:
-            raise WiaUsageError(f"kernel '{self.kernel}' was compiled for shapes {self._shapes}, "
-                                f"called with {shapes}")
         for i, a in enumerate(inputs):
             if (not isinstance(a, np.ndarray) or not a.flags.c_contiguous
                     or not a.flags.aligned or a.dtype != native.in_dtypes[i]):
@@ -289,35 +377,58 @@ class CpuKernel:
                                     f"aligned {native.in_dtypes[i]} array, got {got}")
         # Each input is a C-contiguous, aligned array of the compiled dtype and shape
         # (of an ndarray subclass, say): ``try_run`` takes it as a plain ndarray view.
-        results = self.try_run([np.asarray(a) for a in inputs], buffers)
+        results = native.try_run([np.asarray(a) for a in inputs], buffers)
         assert results is not None, "try_run takes what _run_checked lets through"
         return results
 
-    def _compile(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
-        """Compile (or load) this kernel for ``shapes``, once: a thread that finds
-        another one compiling it waits for that one and uses its result."""
+    def _native_for(self, shapes: Shapes, dtypes: list[np.dtype]) -> Native:
+        """The entry for calls at ``shapes``, made once: on code compiled (or loaded)
+        for the pattern the policy gives, or on code that pattern already has. A
+        thread that finds another one compiling waits for it and uses its result."""
         with self._lock:
-            if self._native is not None:
-                return self._native
+            native = self._natives.get(shapes)
+            if native is not None:
+                return native
             jit_engine()  # created by one thread, before any compile asks for it
-            return self._compile_locked(shapes, dtypes)
+            pattern = self._policy.pattern_for(shapes)
+            code = self._code.get(pattern)
+            fresh = code is None
+            if code is None:
+                code = self._code[pattern] = self._compile_locked(pattern, dtypes)
+            native = code.native_at(shapes, fresh)
+            native.messages = self._errors(code.loaded.layout)
+            if len(self._natives) >= MAX_NATIVES:  # many shapes: forget the oldest entry
+                del self._natives[next(iter(self._natives))]
+            self._natives[shapes] = native
+            return native
 
-    def _compile_locked(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> Native:
+    def _errors(self, layout: Layout) -> list[tuple[str, Any]]:
+        """The runtime error messages with their source spans (the same for every code
+        of this kernel: the spans come from its source files)."""
+        sources = self.source_level.sources() if self.source_level is not None \
+            else module_sources(self.ir)
+        return layout.errors(sources)
+
+    def _compile_locked(self, pattern: Pattern, dtypes: list[np.dtype]) -> Code:
         stages = Stages()
         with stages.stage("key"):
-            spec = self._spec_key(shapes, dtypes)
+            spec = self._spec_key(pattern, dtypes)
             known = source_cache.load_spec(spec) if spec is not None else None
             found = _stored_spec(known) if known is not None else None
             if found is None:
-                parts, config = self._ir_key(shapes, dtypes)
+                parts, config = self._ir_key(pattern, dtypes)
             else:
                 parts, config = found
             symbol = f"wia_entry_{parts.digest()[:32]}"
 
         def compile_fn(st: Stages) -> tuple[bytes, dict[str, Any]]:
+            from ...ir.copying import copy_module
             from .compile import compile_object
 
-            obj, layout = compile_object(self.ir, self.kernel, shapes, self.level, symbol,
+            # the tensor passes rewrite their module: a copy, so the next pattern's key
+            # is taken from the same IR as in a new process
+            module = copy_module(self.ir) if self.passes else self.ir
+            obj, layout = compile_object(module, self.kernel, pattern, self.level, symbol,
                                          config, st, passes=self.passes,
                                          loop_pipeline=self.loop_pipeline)
             return obj, {"layout": layout.as_dict()}
@@ -325,63 +436,27 @@ class CpuKernel:
         if spec is not None and found is None:
             source_cache.store_spec(spec, {"parts": parts.components(),
                                            "config": None if config is None else config.as_dict()})
-        layout = loaded.layout
-        n_in = len(layout.in_dtypes)
-        plan = [(int(k), int(rank), np.dtype(dt)) for k, rank, dt in layout.results]
-        first = n_in + max(1, sum(1 + max(rank, 0) for _, rank, _ in plan))
-        outs = [OutSlot(first + 2 * j, dt) for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
-        in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
-        specs = tuple((i, dt, shape, math.prod(shape) > 0)
-                      for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))
-        sources = self.source_level.sources() if self.source_level is not None \
-            else module_sources(self.ir)
-        self._native = Native(loaded.fn, layout.errors(sources), layout.n_slots, n_in,
-                              record["ms"], in_dtypes, plan, outs, specs)
-        self._shapes = shapes
-        self.stats = {"compile_ms": record["ms"], "shapes": shapes, "cache": record["source"]}
-        return self._native
+        return Code(loaded, pattern, record["ms"], record["source"])
 
-    def _ir_key(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]
+    def _ir_key(self, pattern: Pattern, dtypes: list[np.dtype]
                 ) -> tuple[KeyParts, GemmConfig | None]:
         """The key from the IR (the slow path: the IR is made if it was lazy)."""
-        config = self.config or _tuned(self.ir, self.kernel, shapes, dtypes)
+        config = self.config or _tuned(self.ir, self.kernel, pattern, dtypes)
         pipeline = _pipeline(self.level) if self.passes else "none"
         if self.loop_pipeline:  # different loop passes: a different entry
             pipeline += f" | loop: {self.loop_pipeline}"
-        parts = cpu_key_parts(self.ir, self.kernel, shapes, dtypes, self.level, pipeline,
+        parts = cpu_key_parts(self.ir, self.kernel, pattern, dtypes, self.level, pipeline,
                               (config or default_config()).label())
         return parts, config
 
-    def _spec_key(self, shapes: tuple[tuple[int, ...], ...], dtypes: list[np.dtype]) -> str | None:
-        """The source-level key of this specialization (None: no source-level cache)."""
+    def _spec_key(self, pattern: Pattern, dtypes: list[np.dtype]) -> str | None:
+        """The source-level key of this pattern (None: no source-level cache)."""
         if self.source_level is None or self.config is not None:
             return None
         from ...tune.records import records_fingerprint
 
-        return source_cache.spec_key(self.source_level.key, self.kernel, shapes, dtypes,
+        return source_cache.spec_key(self.source_level.key, self.kernel, pattern, dtypes,
                                      records_fingerprint())
-
-    def _results(self, native: Native, slots: Any, pre: list[np.ndarray | None]) -> list[object]:
-        owned: dict[int, np.ndarray] = {}
-        in_ptrs = slots[:native.n_inputs]
-        out: list[object] = []
-        j = 0
-        for k, rank, dtype in native.plan:
-            if rank < 0:
-                out.append(_scalar(slots[k], dtype))
-                continue
-            ptr = slots[k]
-            shape = tuple(slots[k + 1:k + 1 + rank])
-            array = pre[j] if pre else None
-            if array is not None and ptr == slots[native.outs[j].slot]:  # copied out natively
-                out.append(array if array.shape == shape else array.reshape(shape))
-            else:
-                result = _tensor(ptr, shape, dtype, owned, ptr in in_ptrs)
-                if result.nbytes < WRAP_BYTES:
-                    native.outs[j].learn(shape)
-                out.append(result)
-            j += 1
-        return out
 
 
 def _usable(native: Native, inputs: Sequence[object],
@@ -442,7 +517,7 @@ class CpuBackend:
     """The llvmlite CPU JIT (the default target)."""
 
     name = "cpu"
-    specialize_shapes = True
+    specialize_shapes = False  # one CpuKernel serves every shape (shape_policy.py)
 
     def cache_host(self) -> str:
         """The host's part of a source-level cache key: its triple, CPU and features."""
@@ -463,10 +538,10 @@ class CpuBackend:
     def compile(self, module: ModuleOp | None, kernel: str, options: dict[str, Any]) -> CpuKernel:
         """A kernel that compiles (or loads from the cache) on its first run; the tensor
         passes run then too, so a cache hit skips them."""
-        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline"}
+        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline", "shapes"}
         if unknown:
-            raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config and "
-                                f"loop_pipeline, got {', '.join(sorted(unknown))}")
+            raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config, "
+                                f"loop_pipeline and shapes, got {', '.join(sorted(unknown))}")
         level = int(options.get("opt_level", 3))
         if level not in range(4):
             _pipeline(level)  # the passes' own error for a bad level, at compile time
@@ -479,7 +554,7 @@ class CpuBackend:
 
             parse_loop_pipeline(loop_pipeline)
         return CpuKernel(module, kernel, level, config=options.get("gemm_config"),
-                         loop_pipeline=loop_pipeline)
+                         loop_pipeline=loop_pipeline, shapes=check_policy(options.get("shapes", "auto")))
 
 
 def _stored_spec(data: dict[str, Any]) -> tuple[KeyParts, GemmConfig | None] | None:

@@ -31,7 +31,7 @@ from .codegen import ModuleEmitter, slot_count
 from .gemm import GemmConfig, use_config
 from .layout import Layout
 from .parallel import THREADS
-from .runtime import entry_wrapper
+from .runtime import dynamic_axes, entry_wrapper, extent_base
 from .target import engine, host, optimize, parse_and_verify
 
 
@@ -46,16 +46,20 @@ class LoweredKernel:
     loop_ir: ModuleOp
     #: precompiled helpers (library.py) the module calls: loaded before its object
     libraries: list[dict[str, Any]] = field(default_factory=list)
+    #: (input, axis) per extent the entry reads at run time (runtime.dynamic_axes)
+    dynamic: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def result_slots(self) -> int:
         return sum(slot_count(t) for t in self.result_types)
 
 
-def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
+def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
                  loop_pipeline: str = "") -> LoweredKernel:
     """Lower ``kernel`` for ``shapes`` and run the loop passes: the default pipeline,
     then the user's ``loop_pipeline`` (e.g. ``"tile{size=64},unroll{factor=4}"``).
+    A None extent in ``shapes`` stays a run-time value (a shape-generic entry: its
+    extent comes in an argument slot, runtime.py).
 
     The user's passes run after ``parallelize``/``fuse-parallel`` on purpose: those
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
@@ -76,7 +80,8 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]
         k += 1 + (t.rank if isinstance(t, TensorType) else 0)
     entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types))
     return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
-                         list(func.result_types), loops, emitter.libraries)
+                         list(func.result_types), loops, emitter.libraries,
+                         dynamic_axes(list(func.arg_types), shapes))
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
@@ -112,15 +117,17 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
         results.append([k, t.rank if isinstance(t, TensorType) else -1, str(storage(t))])
         k += slot_count(t)
     messages = [[str(m), _span_data(span)] for m, span in lowered.messages]
-    n_tensors = sum(isinstance(t, TensorType) for t in lowered.result_types)
-    # inputs, result slots, then a copy-out (pointer, bytes) pair per tensor result
+    # inputs, result slots, a copy-out (pointer, bytes) pair per tensor result, then
+    # the run-time extents (runtime.py's entry ABI)
+    base = extent_base(lowered.param_types, lowered.result_types)
+    dynamic = [list(a) for a in lowered.dynamic]
     return Layout(symbol, messages, [str(storage(t)) for t in lowered.param_types],
-                  results, n_in + max(1, lowered.result_slots) + 2 * n_tensors, lowered.libraries)
+                  results, base + len(dynamic), lowered.libraries, dynamic)
 
 
-def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]], level: int,
-                   symbol: str, config: GemmConfig | None, stages: Stages, passes: bool = True,
-                   loop_pipeline: str = "") -> tuple[bytes, Layout]:
+def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
+                   level: int, symbol: str, config: GemmConfig | None, stages: Stages,
+                   passes: bool = True, loop_pipeline: str = "") -> tuple[bytes, Layout]:
     """Object code of ``kernel`` of ``module`` (optimized in place by the tensor passes
     unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
     ``loop_pipeline``: extra loop-level passes (``lower_kernel``)."""

@@ -18,8 +18,10 @@ class Layout:
     messages: list[list[Any]]       #: per error code: [message, span as a dict or None]
     in_dtypes: list[str]            #: storage dtype per input
     results: list[list[Any]]        #: per result: [first slot, rank or -1, dtype]
-    n_slots: int                    #: inputs + result slots (at least one result slot)
+    n_slots: int                    #: every i64 slot of the argument array (runtime.py)
     libraries: list[dict[str, Any]] = field(default_factory=list)  #: library.py specs to load first
+    #: [input, axis] per extent read at run time, in the last slots (a shape-generic entry)
+    dynamic: list[list[int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -28,7 +30,8 @@ class Layout:
     def from_dict(d: dict[str, Any]) -> Layout:
         return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
                       [list(r) for r in d["results"]], int(d["n_slots"]),
-                      [dict(s) for s in d.get("libraries", [])])
+                      [dict(s) for s in d.get("libraries", [])],
+                      [list(a) for a in d.get("dynamic", [])])
 
     def errors(self, sources: dict[str, SourceFile]) -> list[tuple[str, Span | None]]:
         """The runtime error messages with their spans rebuilt on ``sources`` (file

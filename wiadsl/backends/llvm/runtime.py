@@ -10,10 +10,14 @@ everything is freed. So no path leaks, and no buffer outlives its call unless
 it is an output.
 
 Entry ABI: ``i32 @wia_entry(ptr %args)``; ``%args`` is an i64 array holding,
-per input, a data pointer (tensors: extents are compiled in; scalars: a pointer
-to the value), followed by the result slots of the kernel (codegen.py; at least
-one), followed by a (destination pointer, byte count) pair per tensor result
-for the optional copy-out (``_copy_out``; zeros: none).
+per input, a data pointer (scalars: a pointer to the value), followed by the
+result slots of the kernel (codegen.py; at least one), followed by a
+(destination pointer, byte count) pair per tensor result for the optional
+copy-out (``_copy_out``; zeros: none), followed by one extent per dynamic axis
+of the inputs (``dynamic_axes``: input order, then axis order). An input axis
+whose extent the specialization fixed is compiled in and has no slot, so a
+fully static entry takes exactly the slots it always took; a shape-generic one
+(backend.py) reads the others at run time.
 
 Vector memory (``vector_load``/``vector_store``): every vector load and store the
 CPU backend emits goes through these two, which take the alignment as a required
@@ -108,8 +112,25 @@ def alloc_function(mod: ir.Module) -> ir.Function:
     return fn
 
 
+def dynamic_axes(param_types: Sequence[IRType],
+                 shapes: Sequence[Sequence[int | None]]) -> list[tuple[int, int]]:
+    """(input, axis) of every input extent read at run time: a tensor axis whose
+    extent ``shapes`` leaves None, in slot order."""
+    return [(i, axis) for i, (t, shape) in enumerate(zip(param_types, shapes, strict=True))
+            if isinstance(t, TensorType) for axis, d in enumerate(shape) if d is None]
+
+
+def extent_base(param_types: Sequence[IRType], result_types: Sequence[IRType]) -> int:
+    """The slot of the first dynamic extent: after the inputs, the result slots and
+    the copy-out pairs."""
+    n_results = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)
+    n_tensors = sum(isinstance(t, TensorType) for t in result_types)
+    return len(param_types) + max(1, n_results) + 2 * n_tensors
+
+
 def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRType],
-                  shapes: Sequence[tuple[int, ...]], result_types: Sequence[IRType]) -> ir.Function:
+                  shapes: Sequence[Sequence[int | None]], result_types: Sequence[IRType]
+                  ) -> ir.Function:
     """``i32 @wia_entry(ptr %args)``: unpack inputs, call the kernel, free the arena."""
     fn = ir.Function(mod, ir.FunctionType(I32, [PTR]), "wia_entry")
     (args,) = fn.args
@@ -119,11 +140,19 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
     for i in range(3):
         b.store(ir.Constant(I64, 0), b.gep(arena, [ir.Constant(I64, i)], source_etype=I64))
     flat: list[ir.Value] = []
+    next_extent = extent_base(param_types, result_types)
     for i, (t, shape) in enumerate(zip(param_types, shapes, strict=True)):
         raw = b.load(b.gep(args, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
         ptr = b.inttoptr(raw, PTR)
         if isinstance(t, TensorType):
-            flat += [ptr, *(ir.Constant(I64, d) for d in shape)]
+            flat.append(ptr)
+            for d in shape:
+                if d is None:  # a run-time extent, from its slot
+                    slot = b.gep(args, [ir.Constant(I64, next_extent)], source_etype=I64)
+                    flat.append(b.load(slot, typ=I64))
+                    next_extent += 1
+                else:
+                    flat.append(ir.Constant(I64, d))
         else:
             st = scalar_type(t)
             v = b.load(ptr, typ=I8 if st == I1 else st)
