@@ -84,7 +84,7 @@ def test_perfect_parallel_nest_gets_both_tile_loops_outside():
     CHECK: arith.min {{%[0-9]+}}, %0 : index
     CHECK-NEXT: br ^loop(
     CHECK: ^loop(%i: index):
-    CHECK-NEXT: arith.cmpi slt, %i, %18 : index
+    CHECK-NEXT: arith.cmpi slt, %i, {{%[0-9]+}} : index
     CHECK-NEXT: cond_br {{%[0-9]+}}, ^body, ^tile_j_next
     CHECK: loop.load %x
     CHECK: loop.store

@@ -85,7 +85,7 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
     ''', target="cpu")
     x = np.arange(1 << 21, dtype=np.float32)
     ew = mod.ew.compiled_for([x])
-    ew._compile((x.shape,), [x.dtype])   # compiled, not run: the pool is not loaded yet
+    ew._native_for((x.shape,), [x.dtype])  # compiled, not run: the pool is not loaded yet
     assert POOL_SYMBOL not in library._LOADED
 
     a_compiling, b_loading = threading.Event(), threading.Event()
@@ -147,7 +147,7 @@ kernel cv(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N,
 }
 kernel ew(input x: f32[N], output y: f32[N]) { y = relu(x * 2.0 + 1.0); }
 '''
-mod = wiadsl.jit(SRC, target="cpu")
+mod = wiadsl.jit(SRC, target="cpu", shapes=os.environ.get("WIADSL_TEST_SHAPES", "auto"))
 T = 8
 barrier = threading.Barrier(T)
 errors = []
@@ -196,14 +196,21 @@ print("ok", STATS.as_dict())
 """
 
 
-@pytest.mark.parametrize("cache", ["empty disk cache", "warm disk cache", "memory only"])
-def test_many_threads_first_calls(tmp_path, cache: str) -> None:
+@pytest.mark.parametrize("cache, shapes", [("empty disk cache", "auto"),
+                                           ("warm disk cache", "static"),
+                                           ("warm disk cache", "generic"),
+                                           ("memory only", "auto")])
+def test_many_threads_first_calls(tmp_path, cache: str, shapes: str) -> None:
     """Eight threads at once, first calls of five kernels (f32/f64 gemm, int8 gemm,
     conv2d, a parallel elementwise kernel) on several shapes each, the thread pool's
     first use among them; from an empty disk cache (compiles), from a warm one (loads
-    from disk, helpers included), and without a disk cache."""
+    from disk, helpers included), and without a disk cache.
+
+    The warm runs use a shape policy whose codes do not depend on which thread calls
+    first (``static``: one per shape; ``generic``: one per kernel): under ``auto`` the
+    first call's shapes compile static, and the threads race for that."""
     folder = tmp_path / "cache"
-    env = {"WIADSL_CACHE_DIR": str(folder)}
+    env = {"WIADSL_CACHE_DIR": str(folder), "WIADSL_TEST_SHAPES": shapes}
     if cache == "memory only":
         env["WIADSL_CACHE"] = "0"
     if cache == "warm disk cache":

@@ -111,6 +111,8 @@ class LoopBuilder:
 
     def and_(self, a: Value, b: Value) -> Value:
         ca, cb = const_value(a), const_value(b)
+        if ca is False or cb is False:
+            return self.const(False, I1)
         if ca is True:
             return b
         if cb is True:
@@ -119,6 +121,8 @@ class LoopBuilder:
 
     def or_(self, a: Value, b: Value) -> Value:
         ca, cb = const_value(a), const_value(b)
+        if ca is True or cb is True:  # a check that always holds disappears (check())
+            return self.const(True, I1)
         if ca is False:
             return b
         if cb is False:
@@ -140,6 +144,10 @@ class LoopBuilder:
         assert isinstance(t, TensorType)
         if t.shape[axis] is not None:
             return self.idx(t.shape[axis])
+        if isinstance(buf, OpResult) and buf.op.name == "loop.alloc":
+            # the extent the buffer was made with: the same value, so lowerings see
+            # the two as equal (no run-time broadcast select, shape-generic code)
+            return buf.op.operands[sum(d is None for d in t.shape[:axis])]
         return self.b.value("tensor.dim", [buf], INDEX, {"axis": axis})
 
     def dims(self, buf: Value) -> list[Value]:

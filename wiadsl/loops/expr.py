@@ -151,7 +151,7 @@ class MapExpr(Expr):
         return self.out_dtype
 
     def at(self, lb: LoopBuilder, ivs: Sequence[Value]) -> Value:
-        args = [o.at(lb, broadcast_ivs(lb, o.extents, ivs)) for o in self.operands]
+        args = [o.at(lb, broadcast_ivs(lb, o.extents, ivs, self.extents)) for o in self.operands]
         return self.fn(lb, args)
 
     def is_flat(self, extents: Sequence[Value]) -> bool:
@@ -162,16 +162,23 @@ class MapExpr(Expr):
         return self.fn(lb, [o.at_flat(lb, i) for o in self.operands])
 
 
-def broadcast_ivs(lb: LoopBuilder, extents: Sequence[Value], ivs: Sequence[Value]) -> list[Value]:
+def broadcast_ivs(lb: LoopBuilder, extents: Sequence[Value], ivs: Sequence[Value],
+                  loop_extents: Sequence[Value] = ()) -> list[Value]:
     """Induction values for an operand of ``extents`` inside a loop over a broadcast
-    shape with ``ivs`` (right-aligned; extent-1 axes read index 0)."""
+    shape with ``ivs`` (right-aligned; extent-1 axes read index 0).
+
+    An axis whose extent is provably the loop's own (``loop_extents``, the same
+    value) reads the induction value as it is: at extent 1 it can only be 0 anyway.
+    Only an axis that may broadcast at run time pays a select, which also keeps
+    LLVM from vectorizing (shape-generic code, issue 21)."""
     tail = list(ivs[len(ivs) - len(extents):]) if extents else []
+    loop_tail = list(loop_extents[len(loop_extents) - len(extents):]) if extents else []
     out = []
-    for e, iv in zip(extents, tail, strict=True):
+    for k, (e, iv) in enumerate(zip(extents, tail, strict=True)):
         c = const_value(e)
         if c == 1:
             out.append(lb.idx(0))
-        elif c is not None:
+        elif c is not None or (k < len(loop_tail) and loop_tail[k] is e):
             out.append(iv)
         else:
             out.append(lb.select(lb.cmp("eq", e, lb.idx(1)), lb.idx(0), iv))
@@ -186,10 +193,14 @@ def broadcast_extents(lb: LoopBuilder, shapes: Sequence[Sequence[Value]], what: 
         exts = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
         result = exts[0]
         for e in exts[1:]:
+            if same_extents([e], [result]):  # the same extent (one dim name): nothing to do
+                continue
             # NumPy: an extent-1 axis takes the other's extent, even 0 (not the max:
             # 1 and 0 broadcast to 0; fuzz seed 7001657)
             result = lb.select(lb.cmp("eq", result, lb.idx(1)), e, result)
         for e in exts:
+            if same_extents([e], [result]):
+                continue
             ok = lb.or_(lb.cmp("eq", e, result), lb.cmp("eq", e, lb.idx(1)))
             lb.check(ok, f"{what}: operand shapes do not broadcast (axis {axis})")
         out.append(result)

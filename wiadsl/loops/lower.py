@@ -25,7 +25,7 @@ from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import IRType, TensorType
 from .analysis import Liveness
-from .builder import LoopBuilder, contiguous_strides
+from .builder import LoopBuilder, const_value, contiguous_strides
 from .expr import Expr, Leaf, ScalarExpr, buffer_leaf
 from .scalar import copy_leaf, materialize, op_message
 
@@ -115,6 +115,8 @@ def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> 
                     leaf.extents = [old if n is None else lb.idx(n)
                                     for n, old in zip(shape, leaf.extents, strict=True)]
                     leaf.strides = contiguous_strides(lb, leaf.extents)
+        if b is src.entry:
+            _share_named_extents(ctx, b.args, src.attributes.get("arg_dims"))
         for i, op in enumerate(b.ops):
             lb.b.loc = op.loc  # loop-level ops keep the source location of their tensor op
             if op.is_terminator:
@@ -122,6 +124,33 @@ def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> 
             else:
                 _lower_op(ctx, op, i)
     return dst
+
+
+def _share_named_extents(ctx: Ctx, args: Sequence[Value], arg_dims: object) -> None:
+    """Parameter axes of one dim name (``arg_dims``, passes/extents.py) get one extent
+    value: the first such axis's, after a check that each agrees with it (the jit's
+    binding ensures it; the check keeps an AOT caller's bad extents out of the loops).
+    Lowerings then see equal extents as the same value, so an elementwise op of two
+    ``f32[N]`` inputs needs no run-time broadcast select in its loop."""
+    if not isinstance(arg_dims, list):
+        return
+    lb = ctx.lb
+    named: dict[str, Value] = {}
+    for a, names in zip(args, arg_dims, strict=False):
+        leaf = ctx.env.get(id(a))
+        if not isinstance(leaf, Leaf) or not isinstance(names, list) or len(names) != len(leaf.extents):
+            continue
+        for axis, name in enumerate(names):
+            if not (isinstance(name, str) and name):
+                continue
+            first = named.setdefault(name, leaf.extents[axis])
+            mine = leaf.extents[axis]
+            if mine is first or const_value(mine) is not None and const_value(mine) == const_value(first):
+                continue
+            lb.check(lb.cmp("eq", mine, first),
+                     f"dim '{name}' has two different extents among the arguments")
+            leaf.extents[axis] = first
+        leaf.strides = contiguous_strides(lb, leaf.extents)
 
 
 def _lower_op(ctx: Ctx, op: Operation, position: int) -> None:

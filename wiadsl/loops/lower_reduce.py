@@ -125,7 +125,7 @@ def _fused_reduce(ctx: Ctx, op: Operation) -> list[Lowered]:
     yielded = [t.dtype for t in body.ops[-1].operand_types]  # type: ignore[union-attr]
 
     def element(lb2: LoopBuilder, ivs: list[Value]) -> list[Value]:
-        args = [o.at(lb2, broadcast_ivs(lb2, o.extents, ivs)) for o in operands]
+        args = [o.at(lb2, broadcast_ivs(lb2, o.extents, ivs, extents)) for o in operands]
         return clone_body(lb2, body, args)
     reduced = reduce_nest(ctx, op, extents, axes, True, kinds, yielded, element)
     results: list[Lowered] = []

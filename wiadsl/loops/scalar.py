@@ -175,7 +175,7 @@ def fill(lb: LoopBuilder, exprs: Sequence[Expr], bufs: Sequence[Value], extents:
     strides = contiguous_strides(lb, extents)
 
     def nest_body(lb2: LoopBuilder, ivs: list[Value]) -> None:
-        values = [e.at(lb2, broadcast_ivs(lb2, e.extents, ivs)) for e in exprs]
+        values = [e.at(lb2, broadcast_ivs(lb2, e.extents, ivs, extents)) for e in exprs]
         store_all(lb2, values, lb2.linear(ivs, strides))
     lb.nest(extents, nest_body, parallel=True)
 
