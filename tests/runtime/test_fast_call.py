@@ -4,6 +4,7 @@ general way, so each call gives the right result or a WiaError naming the argume
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -275,3 +276,52 @@ def test_checked_calls_run_through_the_plan_of_their_checked_inputs(monkeypatch)
     np.testing.assert_array_equal(k(x, s=np.float32(3), flag=False), x * 3)  # by name
     np.testing.assert_array_equal(k(np.arange(6, dtype=np.float32)[::2], 1.0, False),
                                   [0, 2, 4])  # a strided view, copied by the binding
+
+
+def test_the_steady_state_is_one_native_call(add):
+    """After two calls the plan has a native fast call (backends/llvm/fastcall.py) that
+    checks the arguments itself; whatever it does not take goes the checking way."""
+    a, b = f32(1, 2, 3, 4), f32(4, 3, 2, 1)
+    warm(add, a, b)
+    fast = add._plan.fast
+    assert fast is not None
+    got = fast((a, b))
+    np.testing.assert_array_equal(got, a + b)
+    assert fast((a, b)) is not got  # a fresh array per call
+    from wiadsl.runtime.backend import NOT_RUN
+
+    raw = np.zeros(17, np.uint8)
+    unaligned = raw[1:].view(np.float32)
+    assert not unaligned.flags.aligned
+    strided = np.arange(8, dtype=np.float32)[::2]
+    for bad in [(a,), (a, b, a), (a, b.astype(np.float64)), (a, f32(1, 2, 3)), (a, strided),
+                (a, list(b)), (a, 1.0), (a, b.reshape(2, 2)), (a, b.astype(">f4")),
+                (a, unaligned), (a, b.reshape(1, 4).view(np.matrix))]:
+        assert fast(bad) is NOT_RUN, bad
+    for other in (strided, unaligned):  # the checking way copies them
+        np.testing.assert_array_equal(add(a, other), a + other)
+    read_only = b.copy()
+    read_only.flags.writeable = False
+    np.testing.assert_array_equal(fast((a, read_only)), a + b)
+
+
+def test_a_result_shape_that_varies_with_the_data():
+    """The output's shape depends on a value, not on the input shapes: the buffer the
+    fast call made has the first call's shape, the helper says so, and the call is
+    made again the checking way (kernels are pure); every call stays right."""
+    k = wiadsl.jit("kernel head(input x: f32[N], input n: i64, output y: tensor) "
+                   "{ y = x[0:n]; }", kernel="head")
+    x = np.arange(8, dtype=np.float32)
+    for n in [3, 3, 3, 5, 3, 8, 0, 5]:
+        np.testing.assert_array_equal(k(x, np.int64(n)), x[:n])
+
+
+def test_the_object_layout_is_verified():
+    from wiadsl.backends.llvm import fastcall
+
+    layout = fastcall.probe()
+    assert layout is not None  # CPython 3.10+ and NumPy 1.x/2.x lay them out alike
+    a = np.ones((2, 3), np.float32)
+    assert fastcall._agrees(layout, a)
+    wrong = dataclasses.replace(layout, dims=layout.dims + 8)  # the strides field
+    assert not fastcall._agrees(wrong, a)

@@ -47,6 +47,19 @@ class FastKernel(CompiledKernel, Protocol):
         returns None, having run nothing. None when there is no such call."""
         ...
 
+    def fast_for(self, shapes: tuple[tuple[int, ...], ...],
+                 delivered: Sequence[tuple[np.dtype, tuple[int, ...]]]
+                 ) -> Callable[[tuple[object, ...]], object] | None:
+        """Like ``call_for``, but the call takes the argument tuple and returns what the
+        jit delivers -- given ``delivered``, the (dtype, shape) of each output the
+        checked call delivered: the output, or a tuple of them, a rank-0 one as a
+        NumPy scalar -- or ``NOT_RUN``. None when there is no such call."""
+        ...
+
+
+#: What a ``FastKernel.fast_for`` call answers for arguments it does not take.
+NOT_RUN = object()
+
 
 class IntoKernel(CompiledKernel, Protocol):
     """A compiled kernel that can compute results in the caller's output buffers

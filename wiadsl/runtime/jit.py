@@ -32,7 +32,7 @@ import numpy as np
 
 from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
-from .backend import Backend, CompiledKernel, get_backend
+from .backend import NOT_RUN, Backend, CompiledKernel, get_backend
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
 from .source_cache import load_signatures, store_signatures
@@ -68,6 +68,8 @@ class CallPlan:
     outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
     bound: BoundCall
     stats: dict[str, Any]
+    #: the whole call, delivery included, when the backend has one (``FastKernel.fast_for``)
+    fast: Callable[[tuple[object, ...]], object] | None = None
 
 
 def _shapes_key(args: tuple[object, ...]) -> tuple[tuple[int, ...], ...] | None:
@@ -113,6 +115,12 @@ class KernelFunction:
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         if not kwargs:
             plan = self._plan
+            fast = plan.fast if plan is not None else None
+            if fast is not None:  # the steady state: checks and delivery in one native call
+                result = fast(args)
+                if result is not NOT_RUN:
+                    self.stats = plan.stats  # type: ignore[union-attr]
+                    return result  # type: ignore[return-value]
             results = plan.call(args) if plan is not None else None
             if results is None:
                 key = _shapes_key(args)
@@ -168,7 +176,9 @@ class KernelFunction:
         # the plan's bound call keeps the dims, not this call's arrays
         dims_only = BoundCall({}, dict.fromkeys(bound.out_buffers), dict(bound.dims),
                               dict(bound.dim_sources))
-        plan = CallPlan(call, delivered, dims_only, dict(self.stats))
+        fast_for = getattr(compiled, "fast_for", None)
+        fast = fast_for(shapes, delivered) if fast_for is not None else None
+        plan = CallPlan(call, delivered, dims_only, dict(self.stats), fast)
         if len(self._plans) >= MAX_PLANS:  # many shapes (shape-generic code): forget the oldest
             del self._plans[next(iter(self._plans))]
         self._plans[shapes] = self._plan = plan

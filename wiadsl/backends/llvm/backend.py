@@ -7,7 +7,11 @@ Invariants:
   (shape_policy.py) picks: static code compiled for that shape, or shape-generic
   code (extents read at run time) compiled once and shared. A Native checks the
   shape of every call against its own (bad input never reaches native code).
-- The argument path per call (``Native.try_run``, the jit's fast path): check each
+- The steady-state call (``Native.fast_call``, the jit's ``CallPlan.fast``): one
+  native call (fastcall.py) checks the arguments, passes their data pointers and
+  computes the outputs into arrays Python made for them; whatever it does not
+  take goes the way below.
+- The argument path per call (``Native.try_run``, the jit's plan call): check each
   argument against the entry's shape (exact ndarray type, dtype, shape, C-contiguous,
   aligned; anything else returns None and the caller goes the general, checking
   way), write its data pointer (``ctypes.c_char.from_buffer``, the cheapest route
@@ -42,12 +46,14 @@ import numpy as np
 
 from ...diagnostics import SourceFile, Span, WiaRuntimeError, WiaUsageError
 from ...runtime import source_cache
+from ...runtime.backend import NOT_RUN
 from ...runtime.binding import check_distinct_buffers
 from ...runtime.cache import get_or_compile
 from ...runtime.cache_key import KeyParts, cpu_key_parts
 from ...runtime.cache_log import Stages
 from .gemm_config import GemmConfig, default_config
 from .layout import Layout
+from .fastcall import MISS, UNDELIVERED
 from .library import ensure_loaded, jit_engine
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
 
@@ -201,6 +207,97 @@ class Native:
         finally:
             pool.append((slots, address))
 
+    def fast_call(self, delivered: Sequence[tuple[np.dtype, tuple[int, ...]]]) -> Any:
+        """The whole steady-state call in the native helper (fastcall.py): a function
+        of a call's argument tuple that returns what the jit delivers (the output, or
+        a tuple of them; a rank-0 one as a NumPy scalar), or ``NOT_RUN`` for arguments
+        this entry does not take. None when there can be none: a result whose buffer
+        this entry does not know yet (one of ``WRAP_BYTES`` or more is handed over,
+        not copied), a scalar result, other ``delivered`` outputs, or an interpreter
+        whose object layout could not be verified."""
+        from .library import call_helper
+
+        shapes = [(o.shape, o.dtype) for o in self.outs]
+        if (any(rank < 0 for _, rank, _ in self.plan) or any(s is None for s, _ in shapes)
+                or [(np.dtype(d), tuple(s)) for d, s in delivered] != [(d, s) for s, d in shapes]):
+            return None
+        helper = call_helper()
+        if helper is None:
+            return None
+        template, offset = self._fast_header()
+        pool: list[tuple[Any, int]] = []
+        take, give, empty, count = pool.pop, pool.append, np.empty, len(template)
+        on = [True]
+
+        def failed(rc: int, slots: Any, outs: tuple[np.ndarray, ...]) -> object:
+            if rc == MISS:
+                return NOT_RUN
+            if rc == UNDELIVERED:  # a result of another shape: hand it over, and then
+                view = (ctypes.c_int64 * self.n_slots).from_buffer(slots, 8 * offset)
+                self._results(view, list(outs))  # (taken over and dropped)
+                on[0] = False  # the checking way from now on (kernels are pure)
+                return NOT_RUN
+            message, loc = self.messages[rc - 1]
+            raise WiaRuntimeError(message, loc)
+
+        def slots_pair() -> tuple[Any, int]:
+            try:
+                return take()
+            except IndexError:  # the first call, or calls running in other threads
+                slots = (ctypes.c_int64 * count)(*template)
+                return slots, ctypes.addressof(slots)
+
+        if len(shapes) == 1:  # the common case, with nothing more than it needs
+            ((shape, dtype),) = shapes
+            scalar = not shape
+
+            def fast_one(args: tuple[object, ...]) -> object:
+                if not on[0]:
+                    return NOT_RUN
+                pair = slots_pair()
+                out = empty(shape, dtype)
+                rc = helper(pair[1], args, (out,))
+                try:
+                    if rc == 0:
+                        return out[()] if scalar else out
+                    return failed(rc, pair[0], (out,))
+                finally:
+                    give(pair)
+            return fast_one
+
+        def fast(args: tuple[object, ...]) -> object:
+            if not on[0]:
+                return NOT_RUN
+            pair = slots_pair()
+            outs = tuple([empty(shape, dtype) for shape, dtype in shapes])
+            rc = helper(pair[1], args, outs)
+            try:
+                if rc == 0:
+                    return tuple([o if o.ndim else o[()] for o in outs])
+                return failed(rc, pair[0], outs)
+            finally:
+                give(pair)
+        return fast
+
+    def _fast_header(self) -> tuple[list[int], int]:
+        """The helper's argument array, as words: header (fastcall.py), then this entry's
+        slots with everything that is the same on every call filled in; and the word
+        offset of those slots."""
+        words = [ctypes.cast(self.fn, ctypes.c_void_p).value or 0, self.n_inputs, len(self.outs),
+                 id(np.ndarray), 0]
+        for slot, dtype, shape, _ in self.specs:
+            words += [slot, id(dtype), len(shape), *shape]
+        tensors = [(k, rank) for k, rank, _ in self.plan if rank >= 0]
+        for dst, (k, rank) in zip(self.outs, tensors, strict=True):
+            words += [dst.slot, k, rank, *dst.extents]
+        offset = words[4] = len(words)
+        slots = [0] * self.n_slots
+        for slot, extent in self.extents:
+            slots[slot] = extent
+        for dst in self.outs:
+            slots[dst.slot + 1] = dst.nbytes
+        return words + slots, offset
+
     def _results(self, slots: Any, pre: list[np.ndarray | None]) -> list[object]:
         owned: dict[int, np.ndarray] = {}
         in_ptrs = slots[:self.n_inputs]
@@ -333,6 +430,11 @@ class CpuKernel:
         """The fast call (``Native.try_run``) for inputs of ``shapes``, once it exists."""
         native = self._natives.get(shapes)
         return None if native is None else native.try_run
+
+    def fast_for(self, shapes: Shapes, delivered: Sequence[tuple[np.dtype, tuple[int, ...]]]) -> Any:
+        """``Native.fast_call`` of the entry for ``shapes`` (None: there is none)."""
+        native = self._natives.get(shapes)
+        return None if native is None else native.fast_call(delivered)
 
     def try_run(self, args: Sequence[object],
                 buffers: Sequence[np.ndarray | None] = ()) -> list[object] | None:

@@ -19,6 +19,9 @@ pool (``ensure_pool``) and fills the cell; a null answer runs the region seriall
 So a process that never runs a parallel region never compiles the pool, and no
 object can fail to link for want of it.
 
+The native call helper (fastcall.py, ``call_helper``) is one too: its code
+depends only on the object layout it was built for, which its symbol names.
+
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
   (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``THREADS``).
@@ -41,6 +44,7 @@ import ctypes
 import functools
 import json
 import threading
+from dataclasses import asdict
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -48,6 +52,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from ...runtime.cache import OnceTable
+from .fastcall import CALL_TYPE, ObjectLayout, call_ir, probe
 from .gemm_config import GemmConfig, current_config
 from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
 from .types import I1, I64, PTR
@@ -65,9 +70,16 @@ Spec = dict[str, Any]
 POOL_SPEC: Spec = {"kind": "pool", "threads": THREADS}
 
 
+def call_spec(layout: ObjectLayout) -> Spec:
+    """The spec of the native call helper (fastcall.py) for this object layout."""
+    return {"kind": "call", "layout": asdict(layout)}
+
+
 def symbol(spec: Spec) -> str:
     if spec["kind"] == "pool":
         return POOL_SYMBOL
+    if spec["kind"] == "call":
+        return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
     cfg = GemmConfig(**spec["config"])
     name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
     if spec["kind"] == "conv":
@@ -100,6 +112,9 @@ def library_ir(spec: Spec) -> str:
     mod.triple = host().triple
     if spec["kind"] == "pool":
         pool_module(mod, symbol(spec), int(spec["threads"]))
+        return str(mod)
+    if spec["kind"] == "call":
+        call_ir(mod, symbol(spec), ObjectLayout(**spec["layout"]))
         return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
@@ -188,6 +203,18 @@ llvm.add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
 llvm.add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
 
 
+@functools.cache
+def call_helper() -> Any:
+    """The native call helper (fastcall.py) as a ctypes function, loaded on first use;
+    None when this interpreter's object layout could not be verified."""
+    layout = probe()
+    if layout is None:
+        return None
+    spec = call_spec(layout)
+    ensure_loaded([spec])
+    return CALL_TYPE(_LOADED.peek(symbol(spec)))
+
+
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
     """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
     and the pool's when anything in it runs a parallel region (with a slot that
@@ -203,5 +230,5 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["POOL_SPEC", "declare", "ensure_loaded", "ensure_pool", "jit_engine", "library_ir", "link_into",
+__all__ = ["POOL_SPEC", "call_helper", "declare", "ensure_loaded", "ensure_pool", "jit_engine", "library_ir", "link_into",
            "loaded_address", "pool_address", "symbol"]
