@@ -51,9 +51,9 @@ from ...runtime.binding import check_distinct_buffers
 from ...runtime.cache import get_or_compile
 from ...runtime.cache_key import KeyParts, cpu_key_parts
 from ...runtime.cache_log import Stages
+from .fastcall import MISS, UNDELIVERED
 from .gemm_config import GemmConfig, default_config
 from .layout import Layout
-from .fastcall import MISS, UNDELIVERED
 from .library import ensure_loaded, jit_engine
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
 
