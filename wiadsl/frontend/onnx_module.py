@@ -5,6 +5,8 @@ The imported kernel's parameters are the graph inputs followed by the weights
 holds only the graph inputs: a call checks those (by position, by DSL name or by
 ONNX name), appends the weights — checked once, here — and runs the compiled
 kernel. Results come back in graph-output order, as ``wiadsl.jit`` kernels return.
+A positional call with arrays of the last checked call's dtypes and shapes is one
+native call (the backend's ``fast_for``), as a ``wiadsl.jit`` kernel's.
 
 Invariant: the weights are C-contiguous arrays of the declared dtypes and shapes,
 in declaration order, so a backend gets exactly what the full signature promises.
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.backend import get_backend
+from ..runtime.backend import NOT_RUN, get_backend
 from ..runtime.binding import bind_call
 from ..runtime.jit import (
     DEFAULT_TARGET,
@@ -40,6 +42,8 @@ class OnnxKernel(KernelFunction):
     weights: tuple[np.ndarray, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
     _by_shape: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    #: the native call of the last checked call's shapes (``FastKernel.fast_for``)
+    _fast: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -48,6 +52,10 @@ class OnnxKernel(KernelFunction):
             self.__doc__ = kernel_docstring(self.public)
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        if not kwargs and self._fast is not None:  # the steady state: one native call
+            result = self._fast(args + self.weights)
+            if result is not NOT_RUN:
+                return result  # type: ignore[return-value]
         sig = self.public
         assert sig is not None
         if kwargs:
@@ -61,6 +69,10 @@ class OnnxKernel(KernelFunction):
         results = compiled.run(inputs)
         self.stats = compiled.stats
         outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, results, strict=True)]
+        fast_for = getattr(compiled, "fast_for", None)  # optional (runtime/backend.py)
+        if fast_for is not None:  # the next call like this one takes the native way
+            delivered = tuple((np.dtype(o.dtype), o.shape) for o in outputs)
+            self._fast = fast_for(tuple(a.shape for a in inputs), delivered)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
