@@ -1,6 +1,7 @@
 """Issue 20: ``wiac file.wia -o out.EXT`` writes every kernel of the file into one
 output (as nvcc puts every ``__global__`` of a file in one module); ``--kernel``
-still picks one; ``-D`` that fixes only some dims keeps the rest symbolic on PTX.
+still picks one; ``-D`` that fixes only some dims keeps the rest symbolic on PTX
+and the CPU.
 
 Each output is checked by running it: the PTX module's plans in the simulator, the
 LLVM IR and the object file in a fresh MCJIT engine through the entry ABI
@@ -84,11 +85,36 @@ def _entry(engine, symbol: str):
     return ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
 
 
-def _call(fn, args: list[np.ndarray], out: np.ndarray) -> None:
+def _call(fn, args: list[np.ndarray], out: np.ndarray, extents: list[int] = ()) -> None:
     """The entry ABI: input pointers, the result's slots (pointer + one per extent),
-    then the copy-out pair (destination, bytes)."""
-    slots = [a.ctypes.data for a in args] + [0] * (1 + out.ndim) + [out.ctypes.data, out.nbytes]
+    the copy-out pair (destination, bytes), then the extents read at run time."""
+    slots = ([a.ctypes.data for a in args] + [0] * (1 + out.ndim) + [out.ctypes.data, out.nbytes]
+             + list(extents))
     assert fn((ctypes.c_int64 * len(slots))(*slots)) == 0
+
+
+def test_cpu_object_keeps_the_dims_no_define_fixes_symbolic(wiac, example, tmp_path):
+    """``-D T=5`` only: the object's entries read the other extents from their argument
+    slots, after the copy-out pair, input by input and axis by axis (runtime.py); an
+    extent that disagrees with another of its dim name is an error code, not a read
+    out of bounds."""
+    llvm = pytest.importorskip("llvmlite.binding")
+    out = tmp_path / "att.o"
+    proc = wiac(example("attention.wia"), "-D", "T=5", "--kernel", "attn", "-o", str(out))
+    assert proc.returncode == 0, proc.err
+    engine = _engine(llvm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(out.read_bytes()))
+    engine.finalize_object()
+    entry = _entry(engine, "wia_entry")
+    rng = np.random.default_rng(23)
+    for d, s, e in [(7, 3, 2), (1, 1, 1), (33, 9, 5)]:
+        q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in [(5, d), (s, d), (s, e)])
+        got = np.full((5, e), np.nan, np.float32)
+        _call(entry, [q, k, v], got, extents=[d, s, d, s, e])  # Q: D; K: S, D; V: S, E
+        np.testing.assert_allclose(got, attention_reference(q, k, v), rtol=2e-5, atol=1e-6)
+    q, k, v = np.ones((5, 4), np.float32), np.ones((3, 4), np.float32), np.ones((3, 2), np.float32)
+    slots = [a.ctypes.data for a in (q, k, v)] + [0] * 3 + [0, 0] + [4, 3, 6, 3, 2]  # K's D = 6
+    assert entry((ctypes.c_int64 * len(slots))(*slots)) != 0
 
 
 def _check_every_entry(engine) -> None:
@@ -156,7 +182,7 @@ def test_systolic_program_holds_every_kernel(wiac, example, tmp_path):
 
 def test_static_targets_name_the_kernel_missing_a_dim(wiac, example, tmp_path):
     defines = DEFINES[:-2]  # every dim but B
-    proc = wiac(example("attention.wia"), *defines, "-o", str(tmp_path / "att.ll"))
+    proc = wiac(example("attention.wia"), *defines, "-o", str(tmp_path / "att.sasm"))
     assert proc.returncode == 1
     assert "kernel 'attn_batched' has symbolic dims without a value: B" in proc.err
 

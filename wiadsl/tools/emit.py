@@ -9,8 +9,8 @@ Invariants:
   ``--target`` defaults all resolve through it; an unknown name is an error.
 - Backend emitters work on the selected kernels (``--kernel``'s, or every kernel
   of the file, in one output) after the optimization pipeline. ``-D`` fixes dims:
-  PTX keeps the others symbolic; the CPU and systolic targets need every dim of
-  every selected kernel and say which are missing.
+  PTX and the CPU keep the others symbolic; the systolic target needs every dim of
+  every selected kernel and says which are missing.
 """
 
 from __future__ import annotations
@@ -156,14 +156,15 @@ def check_defines(sigs: list[KernelSignature], dims: dict[str, int]) -> None:
                         f"(dims: {', '.join(dict.fromkeys(known)) or 'none'})")
 
 
-def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str, static: bool
-                  ) -> dict[str, tuple[int | None, ...]]:
+def kernel_shapes(sig: KernelSignature, dims: dict[str, int], target: str, static: bool,
+                  typed: bool | None = None) -> dict[str, tuple[int | None, ...]]:
     """The shape of every declared tensor or scalar parameter under ``dims``: a dim
-    without a value stays None (symbolic). A ``static`` target needs every dim, and
-    no ``tensor`` parameter: anything missing is an error that names it."""
+    without a value stays None (symbolic). A ``static`` target needs every dim; a
+    ``typed`` one (default: a static one) no ``tensor`` parameter: anything missing
+    is an error that names it."""
     generic = [p.name for p in sig.params if p.dims is None]
     missing = [d for d in symbolic_dims(sig) if d not in dims]
-    if static and generic:
+    if (static if typed is None else typed) and generic:
         raise WiaUsageError(f"target '{target}' needs static shapes, but kernel '{sig.name}' "
                             f"takes 'tensor' parameter(s) {', '.join(generic)}")
     if static and missing:
@@ -194,10 +195,10 @@ class BackendInput:
                 for k, shapes in self.shapes.items()}
 
 
-def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = True
-                   ) -> BackendInput:
+def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = True,
+                   typed: bool | None = None) -> BackendInput:
     """The selected kernels' IR (after the pipeline unless ``optimize`` is False: the PTX
-    program runs it itself) and shapes."""
+    program runs it itself) and shapes (``kernel_shapes``' ``static`` and ``typed``)."""
     sigs = selected_kernels(job)
     shapes: dict[str, dict[str, tuple[int | None, ...]]]
     if job.generic is not None and job.input_shapes is not None:
@@ -208,7 +209,7 @@ def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = 
         check_defines(sigs, job.dims)
         shapes = {}
         for sig in sigs:
-            own = kernel_shapes(sig, job.dims, target, static)
+            own = kernel_shapes(sig, job.dims, target, static, typed)
             shapes[sig.name] = {p.name: own[p.name] for p in sig.inputs if p.name in own}
     narrowed = CompileJob(**{**job.__dict__, "kernel": sigs[0].name if len(sigs) == 1 else None})
     module = lowered_ir(narrowed)
@@ -216,9 +217,11 @@ def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = 
 
 
 def _cpu(feature: str, job: CompileJob) -> str | bytes:
-    """LLVM IR, assembly or an object: the CPU backend specializes to every extent."""
-    given = _backend_input(job, "cpu", True)
-    kernels = {k: list(shapes.values()) for k, shapes in given.static().items()}
+    """LLVM IR, assembly or an object: the extents ``-D`` fixes are compiled in, the
+    others are read at run time from the entry's argument slots (the shape-generic
+    entry ABI, backends/llvm/runtime.py)."""
+    given = _backend_input(job, "cpu", False, typed=True)
+    kernels = {k: list(shapes.values()) for k, shapes in given.shapes.items()}
     return require(feature)(given.module, kernels, level=job.opt.level)
 
 
@@ -274,10 +277,9 @@ EMITTERS: dict[str, Emitter] = {e.name: e for e in [
     Emitter("wia", _wia, "canonical WIA DSL source (an imported .onnx model as DSL)"),
     Emitter("ir", _ir, "the SSA IR as lowered, before any pass (the default)"),
     Emitter("opt-ir", _opt_ir, "the IR after the -O / -p pipeline"),
-    Emitter("llvm", _llvm, "LLVM IR of the kernels (CPU backend; needs static dims)"),
-    Emitter("asm", _asm, "host assembly of the kernels (CPU backend; needs static dims)"),
-    Emitter("obj", _obj, "a host object file of the kernels (CPU backend; needs static dims)",
-            binary=True),
+    Emitter("llvm", _llvm, "LLVM IR of the kernels (CPU backend)"),
+    Emitter("asm", _asm, "host assembly of the kernels (CPU backend)"),
+    Emitter("obj", _obj, "a host object file of the kernels (CPU backend)", binary=True),
     Emitter("ptx", _ptx, "PTX of the kernels, and the launch plan beside OUT as OUT.json"),
     Emitter("sasm", _sasm, "systolic-array assembly of the kernels (needs static dims)"),
 ]}

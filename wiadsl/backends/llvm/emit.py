@@ -1,8 +1,9 @@
 """Ahead-of-time outputs for ``wiac -o``: LLVM IR text, host assembly, an object file.
 
 Each function specializes every kernel of ``kernels`` (name -> the shapes of its
-parameters, one tuple each, ``()`` for scalars) of ``module`` (tensor-level IR)
-exactly as the JIT does, optimizes at ``level`` and links them into one module,
+parameters, one tuple each, ``()`` for scalars; a None extent is read at run time
+from the entry's argument slots) of ``module`` (tensor-level IR) exactly as the
+JIT does, optimizes at ``level`` and links them into one module,
 with the gemm/conv helpers they call linked in once. The exported symbols have
 the ABI of ``runtime.entry_wrapper``: ``wia_entry`` when there is one kernel,
 ``wia_entry_<kernel>`` for each when there are several (as a C file exports one
@@ -20,7 +21,7 @@ from .compile import build, lower_kernel
 from .library import Spec, link_into, symbol
 from .target import target_machine
 
-Shapes = Sequence[tuple[int, ...]]
+Shapes = Sequence[tuple[int | None, ...]]
 
 
 def entry_symbol(kernel: str, several: bool) -> str:
