@@ -18,11 +18,12 @@ from wiadsl.fuzz.worker import run_forked
 
 COUNT = int(os.environ.get("WIADSL_FUZZ_COUNT", "60"))
 BUDGET = float(os.environ.get("WIADSL_FUZZ_BUDGET", "40"))
-EVERY = {"passes": 2, "cpu-O0": 4, "systolic": 3, "ptxsim": 6}
+EVERY = {"passes": 2, "cpu-O0": 4, "cpu-generic": 4, "systolic": 3, "ptxsim": 6}
 
 
 def test_bounded_fuzz_run(tmp_path) -> None:
-    report = run_fuzz(11, COUNT, ("passes", "numpy", "cpu-O0", "cpu-O3", "systolic", "ptxsim"),
+    report = run_fuzz(11, COUNT, ("passes", "numpy", "cpu-O0", "cpu-O3", "cpu-generic", "systolic",
+                                  "ptxsim"),
                       tmp_path, budget_s=BUDGET, every=EVERY, reduce_s=20)
     print(report.summary())
     assert report.ok, report.summary()
