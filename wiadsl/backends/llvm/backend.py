@@ -213,21 +213,25 @@ class Native:
         a tuple of them; a rank-0 one as a NumPy scalar), or ``NOT_RUN`` for arguments
         this entry does not take. None when there can be none: a result whose buffer
         this entry does not know yet (one of ``WRAP_BYTES`` or more is handed over,
-        not copied), a scalar result, other ``delivered`` outputs, or an interpreter
-        whose object layout could not be verified."""
+        not copied), a scalar result, or other ``delivered`` outputs. (An interpreter
+        whose object layout cannot be verified has no helper: the call is NOT_RUN.)"""
         from .library import call_helper
 
         shapes = [(o.shape, o.dtype) for o in self.outs]
         if (any(rank < 0 for _, rank, _ in self.plan) or any(s is None for s, _ in shapes)
                 or [(np.dtype(d), tuple(s)) for d, s in delivered] != [(d, s) for s, d in shapes]):
             return None
-        helper = call_helper()
-        if helper is None:
-            return None
         template, offset = self._fast_header()
         pool: list[tuple[Any, int]] = []
         take, give, empty, count = pool.pop, pool.append, np.empty, len(template)
-        on = [True]
+        # the helper, loaded by the first repeated call (a process that calls a kernel
+        # once never builds it); False once there is none, or after UNDELIVERED
+        state: list[Any] = [None]
+
+        def helper_or_false() -> Any:
+            if state[0] is None:
+                state[0] = call_helper() or False
+            return state[0]
 
         def failed(rc: int, slots: Any, outs: tuple[np.ndarray, ...]) -> object:
             if rc == MISS:
@@ -235,7 +239,7 @@ class Native:
             if rc == UNDELIVERED:  # a result of another shape: hand it over, and then
                 view = (ctypes.c_int64 * self.n_slots).from_buffer(slots, 8 * offset)
                 self._results(view, list(outs))  # (taken over and dropped)
-                on[0] = False  # the checking way from now on (kernels are pure)
+                state[0] = False  # the checking way from now on (kernels are pure)
                 return NOT_RUN
             message, loc = self.messages[rc - 1]
             raise WiaRuntimeError(message, loc)
@@ -252,7 +256,8 @@ class Native:
             scalar = not shape
 
             def fast_one(args: tuple[object, ...]) -> object:
-                if not on[0]:
+                helper = state[0] or helper_or_false()
+                if not helper:
                     return NOT_RUN
                 pair = slots_pair()
                 out = empty(shape, dtype)
@@ -266,7 +271,8 @@ class Native:
             return fast_one
 
         def fast(args: tuple[object, ...]) -> object:
-            if not on[0]:
+            helper = state[0] or helper_or_false()
+            if not helper:
                 return NOT_RUN
             pair = slots_pair()
             outs = tuple([empty(shape, dtype) for shape, dtype in shapes])
