@@ -222,7 +222,7 @@ class Native:
                 or [(np.dtype(d), tuple(s)) for d, s in delivered] != [(d, s) for s, d in shapes]):
             return None
         template, offset = self._fast_header()
-        pool: list[tuple[Any, int]] = []
+        pool: list[Any] = []  # argument arrays not in use (one per concurrent call)
         take, give, empty, count = pool.pop, pool.append, np.empty, len(template)
         # the helper, loaded by the first repeated call (a process that calls a kernel
         # once never builds it); False once there is none, or after UNDELIVERED
@@ -244,12 +244,11 @@ class Native:
             message, loc = self.messages[rc - 1]
             raise WiaRuntimeError(message, loc)
 
-        def slots_pair() -> tuple[Any, int]:
+        def slots_array() -> Any:
             try:
                 return take()
             except IndexError:  # the first call, or calls running in other threads
-                slots = (ctypes.c_int64 * count)(*template)
-                return slots, ctypes.addressof(slots)
+                return (ctypes.c_int64 * count)(*template)
 
         if len(shapes) == 1:  # the common case, with nothing more than it needs
             ((shape, dtype),) = shapes
@@ -259,30 +258,30 @@ class Native:
                 helper = state[0] or helper_or_false()
                 if not helper:
                     return NOT_RUN
-                pair = slots_pair()
+                slots = slots_array()
                 out = empty(shape, dtype)
-                rc = helper(pair[1], args, (out,))
+                rc = helper(slots, args, (out,))
                 try:
                     if rc == 0:
                         return out[()] if scalar else out
-                    return failed(rc, pair[0], (out,))
+                    return failed(rc, slots, (out,))
                 finally:
-                    give(pair)
+                    give(slots)
             return fast_one
 
         def fast(args: tuple[object, ...]) -> object:
             helper = state[0] or helper_or_false()
             if not helper:
                 return NOT_RUN
-            pair = slots_pair()
+            slots = slots_array()
             outs = tuple([empty(shape, dtype) for shape, dtype in shapes])
-            rc = helper(pair[1], args, outs)
+            rc = helper(slots, args, outs)
             try:
                 if rc == 0:
                     return tuple([o if o.ndim else o[()] for o in outs])
-                return failed(rc, pair[0], outs)
+                return failed(rc, slots, outs)
             finally:
-                give(pair)
+                give(slots)
         return fast
 
     def _fast_header(self) -> tuple[list[int], int]:

@@ -4,14 +4,16 @@ pointers, call the entry, confirm the results are in the caller's buffers.
 Before this (issue 21), a repeated call of a 4-element add took ~10 µs against
 NumPy's ~1 µs, nearly all of it Python: a ``ctypes.c_char.from_buffer`` per array
 to get its data pointer (~0.5 µs each), the dtype/shape/flags checks, the slot
-writes. Now Python makes the output arrays (``np.empty``) and makes one ctypes
-call, ``wia.lib.call(header, args, outs)``, with the call's argument tuple and a
-tuple of the outputs as Python objects. The helper reads each array's fields
-from the object (the way NumPy's own C macros ``PyArray_DATA`` / ``PyArray_DIMS``
-do) and checks what ``Native.try_run`` checks in Python: exactly an ndarray
-(the type object), exactly the dtype (the descriptor object), the rank and every
-extent, C-contiguous and aligned. Anything else answers ``MISS`` before any
-native work, and the caller goes the checking way.
+writes, and the ctypes call itself (~1.3 µs here). Now Python makes the output
+arrays (``np.empty``) and calls one builtin function, ``wia_call(slots, args,
+outs)``: native code with CPython's ``METH_FASTCALL`` convention, made into a
+builtin by ``PyCFunction_NewEx`` (a Python-to-C call as cheap as ``len``'s). It
+reads each array's fields from the object (the way NumPy's own C macros
+``PyArray_DATA`` / ``PyArray_DIMS`` do) and checks what ``Native.try_run`` checks
+in Python: exactly an ndarray (the type object), exactly the dtype (the descriptor
+object), the rank and every extent, C-contiguous and aligned. Anything else
+answers ``MISS`` before any native work, and the caller goes the checking way.
+Around the entry it releases the GIL (``PyEval_SaveThread``), as ctypes does.
 
 Field offsets are not compiled into wiadsl: ``probe()`` derives them from this
 interpreter (``object.__basicsize__``, ``tuple.__basicsize__``) and NumPy's
@@ -19,13 +21,15 @@ documented struct order, then verifies every one against live objects read
 through ctypes. If anything disagrees (another interpreter build, a future
 NumPy), there is no fast call and every call takes ``Native.try_run``.
 
-The header (i64 words, one per argument array of a ``Native``, filled once):
+``slots`` is a ctypes i64 array (its buffer found at ``ctypes_buffer``); its words:
     0 entry address          1 inputs n          2 outputs m
     3 ndarray type address   4 word offset of the entry's argument slots
     then per input:  slot, descriptor address, rank r, r extents
     then per output: copy-out slot, first result slot, rank r, r extents
-Process-local addresses (type objects, descriptors) live only in the header,
-never in code, so the helper's object can come from the disk cache.
+    then the entry's argument slots
+Process-local addresses (type objects, descriptors) live only in these words and
+the C-API functions are bound by name at load (``C_API``), never in code, so the
+helper's object can come from the disk cache.
 """
 
 from __future__ import annotations
@@ -44,7 +48,10 @@ UNDELIVERED = -2  #: it ran, but a result is not in its buffer (a shape that var
 HEADER_WORDS = 5
 C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100  # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 
-CALL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.py_object, ctypes.py_object)
+#: The CPython functions the helper calls, by the symbol it declares for each.
+C_API = {"wia.py.long_from_long": "PyLong_FromLong", "wia.py.save_thread": "PyEval_SaveThread",
+         "wia.py.restore_thread": "PyEval_RestoreThread"}
+METH_FASTCALL = 0x0080
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class ObjectLayout:
     dims: int         #: .dimensions
     descr: int        #: .descr
     flags: int        #: .flags (a C int)
+    ctypes_buffer: int  #: CDataObject.b_ptr (a ctypes array's buffer)
 
     def label(self) -> str:
         return "o" + "_".join(str(v) for v in astuple(self))
@@ -68,7 +76,8 @@ def _expected(head: int) -> ObjectLayout:
     # PyArrayObject_fields: PyObject_HEAD; char *data; int nd; npy_intp *dimensions;
     # npy_intp *strides; PyObject *base; PyArray_Descr *descr; int flags; ...
     return ObjectLayout(ob_type=head - 8, tuple_size=head, tuple_items=tuple.__basicsize__,
-                        data=head, nd=head + 8, dims=head + 16, descr=head + 40, flags=head + 48)
+                        data=head, nd=head + 8, dims=head + 16, descr=head + 40, flags=head + 48,
+                        ctypes_buffer=head)
 
 
 def _word(address: int) -> int:
@@ -103,7 +112,9 @@ def probe() -> ObjectLayout | None:
     try:
         arrays_ok = all(_agrees(layout, a) for a in samples)
         words = (id(samples[0]), id(samples[1]), id(None))
-        tuple_ok = (_word(id(words) + layout.tuple_size) == 3
+        slots = (ctypes.c_int64 * 3)()
+        ctypes_ok = _word(id(slots) + layout.ctypes_buffer) == ctypes.addressof(slots)
+        tuple_ok = ctypes_ok and (_word(id(words) + layout.tuple_size) == 3
                     and _word(id(words) + layout.ob_type) == id(tuple)
                     and all(_word(id(words) + layout.tuple_items + 8 * k) == id(o)
                             for k, o in enumerate((words[0], words[1], words[2]))))
@@ -113,20 +124,33 @@ def probe() -> ObjectLayout | None:
 
 
 def call_ir(mod: ir.Module, name: str, layout: ObjectLayout) -> ir.Function:
-    """``i32 @name(ptr %header, ptr %args, ptr %outs)`` into ``mod`` (the module doc)."""
+    """``ptr @name(ptr %self, ptr %args, i64 %nargs)`` into ``mod``: a METH_FASTCALL
+    function of ``(slots, args, outs)`` returning the code as a Python int."""
     return _CallBuilder(mod, name, layout).fn
+
+
+def _c_api(mod: ir.Module) -> dict[str, ir.Function]:
+    types = {"wia.py.long_from_long": ir.FunctionType(PTR, [I64]),
+             "wia.py.save_thread": ir.FunctionType(PTR, []),
+             "wia.py.restore_thread": ir.FunctionType(ir.VoidType(), [PTR])}
+    return {n: ir.Function(mod, t, n) for n, t in types.items()}
 
 
 class _CallBuilder:
     def __init__(self, mod: ir.Module, name: str, layout: ObjectLayout):
         self.layout = layout
-        self.fn = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, PTR]), name)
+        self.api = _c_api(mod)
+        self.fn = ir.Function(mod, ir.FunctionType(PTR, [PTR, PTR, I64]), name)
         self.fn.linkage = "external"
-        self.header, self.args, self.outs = self.fn.args
+        _, vector, nargs = self.fn.args
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.miss = self._returning(MISS, "miss")
         self.undelivered = self._returning(UNDELIVERED, "undelivered")
         b = self.b
+        self.expect(b.icmp_signed("==", nargs, ir.Constant(I64, 3)))
+        slots_object, self.args, self.outs = (
+            b.load(b.gep(vector, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR) for k in range(3))
+        self.header = b.inttoptr(self.field(slots_object, layout.ctypes_buffer), PTR)
         self.slots = self.gep(self.header, self.word(self.header, 4))
         n_in, n_out = self.word(self.header, 1), self.word(self.header, 2)
         self.expect(b.icmp_signed("==", self.field(self.args, layout.tuple_size), n_in))
@@ -134,20 +158,23 @@ class _CallBuilder:
         p = self.loop(n_in, ir.Constant(I64, HEADER_WORDS), self.input)
         self.loop(n_out, p, self.output)
         entry = b.inttoptr(self.word(self.header, 0), ir.FunctionType(I32, [PTR]).as_pointer())
+        state = b.call(self.api["wia.py.save_thread"], [])  # the GIL, as ctypes releases it
         rc = b.call(entry, [self.slots])
+        b.call(self.api["wia.py.restore_thread"], [state])
         ran = b.append_basic_block("ran")
         fail = b.append_basic_block("failed")
         b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), ran, fail)
         b.position_at_end(fail)
-        b.ret(rc)
+        b.ret(b.call(self.api["wia.py.long_from_long"], [b.sext(rc, I64)]))
         b.position_at_end(ran)
         self.loop(n_out, p, self.delivered)
-        b.ret(ir.Constant(I32, 0))
+        b.ret(b.call(self.api["wia.py.long_from_long"], [ir.Constant(I64, 0)]))
 
     # ---------------------------------------------------------------- helpers
     def _returning(self, code: int, label: str) -> ir.Block:
         block = self.fn.append_basic_block(label)
-        ir.IRBuilder(block).ret(ir.Constant(I32, code))
+        b = ir.IRBuilder(block)
+        b.ret(b.call(self.api["wia.py.long_from_long"], [ir.Constant(I64, code)]))
         return block
 
     def gep(self, base: ir.Value, index: ir.Value) -> ir.Value:
@@ -244,4 +271,5 @@ class _CallBuilder:
         return b.add(first, rank)
 
 
-__all__ = ["CALL_TYPE", "HEADER_WORDS", "MISS", "UNDELIVERED", "ObjectLayout", "call_ir", "probe"]
+__all__ = ["C_API", "HEADER_WORDS", "METH_FASTCALL", "MISS", "UNDELIVERED", "ObjectLayout",
+           "call_ir", "probe"]

@@ -52,7 +52,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from ...runtime.cache import OnceTable
-from .fastcall import CALL_TYPE, ObjectLayout, call_ir, probe
+from .fastcall import C_API, METH_FASTCALL, ObjectLayout, call_ir, probe
 from .gemm_config import GemmConfig, current_config
 from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
 from .types import I1, I64, PTR
@@ -203,16 +203,31 @@ llvm.add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
 llvm.add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
 
 
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+_METHOD_DEFS: list[_MethodDef] = []  # kept alive: a builtin points at its definition
+
+
 @functools.cache
 def call_helper() -> Any:
-    """The native call helper (fastcall.py) as a ctypes function, loaded on first use;
-    None when this interpreter's object layout could not be verified."""
+    """The native call helper (fastcall.py) as a Python builtin ``wia_call(slots, args,
+    outs)``, loaded on first use; None when this interpreter's object layout could
+    not be verified."""
     layout = probe()
     if layout is None:
         return None
+    for name, api in C_API.items():  # bound by name, so the object itself can be cached
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, api), ctypes.c_void_p).value or 0)
     spec = call_spec(layout)
     ensure_loaded([spec])
-    return CALL_TYPE(_LOADED.peek(symbol(spec)))
+    method = _MethodDef(b"wia_call", _LOADED.peek(symbol(spec)), METH_FASTCALL, None)
+    _METHOD_DEFS.append(method)
+    new = ctypes.pythonapi.PyCFunction_NewEx
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+    return new(ctypes.addressof(method), None, None)
 
 
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
