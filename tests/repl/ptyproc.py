@@ -102,6 +102,8 @@ class PtyProcess:
         deadline = time.monotonic() + timeout
         streak = 0
         while streak < 5:  # blocked in five samples in a row, 20 ms apart
+            if self.proc.poll() is not None:  # it exited: nothing waits for input
+                return
             if time.monotonic() > deadline:
                 raise AssertionError(f"the child never waited for input; output so far:\n{self.seen}")
             streak = streak + 1 if self._state() == "S" else 0
@@ -111,15 +113,21 @@ class PtyProcess:
         """Ctrl-C once the child waits for input, then ``expect(pattern)``. Should the
         child stay blocked without answering for 5 s (the interrupt landed just
         before its ``select``: a lost wake-up), Ctrl-C again."""
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        sent = 0
         while True:
             self.wait_until_reading(max(1.0, deadline - time.monotonic()))
             self.send("\x03")
+            sent += 1
             m = self.search(pattern, min(5.0, max(0.0, deadline - time.monotonic())))
             if m is not None:
                 return m
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise AssertionError(f"did not see {pattern!r} after Ctrl-C; output so far:\n{self.seen}")
+                raise AssertionError(
+                    f"did not see {pattern!r} after {sent} Ctrl-C in {time.monotonic() - start:.0f} s "
+                    f"(child exit status {self.proc.poll()}, state {self._state()!r}); "
+                    f"output so far:\n{self.seen}")
 
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
@@ -130,12 +138,15 @@ class PtyProcess:
     def close(self) -> int:
         """End the session with Ctrl-D; the exit status."""
         try:
-            for _ in range(3):
+            for _ in range(6):
                 if self.proc.poll() is not None:
                     break
+                # Ctrl-D once readline waits for it: one typed while the child is still
+                # writing can be lost (a 30 s wait for it, seen in a full-suite run)
+                self.wait_until_reading(30.0)
                 self.send("\x04")
                 try:
-                    return self.proc.wait(timeout=30)  # generous: a loaded machine is slow
+                    return self.proc.wait(timeout=10)  # generous: a loaded machine is slow
                 except subprocess.TimeoutExpired:
                     continue
             if self.proc.poll() is None:
