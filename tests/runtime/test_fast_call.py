@@ -325,3 +325,25 @@ def test_the_object_layout_is_verified():
     assert fastcall._agrees(layout, a)
     wrong = dataclasses.replace(layout, dims=layout.dims + 8)  # the strides field
     assert not fastcall._agrees(wrong, a)
+
+
+def test_calls_that_alternate_shapes_each_take_their_native_plan(add, monkeypatch):
+    """Shape-generic code serves both shapes; each keeps a plan with a native call,
+    and a call of the other shape switches to that plan's native call (the Python
+    plan calls are made to take nothing here, and the checking way to fail)."""
+    a, b = f32(1, 2, 3, 4), f32(1, 2, 3)
+    warm(add, a, a)
+    warm(add, b, b)
+    for key in [(a.shape, a.shape), (b.shape, b.shape)]:
+        plan = add._plans[key]
+        assert plan.fast is not None
+        add._plans[key] = dataclasses.replace(plan, call=lambda args, buffers=(): None)
+    add._plan = add._plans[(a.shape, a.shape)]
+    import wiadsl.runtime.jit as jit_module
+
+    def no_binding(*args, **kwargs):
+        raise AssertionError("a planned shape went the checking way")
+    monkeypatch.setattr(jit_module, "bind_call", no_binding)
+    for _ in range(3):
+        np.testing.assert_array_equal(add(a, a), a * 2)
+        np.testing.assert_array_equal(add(b, b), b * 2)

@@ -121,18 +121,31 @@ class KernelFunction:
                 if result is not NOT_RUN:
                     self.stats = plan.stats  # type: ignore[union-attr]
                     return result  # type: ignore[return-value]
-            results = plan.call(args) if plan is not None else None
-            if results is None:
+            result = self._planned(plan, args, fast is None) if plan is not None else NOT_RUN
+            if result is NOT_RUN:  # the plan of these shapes (calls that alternate shapes)
                 key = _shapes_key(args)
-                plan = self._plans.get(key) if key is not None else None
-                results = plan.call(args) if plan is not None else None
-                if results is not None:
-                    self._plan = plan
-            if results is not None:
-                assert plan is not None
-                self.stats = plan.stats
-                return self._deliver_planned(plan, results)
+                other = self._plans.get(key) if key is not None else None
+                if other is not None and other is not plan:
+                    result = self._planned(other, args, True)
+                    if result is not NOT_RUN:
+                        self._plan = other
+            if result is not NOT_RUN:
+                return result  # type: ignore[return-value]
         return self._call_checked(args, kwargs)
+
+    def _planned(self, plan: CallPlan, args: tuple[object, ...], try_fast: bool) -> object:
+        """``plan`` run on ``args`` (its fast call first when ``try_fast``), delivered;
+        NOT_RUN when it takes neither."""
+        if try_fast and plan.fast is not None:
+            result = plan.fast(args)
+            if result is not NOT_RUN:
+                self.stats = plan.stats
+                return result
+        results = plan.call(args)
+        if results is None:
+            return NOT_RUN
+        self.stats = plan.stats
+        return self._deliver_planned(plan, results)
 
     def _call_checked(self, args: tuple[object, ...], kwargs: dict[str, object]) -> KernelResult:
         """The general call: bind and check, specialize, run, check the outputs."""
