@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 
 from .. import __version__
@@ -101,6 +102,16 @@ def main(args: object = None) -> int:
         return EXIT_OK
 
 
+def _answer_ctrl_c() -> None:
+    """Ctrl-C raises KeyboardInterrupt (and cancels the entry being typed) even when
+    the session started with SIGINT ignored: a job started with ``&`` from a script
+    inherits that, and Python then installs no handler of its own."""
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: leave the handler as it is
+        pass
+
+
 def _session(args: object) -> int:
     from .completion import save_history, setup_readline
 
@@ -109,6 +120,7 @@ def _session(args: object) -> int:
     interactive = sys.stdin.isatty()
     readline = setup_readline(session) if interactive else None
     if interactive:
+        _answer_ctrl_c()
         print(BANNER)
     state = ReplState(session)
     failed = False
