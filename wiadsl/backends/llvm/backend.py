@@ -334,6 +334,7 @@ class Code:
     pattern: Pattern
     compile_ms: float
     source: str  #: the compile cache's word: "compiled", "disk" or "memory"
+    messages: list[tuple[str, Any]]  #: (message, source span or None) per error code
 
     def native_at(self, shapes: Shapes, fresh: bool) -> Native:
         """An entry for calls at ``shapes`` (which this code's pattern serves);
@@ -352,7 +353,7 @@ class Code:
         stats = {"compile_ms": self.compile_ms if fresh else 0.0, "shapes": shapes,
                  "cache": self.source if fresh else "memory",
                  "code": "generic" if generic else "static", "pattern": self.pattern}
-        return Native(self.loaded.fn, [], layout.n_slots, n_in, in_dtypes, plan, outs, specs,
+        return Native(self.loaded.fn, self.messages, layout.n_slots, n_in, in_dtypes, plan, outs, specs,
                       extents, stats)
 
 
@@ -402,7 +403,6 @@ class CpuKernel:
     _natives: dict[Shapes, Native] = field(default_factory=dict, init=False, repr=False)
     _code: dict[Pattern, Code] = field(default_factory=dict, init=False, repr=False)
     _policy: ShapePolicy = field(init=False, repr=False)
-    _messages: list[tuple[str, Any]] | None = field(default=None, init=False, repr=False)
     #: one thread compiles this kernel (the tensor passes rewrite ``module`` in place)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                   compare=False)
@@ -503,15 +503,14 @@ class CpuKernel:
             if code is None:
                 code = self._code[pattern] = self._compile_locked(pattern, dtypes)
             native = code.native_at(shapes, fresh)
-            native.messages = self._errors(code.loaded.layout)
             if len(self._natives) >= MAX_NATIVES:  # many shapes: forget the oldest entry
                 del self._natives[next(iter(self._natives))]
             self._natives[shapes] = native
             return native
 
     def _errors(self, layout: Layout) -> list[tuple[str, Any]]:
-        """The runtime error messages with their source spans (the same for every code
-        of this kernel: the spans come from its source files)."""
+        """The runtime error messages of ``layout`` with their source spans (rebuilt
+        once per code, from this kernel's source files)."""
         sources = self.source_level.sources() if self.source_level is not None \
             else module_sources(self.ir)
         return layout.errors(sources)
@@ -543,7 +542,7 @@ class CpuKernel:
         if spec is not None and found is None:
             source_cache.store_spec(spec, {"parts": parts.components(),
                                            "config": None if config is None else config.as_dict()})
-        return Code(loaded, pattern, record["ms"], record["source"])
+        return Code(loaded, pattern, record["ms"], record["source"], self._errors(loaded.layout))
 
     def _ir_key(self, pattern: Pattern, dtypes: list[np.dtype]
                 ) -> tuple[KeyParts, GemmConfig | None]:
