@@ -1,10 +1,12 @@
 """Imported ONNX models on target="cpu" against ONNX Runtime's CPU provider.
 
-    PYTHONPATH=. python benchmarks/onnx.py [--quick] [--threads N] [--models mlp,encoder]
+    PYTHONPATH=. python benchmarks/onnx.py [--quick] [--threads 1,2] [--models mlp,encoder]
 
-Both sides run in this process on the same inputs, with the same thread count
-(``SessionOptions.intra_op_num_threads`` = the CPU backend's ``THREADS`` unless
-``--threads`` is given; ``inter_op_num_threads`` = 1, sequential execution).
+Both sides run in this process on the same inputs, with the same thread count, for
+each count of ``--threads`` (default: 1 and the CPU backend's ``THREADS``):
+``wiadsl.set_num_threads`` on ours, ``SessionOptions.intra_op_num_threads`` on
+ORT's (``inter_op_num_threads`` = 1, sequential execution). One compile of ours
+serves every count.
 Each side is warmed up, then timed in interleaved rounds (so machine load hits
 both alike); the table shows medians and the ratio ORT time / wiadsl time
 (> 1: wiadsl is faster). Outputs are checked against ORT before timing.
@@ -28,6 +30,7 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
+import wiadsl  # noqa: E402
 from tests.onnx import models  # noqa: E402
 from wiadsl.frontend.onnx_import import load_onnx  # noqa: E402
 
@@ -50,12 +53,9 @@ QUICK = {
 }
 
 
-def _threads() -> int:
-    try:
-        from wiadsl.backends.llvm.parallel import THREADS
-    except ImportError:  # a CPU backend without native threads runs on one
-        return 1
-    return int(THREADS)
+def _default_threads() -> list[int]:
+    from wiadsl.backends.llvm.threads import THREADS
+    return sorted({1, THREADS})
 
 
 def _time(fn, seconds: float) -> float:
@@ -68,33 +68,42 @@ def _time(fn, seconds: float) -> float:
             return elapsed / n
 
 
-def bench(name: str, case, threads: int, rounds: int, seconds: float) -> list[str]:
+def _session(model, threads: int):
     import onnxruntime as ort
 
-    build, batch, what = case
-    built = build()
-    feeds = built.make_inputs(batch)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(built.model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def bench(name: str, case, counts: list[int], rounds: int, seconds: float) -> list[list[str]]:
+    """One row per thread count: medians of interleaved rounds, both sides at that count."""
+    build, batch, what = case
+    built = build()
+    feeds = built.make_inputs(batch)
     start = time.perf_counter()
     mod = load_onnx(built.model, target="cpu")
-    ours = mod(**feeds)
+    mod(**feeds)  # the first call compiles
     compile_s = time.perf_counter() - start
-    theirs = sess.run(None, feeds)[0]
-    err = float(np.max(np.abs(np.asarray(ours) - theirs)))
-    run_ours, run_ort = (lambda: mod(**feeds)), (lambda: sess.run(None, feeds))
-    for _ in range(3):
-        run_ours(), run_ort()
-    t_ours, t_ort = [], []
-    for _ in range(rounds):
-        t_ours.append(_time(run_ours, seconds))
-        t_ort.append(_time(run_ort, seconds))
-    a, b = statistics.median(t_ours), statistics.median(t_ort)
-    return [name, what, _fmt(a), _fmt(b), f"{b / a:.2f}x", f"{err:.1e}", f"{compile_s:.1f} s"]
+    rows = []
+    for threads in counts:
+        wiadsl.set_num_threads(threads)
+        sess = _session(built.model, threads)
+        theirs = sess.run(None, feeds)[0]
+        err = float(np.max(np.abs(np.asarray(mod(**feeds)) - theirs)))
+        run_ours, run_ort = (lambda: mod(**feeds)), (lambda s=sess: s.run(None, feeds))
+        for _ in range(3):
+            run_ours(), run_ort()
+        t_ours, t_ort = [], []
+        for _ in range(rounds):
+            t_ours.append(_time(run_ours, seconds))
+            t_ort.append(_time(run_ort, seconds))
+        a, b = statistics.median(t_ours), statistics.median(t_ort)
+        rows.append([name, what, str(threads), _fmt(a), _fmt(b), f"{b / a:.2f}x", f"{err:.1e}",
+                     f"{compile_s:.1f} s"])
+    return rows
 
 
 def _fmt(seconds: float) -> str:
@@ -104,27 +113,28 @@ def _fmt(seconds: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small models, short timing")
-    p.add_argument("--threads", type=int, default=None, help="threads for both sides")
+    p.add_argument("--threads", default=None, help="comma-separated thread counts for both sides")
     p.add_argument("--models", default=None, help="comma-separated subset of " + ", ".join(CASES))
     args = p.parse_args(argv)
     cases = QUICK if args.quick else CASES
     names = args.models.split(",") if args.models else list(cases)
-    threads = args.threads or _threads()
+    counts = [int(t) for t in args.threads.split(",")] if args.threads else _default_threads()
     rounds, seconds = (3, 0.1) if args.quick else (7, 0.3)
-    print(f"threads: {threads} (wiadsl CPU backend and ORT intra-op)\n")
-    header = ["model", "size", "wiadsl cpu", "onnxruntime", "ratio (ort/ours)", "max |diff|",
-              "compile"]
+    print(f"threads: {', '.join(map(str, counts))} (wiadsl.set_num_threads and ORT intra-op)\n")
+    header = ["model", "size", "threads", "wiadsl cpu", "onnxruntime", "ratio (ort/ours)",
+              "max |diff|", "compile"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name in names:
         if name not in cases:
             p.error(f"unknown model '{name}'; models: {', '.join(cases)}")
         try:
-            row = bench(name, cases[name], threads, rounds, seconds)
+            rows = bench(name, cases[name], counts, rounds, seconds)
         except Exception as exc:  # report and go on: one broken model hides no others
-            row = [name, cases[name][2], f"error: {type(exc).__name__}: {exc}"[:120],
-                   "", "", "", ""]
-        print("| " + " | ".join(row) + " |", flush=True)
+            rows = [[name, cases[name][2], f"error: {type(exc).__name__}: {exc}"[:120],
+                     "", "", "", "", ""]]
+        for row in rows:
+            print("| " + " | ".join(row) + " |", flush=True)
     return 0
 
 

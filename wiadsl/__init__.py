@@ -59,6 +59,22 @@ def autotune(kernel, *args, **options):
     return _autotune(kernel, *args, **options)
 
 
+def set_num_threads(n: int) -> None:
+    """Run every later parallel region of CPU code on ``n`` threads (the caller
+    included), without recompiling; ``WIADSL_NUM_THREADS`` sets the count a process
+    starts with. See ``wiadsl.backends.llvm.threads``."""
+    from .backends.llvm.threads import set_num_threads as _set
+
+    _set(n)
+
+
+def get_num_threads() -> int:
+    """The threads a parallel region of CPU code uses now."""
+    from .backends.llvm.threads import get_num_threads as _get
+
+    return _get()
+
+
 # The function below shares its name with the subpackage ``wiadsl.profile``. Importing a
 # subpackage binds its name in this module the first time, so the (empty) package is
 # imported here, before the function is defined: later imports of its modules find it
@@ -85,5 +101,6 @@ def quantize(kernel, calibration, **options):
 __all__ = [
     "WiaCallError", "WiaError", "WiaIRError", "WiaImportError", "WiaNameError",
     "WiaRuntimeError", "WiaShapeError", "WiaSyntaxError", "WiaTypeError", "WiaUsageError",
-    "__version__", "autotune", "jit", "jit_file", "load_onnx", "profile", "quantize",
+    "__version__", "autotune", "get_num_threads", "jit", "jit_file", "load_onnx", "profile", "quantize",
+    "set_num_threads",
 ]

@@ -24,7 +24,8 @@ depends only on the object layout it was built for, which its symbol names.
 
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
-  (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``THREADS``).
+  (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``MAX_THREADS``;
+  the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
   fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
@@ -54,7 +55,8 @@ from ...dtypes import DType
 from ...runtime.cache import OnceTable
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, call_ir, probe
 from .gemm_config import GemmConfig, current_config
-from .parallel import LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, THREADS, pool_glue, pool_module
+from .parallel import LIMIT_SYMBOL, LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, pool_glue, pool_module
+from .threads import LIMIT, MAX_THREADS
 from .types import I1, I64, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
@@ -66,8 +68,9 @@ _ENGINE_LOCK = threading.Lock()
 _MALLOC_TUNED: list[bool] = []
 
 Spec = dict[str, Any]
-#: The thread pool's spec (its code depends on the threads per region).
-POOL_SPEC: Spec = {"kind": "pool", "threads": THREADS}
+#: The thread pool's spec (its code depends on its bound; the count per region is
+#: read at run time from LIMIT_SYMBOL).
+POOL_SPEC: Spec = {"kind": "pool", "max_threads": MAX_THREADS}
 
 
 def call_spec(layout: ObjectLayout) -> Spec:
@@ -111,7 +114,7 @@ def library_ir(spec: Spec) -> str:
     mod = ir.Module(name=symbol(spec))
     mod.triple = host().triple
     if spec["kind"] == "pool":
-        pool_module(mod, symbol(spec), int(spec["threads"]))
+        pool_module(mod, symbol(spec))
         return str(mod)
     if spec["kind"] == "call":
         call_ir(mod, symbol(spec), ObjectLayout(**spec["layout"]))
@@ -201,6 +204,7 @@ pool_address = ensure_pool
 _LOADER = ctypes.CFUNCTYPE(ctypes.c_void_p)(_load_pool)
 llvm.add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
 llvm.add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
+llvm.add_symbol(LIMIT_SYMBOL, ctypes.addressof(LIMIT))
 
 
 class _MethodDef(ctypes.Structure):

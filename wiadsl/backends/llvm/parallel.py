@@ -5,19 +5,23 @@ thread pool.
     i32 %worker(ptr %ctx, i64 %lo, i64 %hi)      ; 0 on success, else an error code
 
 ``[lo, hi)`` is cut into at most ``chunks`` contiguous chunks whose sizes are
-multiples of ``align`` (the last one takes the rest). The calling thread and the
-pool's ``THREADS - 1`` worker threads claim chunks one at a time from a shared
+multiples of ``align`` (the last one takes the rest). The calling thread and
+``n - 1`` of the pool's worker threads claim chunks one at a time from a shared
 counter (so a worker that the OS schedules late, or never, only means the caller
-runs more chunks). The result is the first non-zero code of the chunks in chunk
-order (an error is reported as the serial loop would, when only one chunk fails).
+runs more chunks), where ``n`` is the cell ``LIMIT_SYMBOL`` (threads.py: the user's
+setting), read at the start of each region. The result is the first non-zero
+code of the chunks in chunk order (an error is reported as the serial loop would,
+when only one chunk fails).
 
 The pool is one library helper per process, loaded on first use: each module's
 ``wia.parallel_for`` calls it through the cell ``SLOT_SYMBOL`` and, while that is
 null, asks ``LOAD_SYMBOL`` (library.py) to load it. Its workers
-are created by the first parallel region of the process, detached, and then
-sleep on a condition variable between regions after spinning ``SPIN_CYCLES``
-(a kernel called in a loop finds them awake: a wake-up costs microseconds, a
-``pthread_create`` + join per call cost tens).
+are created by the first parallel region that asks for more than exist (so a
+process at one thread never creates any), detached, and then sleep on a
+condition variable between regions after spinning ``SPIN_CYCLES`` (a kernel
+called in a loop finds them awake: a wake-up costs microseconds, a
+``pthread_create`` + join per call cost tens). Worker ``i`` (0-based) wakes only
+for regions that allow more than ``i`` workers: the others stay asleep.
 
 Invariants:
 - One parallel region uses the pool at a time (the ``busy`` flag, taken with a
@@ -34,29 +38,19 @@ Invariants:
   workers created, so a fork taken in the middle of a region cannot deadlock it.
 - No shared state but ``ctx`` (read-only to workers) and what the workers write:
   callers hand disjoint output ranges to the chunks.
-- A pool whose threads cannot be created runs everything on the caller.
+- A pool whose threads cannot be created runs everything on the caller (and
+  stops trying to create more in this process).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from llvmlite import ir
 
 from ...ir.core import Operation
+from .threads import MAX_THREADS, THREADS
 from .types import I1, I32, I64, PTR
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-#: Threads a parallel region uses (the calling thread included).
-THREADS = max(1, min(_cpus(), 8))
 
 WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
@@ -65,12 +59,15 @@ POOL_SYMBOL = "wia.lib.pool.parallel_for"
 SLOT_SYMBOL = "wia.lib.pool.slot"
 #: ``ptr load()``: loads the pool and returns its ``parallel_for`` (null: run serially).
 LOAD_SYMBOL = "wia.lib.pool.load"
+#: A process-wide i64 cell: the threads of the next region (threads.LIMIT in a JIT
+#: process; an ahead-of-time object defines it, set to THREADS, for its host to change).
+LIMIT_SYMBOL = "wia.lib.pool.limit"
 #: Cycles (``llvm.readcyclecounter``) a worker spins for the next region before it
 #: sleeps, and the caller spins for the workers before it sleeps (~30-60 us).
 SPIN_CYCLES = 1 << 17
 MAX_CHUNKS = 1024
 _STATE_FIELDS = ("pid", "busy", "ticket", "next", "worker", "ctx", "lo", "hi", "per", "nchunks",
-                 "rcs", "nworkers")
+                 "rcs", "nworkers", "allowed", "cannot_grow")
 _MUTEX_BYTES = 128  # room for pthread_mutex_t / pthread_cond_t of any libc
 
 
@@ -130,12 +127,15 @@ def parallel_for(mod: ir.Module) -> ir.Function:
 
 
 def pool_glue(mod: ir.Module) -> None:
-    """SLOT_SYMBOL and LOAD_SYMBOL defined in ``mod`` to point at POOL_SYMBOL (for
-    ahead-of-time output, where the pool is linked in)."""
+    """SLOT_SYMBOL and LOAD_SYMBOL defined in ``mod`` to point at POOL_SYMBOL, and
+    LIMIT_SYMBOL set to THREADS (for ahead-of-time output, where the pool is linked in)."""
     pool = mod.globals.get(POOL_SYMBOL) or ir.Function(mod, POOL_TYPE, POOL_SYMBOL)
     slot = ir.GlobalVariable(mod, PTR, SLOT_SYMBOL)
     slot.initializer = pool.bitcast(PTR)
     slot.align = 8
+    limit = ir.GlobalVariable(mod, I64, LIMIT_SYMBOL)
+    limit.initializer = _i(THREADS)
+    limit.align = 8
     load = ir.Function(mod, ir.FunctionType(PTR, []), LOAD_SYMBOL)
     b = ir.IRBuilder(load.append_basic_block("entry"))
     b.ret(b.bitcast(pool, PTR))
@@ -144,8 +144,9 @@ def pool_glue(mod: ir.Module) -> None:
 class _Pool:
     """Emits the pool module: its globals, the worker thread loop and ``parallel_for``."""
 
-    def __init__(self, mod: ir.Module, threads: int, x86: bool):
-        self.mod, self.threads, self.x86 = mod, threads, x86
+    def __init__(self, mod: ir.Module, x86: bool):
+        self.mod, self.x86 = mod, x86
+        self.limit = ir.GlobalVariable(mod, I64, LIMIT_SYMBOL)  # defined by the process
         self.state: dict[str, ir.GlobalVariable] = {}
         for field in _STATE_FIELDS:  # 64-byte aligned: the atomics do not share cache lines
             g = ir.GlobalVariable(mod, I64, f"wia.pool.{field}")
@@ -245,19 +246,22 @@ class _Pool:
     # ------------------------------------------------------------ worker thread
 
     def thread_main(self) -> ir.Function:
-        """``ptr main(ptr gen0)``: wait for a new generation, join it while it is open,
-        run chunks, leave; forever (the thread is detached)."""
+        """``ptr main(ptr index)``: wait for a new generation that allows more than
+        ``index`` workers, join it while it is open, run chunks, leave; forever (the
+        thread is detached)."""
         fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), "wia.pool.main")
         fn.linkage = "internal"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        index = b.ptrtoint(fn.args[0], I64)
         my = b.alloca(I64)
-        b.store(b.ptrtoint(fn.args[0], I64), my)
+        b.store(_i(0), my)
         top, join, cas, run = (fn.append_basic_block(s) for s in ("top", "join", "cas", "run"))
         b.branch(top)
         b.position_at_end(top)
 
         def new_gen(bb: ir.IRBuilder) -> ir.Value:
-            return bb.icmp_signed("!=", bb.lshr(self.ld(bb, "ticket"), _i(32)), bb.load(my, typ=I64))
+            fresh = bb.icmp_signed("!=", bb.lshr(self.ld(bb, "ticket"), _i(32)), bb.load(my, typ=I64))
+            return bb.and_(fresh, bb.icmp_signed("<", index, self.ld(bb, "allowed")))
         self.wait(b, new_gen, "work")
         b.branch(join)
         b.position_at_end(join)
@@ -282,22 +286,37 @@ class _Pool:
 
     # ------------------------------------------------------------ parallel_for
 
-    def start(self, b: ir.IRBuilder, main: ir.Function, pid: ir.Value) -> None:
-        """(Re)initialize the pool in this process: sync objects, flags, workers."""
+    def start(self, b: ir.IRBuilder, pid: ir.Value) -> None:
+        """(Re)initialize the pool in this process: sync objects and flags (no workers
+        yet: ``grow`` creates them)."""
         for name in ("mutex", "work", "done"):
             b.call(self.mutex_init if name == "mutex" else self.cond_init, [self.sync[name], self.null()])
-        for field in ("busy", "ticket", "next"):
+        for field in ("busy", "ticket", "next", "nworkers", "allowed", "cannot_grow"):
             self.st(b, field, _i(0))
-        tid = b.alloca(I64)
-        count = b.alloca(I64)
-        b.store(_i(0), count)
-        for _ in range(self.threads - 1):
-            err = b.call(self.create, [tid, self.null(), main, self.null()])
-            with b.if_then(b.icmp_signed("==", err, ir.Constant(I32, 0))):
-                b.call(self.detach, [b.load(tid, typ=I64)])
-                b.store(b.add(b.load(count, typ=I64), _i(1)), count)
-        self.st(b, "nworkers", b.load(count, typ=I64))
         self.st(b, "pid", pid)
+
+    def grow(self, b: ir.IRBuilder, main: ir.Function, want: ir.Value) -> None:
+        """Create workers until there are ``want`` (the caller holds ``busy``, so it is
+        the only creator); a failed ``pthread_create`` stops growth for this process."""
+        fn = b.function
+        head, body, made, done = (fn.append_basic_block(f"grow.{s}") for s in ("head", "body", "made", "done"))
+        tid = b.alloca(I64)
+        b.branch(head)
+        b.position_at_end(head)
+        have = self.ld(b, "nworkers")
+        more = b.and_(b.icmp_signed("<", have, want), b.icmp_signed("==", self.ld(b, "cannot_grow"), _i(0)))
+        b.cbranch(more, body, done)
+        b.position_at_end(body)
+        err = b.call(self.create, [tid, self.null(), main, b.inttoptr(have, PTR)])
+        failed = b.icmp_signed("!=", err, ir.Constant(I32, 0))
+        with b.if_then(failed):
+            self.st(b, "cannot_grow", _i(1))
+        b.cbranch(failed, done, made)
+        b.position_at_end(made)
+        b.call(self.detach, [b.load(tid, typ=I64)])
+        self.st(b, "nworkers", b.add(have, _i(1)))
+        b.branch(head)
+        b.position_at_end(done)
 
     def parallel_for(self, name: str) -> ir.Function:
         fn = ir.Function(self.mod, POOL_TYPE, name)
@@ -315,7 +334,10 @@ class _Pool:
         per = b.select(b.icmp_signed("<", per, _i(1)), _i(1), per)
         nchunks = b.sdiv(b.add(n, b.sub(per, _i(1))), per)
         try_pool = fn.append_basic_block("try")
-        b.cbranch(b.or_(b.icmp_signed("<=", nchunks, _i(1)), ir.Constant(I1, int(self.threads <= 1))),
+        limit = b.load_atomic(self.limit, "monotonic", 8, typ=I64)
+        limit = b.select(b.icmp_signed(">", limit, _i(MAX_THREADS)), _i(MAX_THREADS), limit)
+        want = b.sub(limit, _i(1))  # workers besides the caller (<= 0: serial)
+        b.cbranch(b.or_(b.icmp_signed("<=", nchunks, _i(1)), b.icmp_signed("<=", want, _i(0))),
                   serial_bb, try_pool)
         with b.goto_block(serial_bb):
             with b.if_then(b.icmp_signed("<=", n, _i(0))):
@@ -333,16 +355,19 @@ class _Pool:
                       b.extract_value(b.cmpxchg(self.state["pid"], seen, b.neg(pid), "seq_cst", "seq_cst"), 1))
         b.cbranch(mine, init, serial_bb)  # another thread of this process is starting it
         b.position_at_end(init)
-        self.start(b, main, pid)
+        self.start(b, pid)
         b.branch(claim)
         b.position_at_end(claim)
         got = b.extract_value(b.cmpxchg(self.state["busy"], _i(0), _i(1), "seq_cst", "seq_cst"), 1)
         region, idle_pool = fn.append_basic_block("region"), fn.append_basic_block("no.workers")
         b.cbranch(got, idle_pool, serial_bb)  # busy: another region (or this one, nested)
         b.position_at_end(idle_pool)
-        with b.if_then(b.icmp_signed("==", self.ld(b, "nworkers"), _i(0))):
+        self.grow(b, main, want)
+        have = self.ld(b, "nworkers")
+        with b.if_then(b.icmp_signed("==", have, _i(0))):
             self.st(b, "busy", _i(0))  # no thread could be created: stay serial
             b.branch(serial_bb)
+        self.st(b, "allowed", b.select(b.icmp_signed("<", have, want), have, want))
         b.branch(region)
         b.position_at_end(region)
         rcs = b.alloca(I32, size=nchunks)
@@ -384,11 +409,11 @@ class _Pool:
         return fn
 
 
-def pool_module(mod: ir.Module, name: str = POOL_SYMBOL, threads: int = THREADS) -> ir.Function:
-    """Define the pool (``threads`` threads per region, the caller included) in ``mod``;
-    returns its ``parallel_for`` (external, named ``name``)."""
+def pool_module(mod: ir.Module, name: str = POOL_SYMBOL) -> ir.Function:
+    """Define the pool (up to MAX_THREADS threads per region, as LIMIT_SYMBOL says)
+    in ``mod``; returns its ``parallel_for`` (external, named ``name``)."""
     x86 = mod.triple.startswith(("x86_64", "i686", "i386"))
-    return _Pool(mod, threads, x86).parallel_for(name)
+    return _Pool(mod, x86).parallel_for(name)
 
 
 def worth_threads(b: ir.IRBuilder, work: ir.Value) -> ir.Value:
@@ -501,5 +526,5 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
     return rc
 
 
-__all__ = ["LOAD_SYMBOL", "POOL_SYMBOL", "SLOT_SYMBOL", "THREADS", "WORKER_TYPE", "emit_parallel_call",
+__all__ = ["LIMIT_SYMBOL", "LOAD_SYMBOL", "POOL_SYMBOL", "SLOT_SYMBOL", "THREADS", "WORKER_TYPE", "emit_parallel_call",
            "parallel_for", "pool_glue", "pool_module", "worth_threads"]
