@@ -117,3 +117,27 @@ def test_results_are_deterministic(case: Case) -> None:
     mod = case.module("cpu")
     first = np.array(mod(**case.feeds))
     assert np.array_equal(first, mod(**case.feeds))
+
+
+def test_steady_calls_by_input_name_are_one_native_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mod(**feeds)`` (ONNX input names, as ``sess.run`` takes them) binds on its first
+    calls only; later ones are the native call, and still follow new data and batches."""
+    built = models.mlp()
+    mod = load_onnx(built.model, target="cpu")
+    feeds = built.make_inputs(3)
+    mod(**feeds)
+    mod(**feeds)
+    import wiadsl.frontend.onnx_module as onnx_module
+
+    def no_binding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a steady call by input name bound its arguments again")
+    real = onnx_module.bind_call
+    monkeypatch.setattr(onnx_module, "bind_call", no_binding)
+    for scale in (1.0, -2.0):
+        new = {k: v * np.float32(scale) for k, v in feeds.items()}
+        assert_close(mod(**new), ort_run(built.model, new)[0])
+    monkeypatch.setattr(onnx_module, "bind_call", real)
+    other = built.make_inputs(5)  # a new batch goes the checking way, then is planned too
+    assert_close(mod(**other), ort_run(built.model, other)[0])
+    with pytest.raises(Exception, match="unknown argument"):
+        mod(**feeds, extra=feeds["x"])

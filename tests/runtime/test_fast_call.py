@@ -347,3 +347,34 @@ def test_calls_that_alternate_shapes_each_take_their_native_plan(add, monkeypatc
     for _ in range(3):
         np.testing.assert_array_equal(add(a, a), a * 2)
         np.testing.assert_array_equal(add(b, b), b * 2)
+
+
+def test_steady_calls_by_keyword_take_the_plan(monkeypatch):
+    """Keywords that name exactly the remaining inputs, in any order, are taken by
+    position once a checked call has shown it: such calls do not bind again. Other
+    keywords (an output buffer, a missing input, an unknown name) go the checking way."""
+    add = wiadsl.jit(ADD, kernel="add")
+    a, b = f32(1, 2, 3, 4), f32(5, 6, 7, 8)
+    for call in (lambda x, y: add(b=y, a=x), lambda x, y: add(x, b=y), lambda x, y: add(a=x, b=y)):
+        call(a, b)
+        call(a, b)
+    import wiadsl.runtime.jit as jit_module
+    real = jit_module.bind_call
+
+    def no_binding(*args, **kwargs):
+        raise AssertionError("a steady call by keyword went the checking way")
+    monkeypatch.setattr(jit_module, "bind_call", no_binding)
+    for i in range(3):
+        x, y = a * i, b + i
+        np.testing.assert_array_equal(add(b=y, a=x), x + y)
+        np.testing.assert_array_equal(add(x, b=y), x + y)
+        np.testing.assert_array_equal(add(a=x, b=y), x + y)
+    monkeypatch.setattr(jit_module, "bind_call", real)
+    out = np.zeros(4, np.float32)
+    assert add(a=a, b=b, c=out) is out and (out == a + b).all()
+    with pytest.raises(WiaCallError, match="missing"):
+        add(b=b)
+    with pytest.raises(WiaCallError, match="unknown argument 'd'"):
+        add(a=a, b=b, d=b)
+    with pytest.raises(WiaCallError, match="argument 'b'"):
+        add(b=np.zeros(4, np.float64), a=a)  # a remembered order still checks each argument

@@ -52,12 +52,17 @@ class OnnxKernel(KernelFunction):
             self.__doc__ = kernel_docstring(self.public)
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        if kwargs:  # by ONNX or DSL names, as sess.run(None, feeds) users call
+            positional = self._by_position(args, kwargs)
+            if positional is not None:
+                args, kwargs = positional, {}
         if not kwargs and self._fast is not None:  # the steady state: one native call
             result = self._fast(args + self.weights)
             if result is not NOT_RUN:
                 return result  # type: ignore[return-value]
         sig = self.public
         assert sig is not None
+        given = tuple(kwargs)
         if kwargs:
             kwargs = {self.aliases.get(k, k): v for k, v in kwargs.items()}
         bound = bind_call(sig, args, kwargs)
@@ -73,6 +78,8 @@ class OnnxKernel(KernelFunction):
         if fast_for is not None:  # the next call like this one takes the native way
             delivered = tuple((np.dtype(o.dtype), o.shape) for o in outputs)
             self._fast = fast_for(tuple(a.shape for a in inputs), delivered)
+        if not any(b is not None for b in bound.out_buffers.values()):
+            self._remember_keywords([p.name for p in sig.inputs], args, given, tuple(kwargs))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 

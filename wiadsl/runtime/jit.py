@@ -100,6 +100,10 @@ class KernelFunction:
     #: call plans by argument shapes, and the last one used (see the module docstring)
     _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
     _plan: CallPlan | None = field(default=None, repr=False)
+    #: (positional count, keywords as given) -> those keywords in declaration order,
+    #: for calls whose keywords name exactly the remaining inputs (``_by_position``)
+    _keyword_orders: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = field(
+        default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.__signature__ = python_signature(self.signature)
@@ -112,7 +116,31 @@ class KernelFunction:
     def __repr__(self) -> str:
         return f"<wiadsl kernel {self.signature.describe()} target={self.backend.name}>"
 
+    def _by_position(self, args: tuple[object, ...], kwargs: dict[str, object]
+                     ) -> tuple[object, ...] | None:
+        """The arguments of a call by keyword as one positional tuple, when a checked
+        call with the same keywords has shown they name exactly the remaining inputs
+        (so a steady-state call by keyword, as ``ort.InferenceSession.run`` users
+        make, takes the plans' native way too)."""
+        order = self._keyword_orders.get((len(args), tuple(kwargs)))
+        return None if order is None else args + tuple([kwargs[k] for k in order])
+
+    def _remember_keywords(self, inputs: Sequence[str], args: tuple[object, ...],
+                           given: tuple[str, ...], names: tuple[str, ...]) -> None:
+        """After a checked call: ``given`` keywords (meaning the input ``names``, in the
+        same order) followed ``args`` positionally; remember their declaration order
+        when they were exactly the inputs after the positional ones."""
+        rest = tuple(inputs[len(args):])
+        if not given or sorted(names) != sorted(rest) or len(self._keyword_orders) >= MAX_PLANS:
+            return
+        by_name = dict(zip(names, given, strict=True))
+        self._keyword_orders[(len(args), given)] = tuple(by_name[n] for n in rest)
+
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        if kwargs:
+            positional = self._by_position(args, kwargs)
+            if positional is not None:
+                args, kwargs = positional, {}
         if not kwargs:
             plan = self._plan
             fast = plan.fast if plan is not None else None
@@ -154,6 +182,7 @@ class KernelFunction:
         inputs = list(bound.inputs.values())  # declaration order
         into_buffers = any(b is not None for b in bound.out_buffers.values())
         if not into_buffers:  # checked arrays (Python scalars made arrays, views made dense)
+            self._remember_keywords([p.name for p in sig.inputs], args, tuple(kwargs), tuple(kwargs))
             plan = self._plans.get(tuple([a.shape for a in inputs]))
             results = plan.call(inputs) if plan is not None else None
             if results is not None:
