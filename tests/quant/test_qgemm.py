@@ -1,10 +1,11 @@
-"""The CPU int8 GEMM (``loop.qgemm``): exact against NumPy, and really ``vpmaddwd``
-(or, on a VNNI host, ``vpdpwssd``)."""
+"""The CPU int8 GEMM (``loop.qgemm``): exact against NumPy, and really the host's
+multiply-add (``vpdpbusd`` on a VNNI host, ``vpmaddwd`` elsewhere)."""
 
 import numpy as np
 import pytest
 
 import wiadsl
+from wiadsl.backends.llvm.qgemm_vnni import vnni_bits
 from wiadsl.backends.llvm.target import host
 
 SRC = "kernel mm(input a: i8[M, K], input b: i8[K, N], output c: i32[M, N]) { c = cast(a, i32) @ cast(b, i32); }"
@@ -15,8 +16,10 @@ def mm():
     return wiadsl.jit(SRC, kernel="mm", target="cpu")
 
 
-# odd k (pair padding), column tails, 1-row tails, k blocks (> 512), threaded row splits (m = 97)
-@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 7, 3), (33, 65, 17), (97, 512, 33), (40, 1025, 20), (16, 0, 5)])
+# odd k (pair / quad padding), column tails, 1-7-row tails, k blocks (> 512), threaded
+# row splits (m = 97, 130), whole panels of 16 and 32 columns and their tails
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 7, 3), (33, 65, 17), (97, 512, 33), (40, 1025, 20), (16, 0, 5),
+                                   (7, 515, 64), (130, 66, 129), (1, 768, 96)])
 def test_exact(shape):
     m, k, n = shape
     rng = np.random.default_rng(k)
@@ -37,24 +40,27 @@ def test_loop_ir_uses_qgemm_and_no_widened_copy():
 
 
 def madd_instructions(features: set[str]) -> tuple[str, ...]:
-    """The instructions LLVM may legitimately pick for the micro-kernel's multiply-add
-    of i16 pairs on a host with ``features``: ``vpmaddwd`` (then an add), or with VNNI
-    the fused ``vpdpwssd`` (issue 17: a VNNI host got only that)."""
-    if {"+avxvnni", "+avx512vnni"} & features:
-        return ("vpmaddwd", "vpdpwssd")
+    """The instructions the micro-kernel's multiply-adds may legitimately compile to on
+    a host with ``features``: with VNNI the int8 GEMM is built on ``vpdpbusd`` (four
+    u8 x s8 products per lane, qgemm_vnni.py); without, on i16 pairs, ``vpmaddwd``
+    (then an add; issue 17: an LLVM may fuse those into ``vpdpwssd`` only with VNNI)."""
+    if vnni_bits(",".join(sorted(features))):
+        return ("vpdpbusd",)
     return ("vpmaddwd",)
 
 
 def test_madd_instructions_follow_the_host_features():
     assert madd_instructions({"+avx2"}) == ("vpmaddwd",)
-    assert "vpdpwssd" in madd_instructions({"+avx2", "+avxvnni"})
-    assert "vpdpwssd" in madd_instructions({"+avx512f", "+avx512vnni"})
+    assert madd_instructions({"+avx2", "+avxvnni"}) == ("vpdpbusd",)
+    assert madd_instructions({"+avx512f", "+avx512bw", "+avx512vnni"}) == ("vpdpbusd",)
+    assert vnni_bits("+avx2,+avxvnni") == 256 and vnni_bits("+avx512vnni,+avx512bw") == 512
+    assert vnni_bits("+avx512f,+avx512bw,-avx512vnni,-avxvnni") == 0
 
 
 @pytest.mark.skipif("+avx2" not in host().features.split(","), reason="needs AVX2")
-def test_micro_kernel_is_vpmaddwd():
-    """The micro-kernel is pair multiply-adds: ``vpmaddwd``, or on a VNNI host the
-    fused ``vpdpwssd`` LLVM may pick instead (whichever the host's features allow)."""
+def test_micro_kernel_is_the_hosts_multiply_add():
+    """The micro-kernel is the host's multiply-add: ``vpdpbusd`` on a VNNI host,
+    ``vpmaddwd`` elsewhere (whichever the host's features allow)."""
     from wiadsl.backends.llvm.compile import build, lower_kernel
     from wiadsl.backends.llvm.target import engine
     from wiadsl.passes import optimize
@@ -62,4 +68,4 @@ def test_micro_kernel_is_vpmaddwd():
     asm = engine().tm.emit_assembly(build(lower_kernel(module, "mm", [(64, 64), (64, 64)])))
     allowed = madd_instructions(set(host().features.split(",")))
     counts = {name: asm.count(name) for name in allowed}
-    assert sum(counts.values()) >= 8, counts  # the 4 x 2 register block, at least once
+    assert sum(counts.values()) >= 8, counts  # the 4 x 2 (or 8 x 2) register block, at least once

@@ -64,7 +64,7 @@ mod = ir.Module(name="qgemm_probe")
 mod.triple = host().triple
 fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), ARGS), "wia_probe_qgemm_o{level}")
 b = ir.IRBuilder(fn.append_basic_block("entry"))
-b.call(qgemm_function(mod), list(fn.args))
+b.call(qgemm_function(mod, {features!r}), list(fn.args))
 b.ret_void()
 llmod = parse_and_verify(str(mod))
 optimize(llmod, LEVEL)
@@ -110,12 +110,31 @@ print("done", cases)
 """
 
 
+def _variants() -> dict[str, str]:
+    """The int8 GEMMs this host can run, by the LLVM features that select each:
+    ``pmaddwd`` pairs everywhere (AVX2), ``vpdpbusd`` where the host has VNNI."""
+    from wiadsl.backends.llvm.qgemm_vnni import vnni_bits
+    from wiadsl.backends.llvm.target import host
+    width = vnni_bits(host().features)
+    variants = {"pmaddwd": "+avx2"}
+    if width >= 256:
+        variants["vnni256"] = "+avx512vnni,+avx512vl"
+    if width == 512:
+        variants["vnni512"] = "+avx512vnni,+avx512bw"
+    return variants
+
+
+VARIANTS = _variants()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("level", [2, 3])
-def test_qgemm_driver_on_unaligned_rows(level: int) -> None:
+def test_qgemm_driver_on_unaligned_rows(level: int, variant: str) -> None:
     """The int8 GEMM on every N in 1..67 and K in 1, 2, 3, 4, 7, 8, 33, 66, with rows
     that start anywhere (A and B one byte past 64-byte alignment, leading dimensions
-    past the extents), exact, writing nothing outside C. One compile per level."""
-    out = run_isolated(DRIVER.format(level=level))
+    past the extents), exact, writing nothing outside C; each kernel variant the host
+    can run (so a VNNI host checks the pmaddwd code too). One compile per case."""
+    out = run_isolated(DRIVER.format(level=level, features=VARIANTS[variant]))
     assert out.strip().splitlines()[-1].startswith("done ")
 
 
@@ -339,9 +358,10 @@ def test_every_vector_access_states_its_alignment() -> None:
 
 
 def test_int8_rows_of_b_are_loaded_byte_aligned() -> None:
-    """The loads of issue 17 itself: ``<16 x i8>`` rows of B, alignment 1."""
+    """The loads of issue 17 itself: rows of B (``<16 x i8>`` for pmaddwd pairs, ``<16 x
+    i8>`` or ``<32 x i8>`` for VNNI quads, as the host selects), alignment 1."""
     text = _kernel_ir()["qgemm "]
-    rows = [align for line, align in vector_accesses(text) if "load <16 x i8>" in line]
+    rows = [align for line, align in vector_accesses(text) if re.search(r"load <(16|32) x i8>", line)]
     assert rows and set(rows) == {1}
 
 

@@ -9,7 +9,9 @@ Structure (the f32 ``gemm.py`` loop order, on k *pairs*):
 The micro-kernel splats one A word per row (two i16) and multiplies it with a
 panel row of 16 i16: ``sext`` both to i32, multiply, add even and odd lanes.
 LLVM's x86 backend matches exactly that shape to ``vpmaddwd`` (16 MACs per
-instruction on AVX2); the assembly check lives in tests/quant.
+instruction on AVX2); the assembly check lives in tests/quant. A host with VNNI
+gets qgemm_vnni.py's ``vpdpbusd`` kernel instead (``qgemm_builder``): four
+products per lane, 2-3x this one's speed there.
 
 Invariants:
 - Exact integer arithmetic: i8 * i8 products and their pair sums fit in i32 (and
@@ -60,6 +62,7 @@ class QGemmBuilder:
 
     def __init__(self, mod: ir.Module):
         self.mod = mod
+        self.mr = MR  # rows of the micro-kernel (the unit of a thread's row chunk)
 
     # ------------------------------------------------------------ micro-kernel
 
@@ -226,15 +229,21 @@ class QGemmBuilder:
                 for_range(b, full_end, m, 1, lambda i: call(small, i), "tail")
             for_range(b, _i(0), n, NR, per_jr, "jr")
         for_range(b, _i(0), kp, KCP, per_pc, "pc")
-        with b.if_then(b.icmp_signed("==", k, _i(0))):   # empty sum: zeros
-            def zrow(i: ir.Value) -> None:
-                for_range(b, _i(0), n, 1, lambda j: b.store(
-                    ir.Constant(I32, 0), b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=I32)), "zc")
-            for_range(b, _i(0), m, 1, zrow, "zr")
+        self.zero_when_empty(b, c, m, n, k, ldc)
         b.call(free, [apack])
         b.call(free, [bpack])
         b.ret_void()
         return fn
+
+    @staticmethod
+    def zero_when_empty(b: ir.IRBuilder, c: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value,
+                        ldc: ir.Value) -> None:
+        """k == 0: the empty sums are zeros."""
+        with b.if_then(b.icmp_signed("==", k, _i(0))):
+            def zrow(i: ir.Value) -> None:
+                for_range(b, _i(0), n, 1, lambda j: b.store(
+                    ir.Constant(I32, 0), b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=I32)), "zc")
+            for_range(b, _i(0), m, 1, zrow, "zr")
 
     # ------------------------------------------------------------ threads
 
@@ -249,7 +258,7 @@ class QGemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         macs = b.mul(b.mul(m, n), k)
         parallel = b.and_(b.icmp_signed(">=", macs, _i(PARALLEL_MACS)),
-                          b.icmp_signed(">=", m, _i(2 * MR * THREADS)))
+                          b.icmp_signed(">=", m, _i(2 * self.mr * THREADS)))
         serial_bb, par_bb = fn.append_basic_block("serial"), fn.append_basic_block("parallel")
         b.cbranch(b.and_(parallel, ir.Constant(I1, int(THREADS > 1))), par_bb, serial_bb)
         b.position_at_end(serial_bb)
@@ -260,7 +269,7 @@ class QGemmBuilder:
         for j, v in enumerate(fn.args):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
         # one chunk per thread: every chunk packs all of B
-        b.call(parallel_for(self.mod), [self.worker(rows), ctx, _i(0), m, _i(MR), _i(THREADS)])
+        b.call(parallel_for(self.mod), [self.worker(rows), ctx, _i(0), m, _i(self.mr), _i(THREADS)])
         b.ret_void()
         return fn
 
@@ -282,6 +291,17 @@ class QGemmBuilder:
         return fn
 
 
-def qgemm_function(mod: ir.Module) -> ir.Function:
+def qgemm_builder(mod: ir.Module, features: str | None = None) -> QGemmBuilder:
+    """The int8 GEMM for a host with these LLVM ``features`` (default: this host's):
+    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py), else ``pmaddwd`` pairs."""
+    from .qgemm_vnni import VnniQGemmBuilder, vnni_bits
+    if features is None:
+        from .target import host
+        features = host().features
+    bits = vnni_bits(features)
+    return VnniQGemmBuilder(mod, bits) if bits else QGemmBuilder(mod)
+
+
+def qgemm_function(mod: ir.Module, features: str | None = None) -> ir.Function:
     """The ``wia.qgemm`` driver in ``mod`` (emitted once per module)."""
-    return QGemmBuilder(mod).driver()
+    return qgemm_builder(mod, features).driver()

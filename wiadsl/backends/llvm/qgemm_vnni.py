@@ -1,0 +1,278 @@
+"""The ``loop.qgemm`` kernel on a VNNI host: ``vpdpbusd``, four int8 products per
+int32 lane per instruction (``pmaddwd`` does two, after widening to i16).
+
+``vpdpbusd`` multiplies *unsigned* bytes by signed ones. A is signed, so it is
+packed as ``a + 128`` (``a xor 0x80``, exact in u8), and each column's result is
+corrected by ``-128 * sum_k b[k, j]`` (the "compensation" of oneDNN's and MLAS's
+u8s8 kernels), which the micro-kernel takes as its accumulators' start value:
+
+    sum_k (a + 128) * b  -  128 * sum_k b  ==  sum_k a * b
+
+Structure (as qgemm.py, on k *quads*):
+    pack A rows into i32 words, one per k quad: bytes a[i, 4q + t] + 128 (t = 0..3)
+    compensation comp[j] = -128 * sum_k b[k, j]
+    for pc in quads by KCQ:            pack B[4pc:4pc+4KCQ, :] into NR-wide panels, each
+                                       panel row the NR columns' 4 bytes b[4p + t, j]
+      for jr in N by NR:
+        for ir in M by MR:             micro-kernel: MR x NV <W x i32> accumulators
+
+Invariants:
+- Exact: a u8 * s8 product and the sum of four fit in i32 (|4 * 255 * 128| < 2**31);
+  accumulation wraps modulo 2**32 like NumPy's int32 matmul, and so does the
+  compensation, so the corrected sum is exact modulo 2**32 too.
+- k padded to a multiple of 4 with zero rows of B (and the bytes of a = 0 in A):
+  a padded product is 0 and adds nothing to the compensation.
+- Chosen only where the host has the instruction (``vnni_bits``): 512-bit vectors
+  with AVX512-VNNI, 256-bit with AVX-VNNI; elsewhere qgemm.py's ``pmaddwd`` code.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .gemm import _i, for_range, imin
+from .qgemm import QGemmBuilder, _declare
+from .runtime import vector_load, vector_store
+from .types import I1, I8, I32, I64, PTR
+
+I16 = ir.IntType(16)
+NV = 2  # vectors per micro-kernel row
+
+
+def vnni_bits(features: str) -> int:
+    """The vector width of ``vpdpbusd`` on a host with these LLVM features (0: none)."""
+    have = set(features.split(","))
+    if {"+avx512vnni", "+avx512bw"} <= have:
+        return 512
+    if "+avxvnni" in have or {"+avx512vnni", "+avx512vl"} <= have:
+        return 256
+    return 0
+
+
+class VnniQGemmBuilder(QGemmBuilder):
+    """Emits ``wia.qgemm(A, B, C, m, n, k, lda, ldb, ldc)`` with ``vpdpbusd`` of ``bits``."""
+
+    def __init__(self, mod: ir.Module, bits: int):
+        super().__init__(mod)
+        self.bits = bits
+        self.w = bits // 32               # i32 lanes per vector
+        self.nr = NV * self.w             # columns per panel (32 or 16)
+        self.mr = 8 if bits == 512 else 4  # 8 x 2 zmm or 4 x 2 ymm accumulators
+        self.kcq = 16384 // (4 * self.nr)  # k quads per panel block: a 16 KiB panel
+        self.vt = ir.VectorType(I32, self.w)
+        self.tag = f"vnni{bits}"
+
+    # ------------------------------------------------------------ micro-kernel
+
+    def dot(self) -> ir.Function:
+        name = f"llvm.x86.avx512.vpdpbusd.{self.bits}"
+        return _declare(self.mod, name, self.vt, [self.vt] * 3)
+
+    def ukernel(self, mr: int) -> ir.Function:
+        """``uk(apack, kq, panel, c, ldc, kcq, valid, load_c, comp)``: C[mr x NR] = C (when
+        ``load_c``, else ``comp``) + A.B over ``kcq`` quads."""
+        name = f"wia.qgemm.{self.tag}.ukernel.{mr}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(
+            ir.VoidType(), [PTR, I64, PTR, PTR, I64, I64, I64, I1, PTR]), name)
+        fn.linkage = "internal"
+        ap, kq, panel, c, ldc, kcq, valid, load_c, comp = fn.args
+        for p in (ap, panel, c, comp):
+            p.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        w, vt = self.w, self.vt
+        mask_t, vi = ir.VectorType(I1, w), ir.VectorType(I64, w)
+        sv = self.splat(b, valid, vi)
+        masks = [b.icmp_signed(">", sv, ir.Constant(vi, [v * w + j for j in range(w)])) for v in range(NV)]
+        mload = _declare(self.mod, f"llvm.masked.load.v{w}i32.p0", vt, [PTR, I32, mask_t, vt])
+        mstore = _declare(self.mod, f"llvm.masked.store.v{w}i32.p0", ir.VoidType(), [vt, PTR, I32, mask_t])
+        zero = ir.Constant(vt, [0] * w)
+        full = b.icmp_signed(">=", valid, _i(self.nr))
+
+        def c_ptr(r: int, v: int) -> ir.Value:
+            return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * w))], source_etype=I32)
+        # comp is padded to whole panels and 64-byte aligned: plain loads
+        start = [vector_load(b, b.gep(comp, [_i(v * w)], source_etype=I32), vt, 4) for v in range(NV)]
+        init = []
+        for r in range(mr):
+            for v in range(NV):
+                loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
+                init.append(b.select(load_c, loaded, start[v]))
+        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.phi(I64)
+        accs = [b.phi(vt) for _ in init]
+        p.add_incoming(_i(0), pre)
+        for acc, v0 in zip(accs, init, strict=True):
+            acc.add_incoming(v0, pre)
+        b.cbranch(b.icmp_signed("<", p, kcq), loop, done)
+        b.position_at_end(loop)
+        row = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=I32)  # a row: NR words
+        bvecs = [vector_load(b, b.gep(row, [_i(v * w)], source_etype=I32), vt, 64 if w == 16 else 32)
+                 for v in range(NV)]
+        dot = self.dot()
+        nexts = []
+        for r in range(mr):
+            word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kq), p)], source_etype=I32), typ=I32)
+            xs = self.splat(b, word, vt)
+            for v in range(NV):
+                nexts.append(b.call(dot, [accs[r * NV + v], xs, bvecs[v]]))
+        p.add_incoming(b.add(p, _i(1)), loop)
+        for acc, nx in zip(accs, nexts, strict=True):
+            acc.add_incoming(nx, loop)
+        b.branch(head)
+        b.position_at_end(done)
+        with b.if_else(full) as (plain, ragged):
+            with plain:
+                for r in range(mr):
+                    for v in range(NV):
+                        vector_store(b, accs[r * NV + v], c_ptr(r, v), 4)
+            with ragged:
+                for r in range(mr):
+                    for v in range(NV):
+                        b.call(mstore, [accs[r * NV + v], c_ptr(r, v), ir.Constant(I32, 4), masks[v]])
+        b.ret_void()
+        return fn
+
+    # ------------------------------------------------------------ packing
+
+    def pack_a_quads(self, b: ir.IRBuilder, a: ir.Value, m: ir.Value, k: ir.Value, lda: ir.Value,
+                     kq: ir.Value, out: ir.Value) -> None:
+        """Bytes out[i * 4kq + t] = a[i, t] xor 0x80 (a + 128 as u8), 0x80 (a = 0) past k."""
+        def row(i: ir.Value) -> None:
+            src = b.gep(a, [b.mul(i, lda)], source_etype=I8)
+            dst = b.gep(out, [b.mul(i, b.mul(kq, _i(4)))], source_etype=I8)
+
+            def byte(t: ir.Value) -> None:
+                inside = b.icmp_signed("<", t, k)
+                x = b.load(b.gep(src, [b.select(inside, t, _i(0))], source_etype=I8), typ=I8)
+                x = b.select(inside, x, ir.Constant(I8, 0))
+                b.store(b.xor(x, ir.Constant(I8, 0x80)), b.gep(dst, [t], source_etype=I8))
+            for_range(b, _i(0), b.mul(kq, _i(4)), 1, byte, "qa")
+        for_range(b, _i(0), m, 1, row, "ra")
+
+    def compensation(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+                     npad: ir.Value, out: ir.Value) -> None:
+        """out[j] = -128 * sum_k b[k, j] for j < n, 0 up to npad (row by row: the inner
+        loop runs along a row of B, which LLVM vectorizes)."""
+        for_range(b, _i(0), npad, 1, lambda j: b.store(
+            ir.Constant(I32, 0), b.gep(out, [j], source_etype=I32)), "cz")
+
+        def row(kk: ir.Value) -> None:
+            src = b.gep(bm, [b.mul(kk, ldb)], source_etype=I8)
+
+            def col(j: ir.Value) -> None:
+                dst = b.gep(out, [j], source_etype=I32)
+                x = b.sext(b.load(b.gep(src, [j], source_etype=I8), typ=I8), I32)
+                b.store(b.sub(b.load(dst, typ=I32), b.shl(x, ir.Constant(I32, 7))), dst)
+            for_range(b, _i(0), n, 1, col, "cc")
+        for_range(b, _i(0), k, 1, row, "cr")
+
+    def pack_b_quads(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+                     npad: ir.Value, pc: ir.Value, kcq: ir.Value, out: ir.Value) -> None:
+        """Bytes out[((jr/NR) * kcq + p) * 4NR + 4j + t] = b[4(pc+p) + t, jr + j] (0 past k
+        or n). A whole panel row: four unaligned NR-byte loads (rows past k read row 0
+        and are zeroed) and two interleaves; the column tail byte by byte."""
+        nr = self.nr
+        vb = ir.VectorType(I8, nr)
+
+        def quad(p: ir.Value) -> None:
+            k0 = b.mul(b.add(pc, p), _i(4))
+            rows, inside = [], []
+            for t in range(4):
+                kt = b.add(k0, _i(t))
+                ok = b.icmp_signed("<", kt, k)
+                inside.append(ok)
+                rows.append(b.gep(bm, [b.mul(b.select(ok, kt, _i(0)), ldb)], source_etype=I8))
+
+            def panel(jr: ir.Value) -> None:
+                dst = b.gep(out, [b.mul(b.add(b.mul(b.sdiv(jr, _i(nr)), kcq), p), _i(4 * nr))],
+                            source_etype=I8)
+                with b.if_else(b.icmp_signed("<=", b.add(jr, _i(nr)), n)) as (then, other):
+                    with then:
+                        vs = [b.select(ok, vector_load(b, b.gep(r, [jr], source_etype=I8), vb, 1),
+                                       ir.Constant(vb, [0] * nr)) for r, ok in zip(rows, inside, strict=True)]
+                        pairs = [x for j in range(nr) for x in (j, nr + j)]
+                        lo = b.shuffle_vector(vs[0], vs[1], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                        hi = b.shuffle_vector(vs[2], vs[3], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                        wt = ir.VectorType(I16, nr)
+                        quads = b.shuffle_vector(b.bitcast(lo, wt), b.bitcast(hi, wt),
+                                                 ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                        vector_store(b, quads, dst, 64 if nr == 32 else 32)
+                    with other:
+                        def col(j: ir.Value) -> None:
+                            jj = b.add(jr, j)
+                            in_n = b.icmp_signed("<", jj, n)
+                            jc = b.select(in_n, jj, _i(0))
+                            for t in range(4):
+                                x = b.load(b.gep(rows[t], [jc], source_etype=I8), typ=I8)
+                                x = b.select(b.and_(in_n, inside[t]), x, ir.Constant(I8, 0))
+                                b.store(x, b.gep(dst, [b.add(b.mul(j, _i(4)), _i(t))], source_etype=I8))
+                        for_range(b, _i(0), _i(nr), 1, col, "pj")
+            for_range(b, _i(0), npad, nr, panel, "pn")
+        for_range(b, _i(0), kcq, 1, quad, "pq")
+
+    # ------------------------------------------------------------ blocked rows
+
+    def rows(self) -> ir.Function:
+        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows."""
+        name = f"wia.qgemm.{self.tag}.rows"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6), name)
+        fn.linkage = "internal"
+        a, bm, c, m, n, k, lda, ldb, ldc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
+        free = _declare(self.mod, "free", ir.VoidType(), [PTR])
+        nr = self.nr
+        kq = b.sdiv(b.add(k, _i(3)), _i(4))
+        npad = b.mul(b.sdiv(b.add(n, _i(nr - 1)), _i(nr)), _i(nr))
+        apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kq), _i(4)), _i(64))])
+        bpack = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(self.kcq * 4)), _i(64))])
+        comp = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(4)), _i(64))])
+        self.pack_a_quads(b, a, m, k, lda, kq, apack)
+        self.compensation(b, bm, ldb, k, n, npad, comp)
+        big = self.ukernel(self.mr)
+        full_end = b.sub(m, b.srem(m, _i(self.mr)))
+
+        def per_pc(pc: ir.Value) -> None:
+            kcq = imin(b, b.sub(kq, pc), _i(self.kcq))
+            self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kcq, bpack)
+            load_c = b.icmp_signed(">", pc, _i(0))
+
+            def per_jr(jr: ir.Value) -> None:
+                panel = b.gep(bpack, [b.mul(jr, kcq)], source_etype=I32)
+                valid = b.sub(n, jr)
+                cj = b.gep(comp, [jr], source_etype=I32)
+
+                def call(kernel: ir.Function, i: ir.Value) -> None:
+                    arow = b.gep(apack, [b.add(b.mul(i, kq), pc)], source_etype=I32)
+                    crow = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=I32)
+                    b.call(kernel, [arow, kq, panel, crow, ldc, kcq, valid, load_c, cj])
+                for_range(b, _i(0), full_end, self.mr, lambda i: call(big, i), "ir")
+                self.tail_rows(b, full_end, m, call)
+            for_range(b, _i(0), n, nr, per_jr, "jr")
+        for_range(b, _i(0), kq, self.kcq, per_pc, "pc")
+        self.zero_when_empty(b, c, m, n, k, ldc)
+        for buf in (apack, bpack, comp):
+            b.call(free, [buf])
+        b.ret_void()
+        return fn
+
+    def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value, call) -> None:  # type: ignore[no-untyped-def]
+        """The fewer-than-MR rows ``[start, end)`` by 4-, 2- and 1-row kernels."""
+        at: ir.Value = start
+        for rows in (4, 2, 1):
+            if rows >= self.mr:
+                continue
+            take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
+            with b.if_then(take):
+                call(self.ukernel(rows), at)
+            at = b.add(at, b.select(take, _i(rows), _i(0)))
+
+
+__all__ = ["VnniQGemmBuilder", "vnni_bits"]
