@@ -13,6 +13,10 @@ with AVX-512, 6 x 2 x <8 x float> with AVX2: every accumulator stays in a
 register), broadcasts one A element per row and issues ``llvm.fmuladd`` on
 vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run 4-, 2- and 1-row micro-kernels.
+Few rows of A (at most MR: inference at small batch) would not repay packing B,
+which each row block reuses: then the micro-kernel reads B's rows in place
+(only a ragged last panel is packed), and one row is a matrix-vector product
+(``gemv``) that streams B row by row into C.
 Above ``PARALLEL_FLOPS`` the columns (the rows, when there are too few columns)
 are cut into ``CHUNKS`` chunks per thread for ``parallel.parallel_for``: a column
 chunk packs only its own B panels, so nothing is packed twice, and there is no
@@ -51,6 +55,11 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .runtime import offset_align, vector_load, vector_store
 from .types import F32, F64, I1, I32, I64, PTR
+
+#: columns of C a matrix-vector product keeps in L1 while it streams B's rows
+GEMV_COLS = 2048
+#: rows of B a matrix-vector product adds into C per pass over it
+GEMV_ROWS = 4
 
 
 def _i(v: int) -> ir.Constant:
@@ -111,13 +120,18 @@ class GemmBuilder:
 
     # --------------------------------------------------------- micro-kernel
 
-    def ukernel(self, mr: int) -> ir.Function:
-        name = f"wia.gemm.ukernel.{self.suffix}.{mr}"
+    def ukernel(self, mr: int, direct: bool = False) -> ir.Function:
+        """``uk(a, lda, panel, c, ldc, kc, valid, load_c[, ldp])``: C[mr x NR] (+)= A.panel.
+        A packed panel has rows of NR elements, 64-byte aligned; ``direct`` reads the
+        rows of B itself (``ldp`` apart, element-aligned: no packing, for few rows of A)."""
+        name = f"wia.gemm.ukernel.{self.suffix}.{mr}{'.direct' if direct else ''}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR, I64, I64, I64, I1]), name)
+        params = [PTR, I64, PTR, PTR, I64, I64, I64, I1] + ([I64] if direct else [])
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), params), name)
         fn.linkage = "internal"
-        a, lda, bp, c, ldc, kc, valid, load_c = fn.args
+        a, lda, bp, c, ldc, kc, valid, load_c = fn.args[:8]
+        row_stride = fn.args[8] if direct else _i(self.nr)
         for p in (a, bp, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -167,9 +181,9 @@ class GemmBuilder:
         def steps(p: ir.Value, accs: list[ir.Value], count: int) -> list[ir.Value]:
             for u in range(count):
                 pu = b.add(p, _i(u)) if u else p
-                brow = b.gep(bp, [b.mul(pu, _i(self.nr))], source_etype=self.et)
+                brow = b.gep(bp, [b.mul(pu, row_stride)], source_etype=self.et)
                 bvecs = [vector_load(b, b.gep(brow, [_i(v * self.w)], source_etype=self.et), self.vt,
-                                     self.lane_align(v)) for v in range(nv)]
+                                     self.size if direct else self.lane_align(v)) for v in range(nv)]
                 nexts = []
                 for r in range(mr):
                     x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), pu)], source_etype=self.et),
@@ -197,7 +211,7 @@ class GemmBuilder:
         return fn
 
     def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value,
-                  call: Callable[[ir.Function, ir.Value], None]) -> None:
+                  call: Callable[[ir.Function, ir.Value], None], direct: bool = False) -> None:
         """The fewer-than-MR rows ``[start, end)`` with the fewest micro-kernel calls
         (4, 2, then 1 rows): one row at a time wasted most of the FMA throughput
         (e.g. conv's 64 = 10 * 6 + 4 output channels)."""
@@ -207,7 +221,7 @@ class GemmBuilder:
                 continue
             take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
             with b.if_then(take):
-                call(self.ukernel(rows), at)
+                call(self.ukernel(rows, direct), at)
             at = b.add(at, b.select(take, _i(rows), _i(0)))
 
     def k_loop(self, b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
@@ -256,6 +270,30 @@ class GemmBuilder:
         packed = b.call(alloc, [_i(64), _i(nc_max * self.kc * self.size + 64)])
         big = self.ukernel(self.mr)
         kcb = self.k_block(b, k)
+        few = b.icmp_signed("<=", m, _i(self.mr))
+
+        def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
+            kc = imin(b, b.sub(k, pc), kcb)
+            load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
+            whole = b.sub(n, b.srem(n, _i(self.nr)))
+
+            def per_col(col: ir.Value) -> None:
+                panel = b.gep(bm, [b.add(b.mul(pc, ldb), col)], source_etype=self.et)
+
+                def call(kernel: ir.Function, row: ir.Value) -> None:
+                    ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
+                    cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
+                with b.if_else(b.icmp_signed("==", m, _i(self.mr))) as (all_rows, some):
+                    with all_rows:
+                        call(self.ukernel(self.mr, True), _i(0))
+                    with some:
+                        self.tail_rows(b, _i(0), m, call, direct=True)
+            for_range(b, _i(0), whole, self.nr, per_col, "jd")
+            with b.if_then(b.icmp_signed("<", whole, n)):
+                self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
+                self.multiply_panels(b, a, lda, pc, kc, packed, whole, n, n, c, ldc, m, load_c, big)
+        one = b.icmp_signed("==", m, _i(1))
 
         def per_jc(jc: ir.Value) -> None:
             jend = imin(b, b.add(jc, _i(nc_max)), n)
@@ -268,12 +306,82 @@ class GemmBuilder:
                 self.multiply_panels(b, a, lda, pc, kc, packed, jc, jend, n, c, ldc, m, load_c, big)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
-            for_range(b, _i(0), n, nc_max, per_jc, "jc")
+            with b.if_else(few) as (in_place, packing):
+                with in_place:
+                    with b.if_else(one) as (row, rows):
+                        with row:  # a matrix-vector product: B streamed row by row
+                            b.call(self.gemv(), [a, bm, c, n, k, ldb, acc])
+                        with rows:
+                            for_range(b, _i(0), k, kcb, direct, "pd")
+                with packing:
+                    for_range(b, _i(0), n, nc_max, per_jc, "jc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):
             self.zero_fill(b, c, m, n, ldc, acc)
         b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
         b.ret_void()
         return fn
+
+    def gemv(self) -> ir.Function:
+        """``gemv(a, B, c, n, k, ldb, acc)``: ``c[0:n] (+)= a[0:k] @ B[0:k, 0:n]``, one row
+        of A. Nothing to reuse across rows, so B is streamed in place, four rows at a
+        time, into C (in L1: columns in blocks of GEMV_COLS), with vector FMAs along
+        the rows: sequential reads of B, where the micro-kernel's panels stride by ldb."""
+        name = f"wia.gemm.gemv.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64, I64, I1]), name)
+        fn.linkage = "internal"
+        a, bm, c, n, k, ldb, acc = fn.args
+        for p in (a, bm, c):
+            p.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        with b.if_then(b.not_(acc)):
+            for_range(b, _i(0), n, 1, lambda j: b.store(
+                ir.Constant(self.et, 0.0), b.gep(c, [j], source_etype=self.et)), "gz")
+        k4 = b.sub(k, b.srem(k, _i(GEMV_ROWS)))
+
+        def block(jc: ir.Value) -> None:
+            jend = imin(b, b.add(jc, _i(GEMV_COLS)), n)
+
+            def rows_from(p: ir.Value, count: int) -> None:
+                terms = [(self.splat(b, b.load(b.gep(a, [b.add(p, _i(t))], source_etype=self.et),
+                                               typ=self.et), self.vt),
+                          b.gep(bm, [b.mul(b.add(p, _i(t)), ldb)], source_etype=self.et))
+                         for t in range(count)]
+                self.sweep(b, terms, c, jc, jend)
+            for_range(b, _i(0), k4, GEMV_ROWS, lambda p: rows_from(p, GEMV_ROWS), "g4")
+            for_range(b, k4, k, 1, lambda p: rows_from(p, 1), "g1")
+        for_range(b, _i(0), n, GEMV_COLS, block, "gc")
+        b.ret_void()
+        return fn
+
+    def sweep(self, b: ir.IRBuilder, terms: list[tuple[ir.Value, ir.Value]], c: ir.Value,
+              lo: ir.Value, hi: ir.Value) -> None:
+        """``c[j] += sum(splat * row[j])`` over ``terms`` (splat, row pointer) for j in
+        [lo, hi): whole vectors, then one masked vector for the rest."""
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        whole = b.sub(hi, b.srem(b.sub(hi, lo), _i(self.w)))
+
+        def at(j: ir.Value, load, store) -> None:  # type: ignore[no-untyped-def]
+            x = load(b.gep(c, [j], source_etype=self.et))
+            for splat, row in terms:
+                x = b.call(fma, [splat, load(b.gep(row, [j], source_etype=self.et)), x])
+            store(x, b.gep(c, [j], source_etype=self.et))
+        for_range(b, lo, whole, self.w, lambda j: at(
+            j, lambda p: vector_load(b, p, self.vt, self.size),
+            lambda v, p: vector_store(b, v, p, self.size)), "gv")
+        with b.if_then(b.icmp_signed("<", whole, hi)):
+            mask_t, vi = ir.VectorType(I1, self.w), ir.VectorType(I64, self.w)
+            mask = b.icmp_signed(">", self.splat(b, b.sub(hi, whole), vi),
+                                 ir.Constant(vi, list(range(self.w))))
+            mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                                   [PTR, I32, mask_t, self.vt])
+            mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                    [self.vt, PTR, I32, mask_t])
+            align = ir.Constant(I32, self.size)
+            zero = ir.Constant(self.vt, [0.0] * self.w)
+            at(whole, lambda p: b.call(mload, [p, align, mask, zero]),
+               lambda v, p: b.call(mstore, [v, p, align, mask]))
 
     def multiply_panels(self, b: ir.IRBuilder, a: ir.Value, lda: ir.Value, pc: ir.Value, kc: ir.Value,
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
