@@ -92,6 +92,19 @@ class Emitter:
         self.body.append(f"    {name} = {expr};")
         return Val(dtype, shape, ref=name)
 
+    def pad_constant(self, x: Val, ref: str, before: list[int], after: list[int], fill: str) -> Val:
+        """``x`` (DSL text ``ref``) with ``before[a]`` / ``after[a]`` elements of ``fill`` on
+        each axis ``a``, as a filled buffer and one slice assignment (two passes over the
+        data; a concat per padded axis made one copy of everything per axis)."""
+        axes = list(zip(x.shape, before, after, strict=True))  # padded axes are static
+        shape = tuple(Dim(d.value + b + a) if b or a else d for d, b, a in axes)
+        name = self.names.fresh("padded")
+        dims = ", ".join(d.text() for d in shape)
+        self.body.append(f"    {name} = full([{dims}], {fill}, {x.dtype});")
+        window = ", ".join(f"{b}:{b + d.value}" if b or a else ":" for d, b, a in axes)
+        self.body.append(f"    {name}[{window}] = {ref};")
+        return Val(x.dtype, shape, ref=name)
+
     def ref(self, v: Val, rank: int | None = None) -> str:
         """DSL text for ``v`` as an operand of a result of rank ``rank``.
 

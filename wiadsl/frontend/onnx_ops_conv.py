@@ -96,20 +96,10 @@ def conv_geometry(n: Node, x: Val, kernel: tuple[int, int]) -> ConvGeometry:
 
 def pad_spatial(n: Node, x: Val, pads: tuple[int, int, int, int], fill: str) -> Val:
     """``x`` with bands of ``fill`` on its spatial axes (ONNX order top, left, bottom, right)."""
-    v, shape = x, list(x.shape)
-    for axis, before, after in ((2, pads[0], pads[2]), (3, pads[1], pads[3])):
-        if not before and not after:
-            continue
-        parts = []
-        for width in (before, after):
-            band = shape.copy()
-            band[axis] = Dim(width)
-            dims = ", ".join(d.text() for d in band)
-            parts.append(f"full([{dims}], {fill}, {x.dtype})" if width else None)
-        shape[axis] = Dim(shape[axis].value + before + after)
-        pieces = ", ".join(p for p in (parts[0], n.ref(v), parts[1]) if p is not None)
-        v = n.em.bind(f"concat([{pieces}], axis={axis})", x.dtype, tuple(shape), "padded")
-    return v
+    if not any(pads):
+        return x
+    before, after = [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]]
+    return n.em.pad_constant(x, n.ref(x), before, after, fill)
 
 
 def _window(ref: str, start: tuple[int, int], step: tuple[int, int], out: tuple[int, int]) -> str:

@@ -130,6 +130,13 @@ def _pad(n: Node) -> list[Val]:
         raise n.fail(f"mode={mode} is not supported (constant, edge, reflect)")
     before, after = _pads(n, x.rank)
     fill = _fill_value(n, x)
+    padded = [a for a in range(x.rank) if before[a] or after[a]]
+    for axis in padded:
+        if not x.shape[axis].is_static:
+            raise n.fail(f"padding symbolic axis {axis} ({x.shape[axis]}) is not supported")
+    if mode == "constant" and padded and min(before + after) >= 0:  # one fill, one copy
+        v = n.em.pad_constant(x, n.ref(x), list(before), list(after), fill)
+        return [n.out(n.ref(v), x.dtype, v.shape)]
     v = x
     for axis in range(x.rank):
         if not before[axis] and not after[axis]:
