@@ -119,3 +119,26 @@ def test_unknown_dim_name_is_refused() -> None:
     with pytest.raises(OnnxImportError, match=r"dims \['btch'\] are not dims of the model's "
                                               r"inputs \(its dims: batch\)"):
         import_onnx(model, {"btch": 1})
+
+
+def test_gather_nd_index_out_of_range_stops_the_call() -> None:
+    """A run-time GatherND index past its axis is the DSL's index error (with the line
+    that reads it), never a row of another axis; negative ones count from the end."""
+    node = helper.make_node("GatherND", ["x", "i"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("x", 1, [3, 4]),
+                            helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])])
+    mod = load_onnx(model)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(mod(x, np.array([[0, 1], [-1, -4]])), [1.0, 8.0])
+    with pytest.raises(WiaError, match="index is out of range for axis 1"):
+        mod(x, np.array([[0, 1], [2, 4]]))
+    with pytest.raises(WiaError, match="index is out of range for axis 0"):
+        mod(x, np.array([[3, 0], [0, 0]]))
+
+
+def test_gather_nd_with_batch_dims_is_refused() -> None:
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)
+    model = _model([node], [helper.make_tensor_value_info("x", 1, [3, 4]),
+                            helper.make_tensor_value_info("i", TensorProto.INT64, [3, 1])])
+    with pytest.raises(OnnxImportError, match=r"GatherND .*batch_dims=1 is not supported"):
+        import_onnx(model)

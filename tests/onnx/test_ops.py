@@ -147,6 +147,25 @@ CASES = [
                                     Const(np.array(-3, np.int64))], out_type=TensorProto.INT64),
     OpCase("range_float", "Range", [Const(np.array(0.5, F32)), Const(np.array(3.0, F32)),
                                     Const(np.array(0.75, F32))]),
+    OpCase("isnan", "IsNaN", [np.array([[np.nan, 1.0, -np.inf], [0.0, np.nan, np.inf]], F32)],
+           out_type=TensorProto.BOOL),
+    *(OpCase(f"isinf_{neg}{pos}", "IsInf",
+             [np.array([[np.nan, 1.0, -np.inf], [0.0, np.inf, -3.0]], F32)],
+             {"detect_negative": neg, "detect_positive": pos}, out_type=TensorProto.BOOL)
+      for neg in (0, 1) for pos in (0, 1)),
+    OpCase("gather_nd_consecutive", "GatherND",
+           [_r(2, 5, 3), Const(np.array([[[0, 1], [0, 2], [0, 3]]], np.int64))]),
+    OpCase("gather_nd_scattered", "GatherND",
+           [_r(3, 4), Const(np.array([[2, 1], [0, -1], [1, 0]], np.int64))]),
+    OpCase("gather_nd_rows", "GatherND", [_r(4, 3), Const(np.array([[3], [1]], np.int64))]),
+    OpCase("gather_nd_runtime", "GatherND", [_r(3, 4, 2), np.array([[[2, 1], [0, -1]], [[1, 0], [-3, 3]]])]),
+    OpCase("gather_nd_runtime_full", "GatherND", [_r(3, 4), np.array([[0, 3], [2, -2], [1, 1]])]),
+    OpCase("gather_nd_bool", "GatherND",
+           [np.array([[True, False, True]]), Const(np.array([[[0, 2], [0, 1]]], np.int64))],
+           out_type=TensorProto.BOOL),
+    OpCase("where_constant", "Where", [Const(np.array([True, False])), Const(np.array([1, 1], np.int64)),
+                                        Const(np.array([5, -1], np.int64))],
+           out_type=TensorProto.INT64),
     OpCase("trilu_upper", "Trilu", [_r(2, 4, 5)]),
     OpCase("trilu_lower_k", "Trilu", [_r(5, 3), Const(np.array(-1, np.int64))], {"upper": 0}),
     OpCase("cumsum_last", "CumSum", [_r(3, 7), Const(np.array(-1, np.int64))]),
@@ -313,12 +332,12 @@ def test_symbolic_shape_arithmetic_folds() -> None:
         assert_close(mod(x), ort_run(model, {"x": x})[0])
 
 
-def _token_id_model(nodes: list, inits: list) -> Any:
+def _token_id_model(nodes: list, inits: list, opset: int = 13) -> Any:
     """A graph of ``nodes`` from int64 token ids ``[batch, seq]`` to one output ``y``."""
     ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
     graph = helper.make_graph(nodes, "g", [ids_info], [helper.make_tensor_value_info("y", 1, None)],
                               inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
 
@@ -367,4 +386,57 @@ def test_position_ids_from_a_dynamic_sequence_length() -> None:
     assert "arange(dim(ids, 1))" in mod.source
     for shape in ((1, 1), (2, 9), (3, 4)):
         ids = np.random.default_rng(sum(shape)).integers(0, 13, shape)
+        assert_close(mod(ids), ort_run(model, {"ids": ids})[0])
+
+
+def test_causal_mask_and_slices_of_a_dynamic_sequence() -> None:
+    """What transformers' exports build from the sequence length (GPT-2, BERT): a causal
+    ``Trilu`` of ``Expand(1, [seq, seq])``, a slice ``table[:, 0:seq]`` of a position
+    buffer, and a mask scaled by the length (a shape value meeting run-time data)."""
+    table = _r(1, 9)
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+        helper.make_node("Unsqueeze", ["seq", "ax"], ["seq1"]),
+        helper.make_node("Concat", ["seq1", "seq1"], ["square"], axis=0),
+        helper.make_node("Expand", ["onef", "square"], ["ones"]),
+        helper.make_node("Trilu", ["ones"], ["causal"], upper=0),
+        helper.make_node("Slice", ["table", "zero1", "seq1", "ax1"], ["pos"]),
+        helper.make_node("Cast", ["ids"], ["idsf"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["seq"], ["seqf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["idsf", "seqf"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "pos"], ["rows"]),
+        helper.make_node("MatMul", ["rows", "causal"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(v, name) for name, v in (
+        ("table", table), ("one", np.array(1, np.int64)), ("ax", np.array([0], np.int64)),
+        ("onef", np.array(1.0, F32)), ("zero1", np.array([0], np.int64)),
+        ("ax1", np.array([1], np.int64)))]
+    model = _token_id_model(nodes, inits, opset=17)
+    mod = load_onnx(model)
+    for shape in ((1, 1), (2, 9), (3, 4)):
+        ids = np.random.default_rng(sum(shape)).integers(0, 13, shape)
+        assert_close(mod(ids), ort_run(model, {"ids": ids})[0])
+
+
+def test_expand_to_a_shape_with_minus_one_tests() -> None:
+    """torch's ``expand(batch, seq)`` exports ``Where(Equal(shape, -1), 1, shape)`` before
+    ``Expand``: with a dynamic batch that is symbolic shape arithmetic, folded at import."""
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("Shape", ["s"], ["slen"]),
+        helper.make_node("ConstantOfShape", ["slen"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("Mul", ["ones", "minus1"], ["neg"]),
+        helper.make_node("Equal", ["s", "neg"], ["is_neg"]),
+        helper.make_node("Where", ["is_neg", "ones", "s"], ["target"]),
+        helper.make_node("Expand", ["row", "target"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(-1, np.int64), "minus1"),
+             numpy_helper.from_array(_r(1, 1), "row")]
+    model = _token_id_model(nodes, inits)
+    mod = load_onnx(model)
+    assert "broadcast_to(" in mod.source and "where(" not in mod.source
+    for shape in ((1, 1), (2, 5)):
+        ids = np.zeros(shape, np.int64)
         assert_close(mod(ids), ort_run(model, {"ids": ids})[0])

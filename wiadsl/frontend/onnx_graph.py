@@ -92,6 +92,15 @@ class Emitter:
         self.body.append(f"    {name} = {expr};")
         return Val(dtype, shape, ref=name)
 
+    def shape_tensor(self, v: Val) -> Val:
+        """A symbolic shape value (``Val.sym``) as an i64 value of the kernel: a scalar, or
+        a 1-D tensor of its extents, each read from an input with ``dim``."""
+        assert v.sym is not None
+        if not v.shape:
+            return self.bind(self.extent(v.sym[0]), DType.I64, (), "extent")
+        parts = ", ".join(f"full([1], {self.extent(d)}, i64)" for d in v.sym)
+        return self.bind(f"concat([{parts}], axis=0)", DType.I64, v.shape, "extents")
+
     def pad_constant(self, x: Val, ref: str, before: list[int], after: list[int], fill: str) -> Val:
         """``x`` (DSL text ``ref``) with ``before[a]`` / ``after[a]`` elements of ``fill`` on
         each axis ``a``, as a filled buffer and one slice assignment (two passes over the

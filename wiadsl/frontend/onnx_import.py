@@ -215,16 +215,23 @@ class _Importer:
         """Shape values (``Val.sym``) go to the symbolic evaluator, except as the
         shape input of the ops that read them as extents (``SHAPE_INPUT``)."""
         symbolic = [i for i, v in enumerate(vals) if v is not None and v.sym is not None]
-        if not symbolic or symbolic == [SHAPE_INPUT.get(node.op)]:
+        if set(symbolic) <= set(SHAPE_INPUT.get(node.op, ())):
             return translate(node)
-        if node.op not in SYMBOLIC:
+        data = [v for v in vals if v is not None and v.sym is None and v.const is None]
+        if node.op in SYMBOLIC and not data:
+            return SYMBOLIC[node.op](node)
+        if not data:
             raise node.fail("a shape value with symbolic extents (from Shape of a tensor "
                             "with dynamic dims) reaches this op; fix the dims at import")
-        return SYMBOLIC[node.op](node)
+        # a shape value meets run-time data (a mask built from the sequence length):
+        # it becomes a value of the kernel, read from the inputs' extents
+        for i in symbolic:
+            node.vals[i] = node.em.shape_tensor(vals[i])  # type: ignore[arg-type]
+        return translate(node)
 
 
-#: op -> the input it reads as a list of extents (a symbolic shape value is fine there)
-SHAPE_INPUT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
+#: op -> the inputs it reads as lists of extents (a symbolic shape value is fine there)
+SHAPE_INPUT = {"Reshape": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Slice": (2,)}
 
 
 def supported_ops() -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import DType
-from .onnx_graph import Node, Val, checked, literal
+from .onnx_graph import Node, Val, checked, const_val, literal
 from .onnx_shapes import Dim, Shape, broadcast
 
 Translator = Callable[[Node], list[Val]]
@@ -145,6 +145,8 @@ def _variadic(n: Node) -> list[Val]:
 def _where(n: Node) -> list[Val]:
     c, a, b = n.x(0), n.x(1), n.x(2)
     shape = checked(n, lambda: broadcast(c.shape, a.shape, b.shape))
+    if c.const is not None and a.const is not None and b.const is not None:  # shape arithmetic
+        return [const_val(np.where(c.const, a.const, b.const).astype(a.dtype.numpy), a.dtype)]
     r = len(shape)
     return [n.out(f"where({n.ref(c, r)}, {n.ref(a, r)}, {n.ref(b, r)})", a.dtype, shape)]
 
@@ -185,6 +187,28 @@ def _unary_expr(n: Node, template: str, defaults: dict[str, float] | None = None
 def _sign(n: Node) -> list[Val]:
     one, zero = ("1", "0") if n.x().dtype.is_int else ("1.0", "0.0")
     return _unary_expr(n, f"where({{x}} > {zero}, {one}, where({{x}} < {zero}, -{one}, {{x}} * {zero}))")
+
+
+@op("IsNaN")
+def _isnan(n: Node) -> list[Val]:
+    """``x != x``: true exactly for NaN (transformers' exports test masked scores)."""
+    x = n.x()
+    if x.const is not None:
+        return [const_val(np.isnan(x.const), DType.BOOL)]
+    xr = n.ref(x, x.rank)
+    return [n.out(f"{xr} != {xr}", DType.BOOL, x.shape)]
+
+
+@op("IsInf")
+def _isinf(n: Node) -> list[Val]:
+    x = n.x()
+    neg, pos = int(n.attr("detect_negative", 1)), int(n.attr("detect_positive", 1))
+    if x.const is not None:
+        c = x.const
+        return [const_val(np.isinf(c) & ((c > 0) & bool(pos) | (c < 0) & bool(neg)), DType.BOOL)]
+    xr, inf = n.ref(x, x.rank), "(1.0 / 0.0)"
+    tests = ([f"{xr} == {inf}"] if pos else []) + ([f"{xr} == -{inf}"] if neg else [])
+    return [n.out(" || ".join(tests) if tests else f"{xr} < {xr}", DType.BOOL, x.shape)]  # none: false
 
 
 @op("Elu")

@@ -21,7 +21,7 @@ import numpy as np
 from ..dtypes import DType
 from .onnx_graph import Node, Val, const_val
 from .onnx_ops import op
-from .onnx_shapes import Shape, numel
+from .onnx_shapes import Dim, Shape, numel
 from .onnx_text import literal
 
 
@@ -55,6 +55,69 @@ def gather_loop(n: Node, x: Val, idx: Val, axis: int) -> Val:
         "    }",
     ]
     shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    return n.out(f"reshape({out}, {_dims(shape)})", x.dtype, shape)
+
+
+@op("GatherND")
+def _gather_nd(n: Node) -> list[Val]:
+    """``GatherND`` with constant indices (what an exporter writes for fixed positions):
+    the index tuples become flat rows of the data viewed as ``[P, rest...]``, a slice
+    when they are consecutive, else ``Gather``'s loop of slice copies."""
+    x = n.x(0)
+    if int(n.attr("batch_dims", 0)):
+        raise n.fail(f"batch_dims={n.attr('batch_dims')} is not supported (only 0)")
+    if n.x(1).const is None:
+        return [_gather_nd_loop(n, x, n.x(1))]
+    idx = n.const(1, "the indices")
+    assert idx is not None
+    if idx.ndim < 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise n.fail("the indices must be an integer tensor of rank >= 1")
+    r = int(idx.shape[-1])
+    if r > x.rank or not all(d.is_static for d in x.shape[:r]):
+        raise n.fail(f"the indices address {r} leading axes; they must be static axes of the data")
+    lead = tuple(d.value for d in x.shape[:r])
+    tuples = idx.reshape(-1, r).astype(np.int64)
+    if ((tuples < -np.array(lead)) | (tuples >= np.array(lead))).any():
+        raise n.fail(f"an index is out of range for the data's leading extents {list(lead)}")
+    flat = np.ravel_multi_index(tuple((tuples % np.array(lead)).T), lead) if r else np.zeros(len(tuples), np.int64)
+    rest = x.shape[r:]
+    shape = tuple(Dim(int(d)) for d in idx.shape[:-1]) + rest
+    rows = Dim(int(np.prod(lead))) if r else Dim(1)
+    if x.const is not None:
+        return [const_val(x.const.reshape(rows.value, *x.const.shape[r:])[flat].reshape(
+            [d.value for d in shape]), x.dtype)]
+    src = n.em.bind(f"reshape({n.ref(x)}, {_dims((rows, *rest))})", x.dtype, (rows, *rest), "gather_src")
+    if len(flat) and (np.diff(flat) == 1).all():
+        tail = ", :" * len(rest)
+        picked = n.em.bind(f"{src.ref}[{flat[0]}:{flat[-1] + 1}{tail}]", x.dtype,
+                           (Dim(len(flat)), *rest), "gathered")
+        return [n.out(f"reshape({picked.ref}, {_dims(shape)})", x.dtype, shape)]
+    flat_idx = const_val(flat.reshape(idx.shape[:-1]), DType.I64, hint=f"{n.label}_rows")
+    return [gather_loop(n, src, flat_idx, 0)]
+
+
+def _gather_nd_loop(n: Node, x: Val, idx: Val) -> Val:
+    """``GatherND`` with run-time indices (torch's advanced indexing ``mask[rows, cols]``):
+    one copy per index tuple, ``out[t, ...] = x[i0, i1, ..., :]``, where the DSL's own
+    indexing wraps negative indices and stops the call on one out of range."""
+    _index_dtype_ok(n, idx)
+    r = idx.shape[-1].value if idx.rank and idx.shape[-1].is_static else None
+    if r is None or not 1 <= r <= x.rank:
+        raise n.fail("the run-time indices need a static last axis of 1 to the data's rank")
+    em, names = n.em, n.em.names
+    lead, rest = idx.shape[:-1], x.shape[r:]
+    count = numel(lead)
+    tuples = em.bind(f"reshape(cast({n.ref(idx)}, i64), [{count.text()}, {r}])", DType.I64,
+                     (count, Dim(r)), "gather_tuples")
+    out, t = names.fresh("gathered"), names.fresh("t")
+    picks = ", ".join([f"{tuples.ref}[{t}, {j}]" for j in range(r)] + [":"] * len(rest))
+    em.body += [
+        f"    {out} = zeros({_dims((count, *rest))}, {x.dtype});",
+        f"    for {t} in range(dim({tuples.ref}, 0)) {{",
+        f"        {out}[{', '.join([t] + [':'] * len(rest))}] = {n.ref(x)}[{picks}];",
+        "    }",
+    ]
+    shape = lead + rest
     return n.out(f"reshape({out}, {_dims(shape)})", x.dtype, shape)
 
 

@@ -44,16 +44,21 @@ def _range(n: Node) -> list[Val]:
 @op("Trilu")
 def _trilu(n: Node) -> list[Val]:
     x = n.x()
-    if x.rank < 2 or not all(d.is_static for d in x.shape[-2:]):
-        raise n.fail("the input needs two static trailing axes")
+    if x.rank < 2:
+        raise n.fail("the input needs at least two axes")
     k = int(_scalar(n, 1, "k")) if n.input(1, required=False) is not None else 0
+    upper = bool(int(n.attr("upper", 1)))
+    zero = literal(0, x.dtype)
+    if not all(d.is_static for d in x.shape[-2:]):  # a causal mask of [seq, seq]: from indices
+        r, c = (n.em.extent(d) for d in x.shape[-2:])
+        i, j = f"reshape(arange({r}), [{r}, 1])", f"reshape(arange({c}), [1, {c}])"
+        keep = f"{i} <= {j} - {k}" if upper else f"{i} >= {j} - {k}"
+        return [n.out(f"where({keep}, {n.ref(x)}, {zero})", x.dtype, x.shape)]
     rows, cols = x.shape[-2].value, x.shape[-1].value
-    keep = np.triu(np.ones((rows, cols), bool), k) if int(n.attr("upper", 1)) \
-        else np.tril(np.ones((rows, cols), bool), k)
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
     if x.const is not None:
         return [const_val(np.where(keep, x.const, np.zeros_like(x.const)), x.dtype)]
     mask = n.ref(const_val(keep, hint=f"{n.label}_mask"))
-    zero = literal(0, x.dtype)
     return [n.out(f"where({mask}, {n.ref(x)}, {zero})", x.dtype, x.shape)]
 
 

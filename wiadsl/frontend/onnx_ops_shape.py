@@ -177,16 +177,27 @@ def _slice(n: Node) -> list[Val]:
     if n.opset < 10:
         starts, ends = n.attr("starts"), n.attr("ends")
         axes, steps = n.attr("axes"), None
-    else:
-        starts, ends = n.const(1, "starts"), n.const(2, "ends")
+    else:  # ends may be a shape value: x[:, 0:seq] of a position table (BERT's exports)
+        starts, ends = n.const(1, "starts"), n.dims(2, "ends")
         axes, steps = n.const(3, "axes"), n.const(4, "steps")
-    starts, ends = [int(s) for s in starts], [int(e) for e in ends]
+    starts = [int(s) for s in starts]
+    ends = [Dim.of(int(e)) if not isinstance(e, Dim) else e for e in ends]
     axes_l = [n.axis(int(a), x.rank) for a in axes] if axes is not None else \
         list(range(len(starts)))
     steps_l = [int(s) for s in steps] if steps is not None else [1] * len(starts)
     items, shape = [":"] * x.rank, list(x.shape)
     index = [slice(None)] * x.rank
-    for a, s, e, t in zip(axes_l, starts, ends, steps_l):
+    for a, s, end, t in zip(axes_l, starts, ends, steps_l):
+        if not end.is_static:
+            if (s, t) != (0, 1):
+                raise n.fail(f"a slice of axis {a} to the dynamic end {end} must start at 0 "
+                             f"with step 1 (starts={s}, steps={t})")
+            if end != x.shape[a]:  # the first `end` elements (at most the extent, as ONNX clamps)
+                shape[a] = end
+                items[a] = f"0:{n.em.extent(end)}"
+                index[a] = None  # type: ignore[call-overload]
+            continue
+        e = end.value
         if not x.shape[a].is_static:
             raise n.fail(f"slicing symbolic axis {a} ({x.shape[a]}) is not supported")
         if t == 0:
@@ -196,7 +207,7 @@ def _slice(n: Node) -> list[Val]:
         # indices() gives stop -1 for "through index 0" with a negative step
         index[a] = slice(lo, hi if hi >= 0 else None, step)
         items[a] = f"{lo}:{hi}:{step}" if hi >= 0 else f"{lo}::{step}"
-    if x.const is not None:
+    if x.const is not None and None not in index:
         return [const_val(x.const[tuple(index)], x.dtype)]
     return [n.out(f"{n.ref(x)}[{', '.join(items)}]", x.dtype, tuple(shape))]
 

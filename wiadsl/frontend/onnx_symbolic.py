@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import DType
-from .onnx_graph import Node, Val, checked, const_val
+from .onnx_graph import ONNX_DTYPES, Node, Val, checked, const_val
 from .onnx_shapes import Dim
 
 SymOp = Callable[[Node], list[Val]]
@@ -74,8 +74,12 @@ def _gather(n: Node) -> list[Val]:
 @_sym("Unsqueeze", "Squeeze", "Identity", "Cast", "Reshape")
 def _same(n: Node) -> list[Val]:
     """Rank changes between a scalar and ``[1]``; casts between integer types."""
-    if n.op == "Cast" and int(n.attr("to")) not in (6, 7):
-        raise n.fail("a shape value cast to a non-integer type")
+    if n.op == "Cast" and int(n.attr("to")) not in (6, 7):  # a length as data (a scale)
+        to = ONNX_DTYPES.get(int(n.attr("to")))
+        if to is None:
+            raise n.fail(f"a shape value cast to ONNX type {n.attr('to')}")
+        v = n.em.shape_tensor(n.x())
+        return [n.out(f"cast({v.ref}, {to})", to, v.shape)]
     dims = elements(n, 0)
     scalar = n.op == "Squeeze" or (n.op == "Reshape" and not len(elements(n, 1)))
     return [sym_val(dims, scalar=scalar and len(dims) == 1)]
@@ -124,3 +128,48 @@ def _range(n: Node) -> list[Val]:
     dtype = DType.I32 if n.x(0).dtype is DType.I32 else DType.I64
     expr = f"arange({count})" if dtype is DType.I64 else f"cast(arange({count}), i32)"
     return [n.out(expr, dtype, (limit,))]
+
+
+def _equal(n: Node, a: Dim, b: Dim) -> bool:
+    """Whether two extents are equal, when that is known at import: an extent is never
+    negative (torch's ``expand`` tests its sizes against -1), and equal Dims are equal."""
+    if a == b:
+        return True
+    if a.is_static and b.is_static:
+        return False
+    other = b if not a.is_static and b.is_static else a if a.is_static else None
+    if other is not None and other.coef < 0:
+        return False
+    raise n.fail(f"whether the extents {a} and {b} are equal is not known at import")
+
+
+@_sym("Equal")
+def _equal_op(n: Node) -> list[Val]:
+    """Elementwise ``==`` of shape values: a constant bool vector (the ``-1`` tests that
+    ``expand(batch, seq)`` exports)."""
+    a, b = elements(n, 0), elements(n, 1)
+    size = max(len(a), len(b))
+    a, b = (a * size if len(a) == 1 else a), (b * size if len(b) == 1 else b)
+    if len(a) != len(b):
+        raise n.fail(f"shape values of lengths {len(a)} and {len(b)}")
+    return [const_val(np.array([_equal(n, x, y) for x, y in zip(a, b, strict=True)]), DType.BOOL)]
+
+
+@_sym("Where")
+def _where(n: Node) -> list[Val]:
+    """``Where`` of a constant condition between shape values, element by element."""
+    cond = n.const(0, "the condition")
+    assert cond is not None
+    a, b = elements(n, 1), elements(n, 2)
+    flags = [bool(c) for c in cond.reshape(-1)]
+    size = max(len(flags), len(a), len(b))
+    flags, a, b = (x * size if len(x) == 1 else x for x in (flags, a, b))  # type: ignore[assignment]
+    if not len(flags) == len(a) == len(b):
+        raise n.fail("shape values of different lengths")
+    return [sym_val([x if f else y for f, x, y in zip(flags, a, b, strict=True)])]
+
+
+@_sym("Shape")
+def _shape_of_shape(n: Node) -> list[Val]:
+    """The shape of a shape value: its (static) length."""
+    return [shape_value(n, n.x().shape)]
