@@ -10,7 +10,8 @@ serves every count.
 Each side is warmed up, then timed in interleaved rounds (so machine load hits
 both alike); the table shows medians and the ratio ORT time / wiadsl time
 (> 1: wiadsl is faster). Outputs are checked against ORT before timing.
-The models are the ones of the tests (``tests/onnx/models.py``) at larger sizes.
+The models are the ones of the tests (``tests/onnx/models.py``) at larger sizes, and
+the ``*_export`` rows the graphs torch.onnx wrote (``tests/onnx/exports``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,21 @@ import wiadsl  # noqa: E402
 from tests.onnx import models  # noqa: E402
 from wiadsl.frontend.onnx_import import load_onnx  # noqa: E402
 
+
+class Exported:
+    """A fixture of tests/onnx/exports (what torch.onnx wrote) as a benchmark model."""
+
+    def __init__(self, file: str, seq: int = 16):
+        import onnx
+
+        from tests.onnx.test_exports import feeds_for, model_bytes
+        self.model = onnx.load_from_string(model_bytes(file))
+        self.file, self.seq, self._feeds = file, seq, feeds_for
+
+    def make_inputs(self, batch: int) -> dict[str, np.ndarray]:
+        return self._feeds(self.file, batch, self.seq)
+
+
 #: name -> (builder, batch, description); sizes of small real models.
 CASES = {
     "mlp": (lambda: models.mlp(784, 512, 10), 64, "784-512-512-10, batch 64"),
@@ -43,6 +59,14 @@ CASES = {
     "mobilenet_v2": (lambda: models.mobilenet_v2(3, 64, 10, width=16), 4,
                      "3x64x64, width 16, 2 inverted residual blocks, batch 4"),
     "qdq_matmul": (lambda: models.qdq_matmul(512, 512), 64, "512x512 int8 QDQ, batch 64"),
+    "resnet18_export": (lambda: Exported("resnet18_torchscript.onnx.gz"), 1,
+                        "torchvision ResNet-18 at 1/8 width, 3x64x64, torch.onnx, batch 1"),
+    "mobilenet_v2_export": (lambda: Exported("mobilenet_v2_torchscript.onnx.gz"), 1,
+                            "torchvision MobileNetV2 x0.25, 3x64x64, torch.onnx, batch 1"),
+    "bert_export": (lambda: Exported("bert_torchscript.onnx.gz"), 1,
+                    "transformers BERT, 2 layers, hidden 128, seq 16, torch.onnx, batch 1"),
+    "gpt2_export": (lambda: Exported("gpt2_dynamo.onnx.gz"), 1,
+                    "transformers GPT-2, 2 layers, hidden 128, seq 16, torch.onnx dynamo, batch 1"),
 }
 QUICK = {
     "mlp": (lambda: models.mlp(64, 128, 10), 8, "64-128-128-10, batch 8"),
