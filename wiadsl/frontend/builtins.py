@@ -26,12 +26,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..dtypes import DType
 from . import shaperules as sr
 from . import typerules as tr
 from .typerules import Constraints, Type
+
+if TYPE_CHECKING:
+    from .exprtext import ExprLabel
 
 ArgKind = Literal["value", "dtype", "axis", "perm", "int", "bool", "dims", "tensors"]
 
@@ -53,7 +56,7 @@ class Operand:
 
     type: Type
     static: Static = None
-    label: str = "x"
+    label: str | ExprLabel = "x"  # str(label) is its source text
 
 
 class _Required:

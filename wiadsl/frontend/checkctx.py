@@ -77,17 +77,21 @@ class BodyCtx:
         finally:
             self.silent -= 1
 
-    def apply(self, span: Span, rule: Callable[[list[ShapeConstraint]], Type]) -> Type:
-        """Run ``rule(constraints)``; a rule error becomes a spanned error and ``UNKNOWN``."""
+    def apply(self, span: Span | Callable[[], Span], rule: Callable[[list[ShapeConstraint]], Type]) -> Type:
+        """Run ``rule(constraints)``; a rule error becomes a spanned error and ``UNKNOWN``.
+        ``span`` may be a function giving it: then it is computed only when an error or
+        a constraint needs it (an operator's span costs a search of the source)."""
         local: list[ShapeConstraint] = []
         try:
             result = rule(local)
         except ShapeRuleError as e:
-            self.report(WiaShapeError(e.message, span))
+            self.report(WiaShapeError(e.message, span() if callable(span) else span))
             return UNKNOWN
         except RuleError as e:
-            self.report(WiaTypeError(e.message, span))
+            self.report(WiaTypeError(e.message, span() if callable(span) else span))
             return UNKNOWN
-        for c in local:
-            self.add_constraint(dataclasses.replace(c, span=span))
+        if local:
+            at = span() if callable(span) else span
+            for c in local:
+                self.add_constraint(dataclasses.replace(c, span=at))
         return result

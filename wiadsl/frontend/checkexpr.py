@@ -31,7 +31,7 @@ from .builtins import (
 )
 from .checkctx import BodyCtx
 from .constfold import fold_binary, fold_unary, weak_int_outside
-from .exprtext import binop_text, expr_text, left_chain, op_span
+from .exprtext import ExprLabel, expr_text, left_chain, op_span
 from .funcargs import bind_func_args
 from .scope import Env
 from .typerules import UNKNOWN, ValueType
@@ -168,16 +168,17 @@ class ExprTyper:
 
     def _binop_of(self, e: ast.BinOp, lhs: Operand, rhs: Operand) -> Operand:
         labels = (lhs.label, rhs.label)
+        span = lambda: op_span(e)  # noqa: E731 - found only for a message or a constraint
         if e.op == "@":
-            t = self.ctx.apply(op_span(e), lambda c: sr.matmul(lhs.type, rhs.type, labels, c))
+            t = self.ctx.apply(span, lambda c: sr.matmul(lhs.type, rhs.type, labels, c))
         else:
-            t = self.ctx.apply(op_span(e), lambda c: tr.binary(e.op, lhs.type, rhs.type, labels, c))
+            t = self.ctx.apply(span, lambda c: tr.binary(e.op, lhs.type, rhs.type, labels, c))
         static = None
         if isinstance(t, ValueType) and isinstance(lhs.type, ValueType) \
                 and isinstance(rhs.type, ValueType):
             self._check_weak_int(e, lhs, rhs, t)
             static = fold_binary(e.op, lhs.static, lhs.type, rhs.static, rhs.type, t)
-        return Operand(t, static, binop_text(e, lhs.label, rhs.label))
+        return Operand(t, static, ExprLabel(e))
 
     def _check_weak_int(self, e: ast.BinOp, lhs: Operand, rhs: Operand, t: ValueType) -> None:
         """An integer literal the other operand's integer dtype cannot hold is an error

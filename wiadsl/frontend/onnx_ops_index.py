@@ -52,8 +52,8 @@ def _trilu(n: Node) -> list[Val]:
     if not all(d.is_static for d in x.shape[-2:]):  # a causal mask of [seq, seq]: from indices
         r, c = (n.em.extent(d) for d in x.shape[-2:])
         i, j = f"reshape(arange({r}), [{r}, 1])", f"reshape(arange({c}), [1, {c}])"
-        keep = f"{i} <= {j} - {k}" if upper else f"{i} >= {j} - {k}"
-        return [n.out(f"where({keep}, {n.ref(x)}, {zero})", x.dtype, x.shape)]
+        kept = f"{i} <= {j} - {k}" if upper else f"{i} >= {j} - {k}"
+        return [n.out(f"where({kept}, {n.ref(x)}, {zero})", x.dtype, x.shape)]
     rows, cols = x.shape[-2].value, x.shape[-1].value
     keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
     if x.const is not None:

@@ -34,7 +34,7 @@ from .typerules import (
 # ------------------------------------------------------------------ matmul
 
 
-def matmul(a: Type, b: Type, labels: Sequence[str] = ("a", "b"),
+def matmul(a: Type, b: Type, labels: Sequence[object] = ("a", "b"),
            cons: Constraints = None, op: str = "'@'") -> Type:
     """NumPy matmul: 1-D operands are promoted to a matrix and the axis dropped again;
     batch axes broadcast; the inner extents must agree."""
@@ -204,7 +204,7 @@ def broadcast_to(x: Type, dims: Sequence[Dim], cons: Constraints = None) -> Type
     return x.with_shape(target)
 
 
-def concat(xs: Sequence[Type], axis: int, labels: Sequence[str],
+def concat(xs: Sequence[Type], axis: int, labels: Sequence[object],
            cons: Constraints = None) -> Type:
     """``concat([a, b, ...], axis)``: same rank, equal dims off ``axis``, extents add up."""
     if not xs:
@@ -259,7 +259,7 @@ def _check_window(op: str, stride: int, padding: int) -> None:
 
 
 def conv2d(x: Type, w: Type, stride: int = 1, padding: int = 0,
-           labels: Sequence[str] = ("x", "w"), cons: Constraints = None) -> Type:
+           labels: Sequence[object] = ("x", "w"), cons: Constraints = None) -> Type:
     """NCHW input ``x``, OIHW weight ``w`` -> ``[N, O, H', W']``."""
     if not isinstance(x, ValueType) or not isinstance(w, ValueType):
         return UNKNOWN
@@ -349,7 +349,7 @@ def arange(n: Type, extent: Dim) -> Type:
 
 
 def quantize(op: str, x: Type, scale: Type, zero_point: Type,
-             labels: Sequence[str] = ("x", "scale", "zero_point"),
+             labels: Sequence[object] = ("x", "scale", "zero_point"),
              cons: Constraints = None) -> Type:
     """``quantize`` -> i8, ``dequantize`` -> f32, ``fake_quant`` -> x's dtype."""
     if not is_known(x, scale, zero_point):
@@ -418,7 +418,7 @@ def _slice_extent(s: SliceOf, dim: Dim) -> Dim:
 
 
 def slice_update(target: Type, items: Sequence[IndexAt | SliceOf], value: Type,
-                 labels: Sequence[str] = ("target", "value"), cons: Constraints = None) -> Type:
+                 labels: Sequence[object] = ("target", "value"), cons: Constraints = None) -> Type:
     """``target[items] = value``: value broadcasts to the region; the result is target's type
     (the value is cast to target's dtype, as NumPy's setitem does)."""
     if not isinstance(target, ValueType):

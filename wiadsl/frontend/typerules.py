@@ -159,13 +159,13 @@ def broadcast_dim(a: Dim, b: Dim, reason: str, cons: Constraints) -> Dim:
     return None
 
 
-def mismatch(op: str, labels: Sequence[str], types: Sequence[ValueType]) -> str:
+def mismatch(op: str, labels: Sequence[object], types: Sequence[ValueType]) -> str:
     """The message naming every operand: ``shape mismatch in '@': A is f32[M, K], x is f32[N]``."""
     parts = ", ".join(f"{lab} is {t}" for lab, t in zip(labels, types, strict=False))
     return f"shape mismatch in {op}: {parts}"
 
 
-def broadcast_types(op: str, types: Sequence[ValueType], labels: Sequence[str],
+def broadcast_types(op: str, types: Sequence[ValueType], labels: Sequence[object],
                     cons: Constraints) -> Shape:
     """The broadcast shape of several operands (NumPy rules, right-aligned)."""
     shape: Shape = ()
@@ -224,7 +224,7 @@ def binary_dtype(op: str, a: ValueType, b: ValueType) -> tuple[DType, bool]:
     raise RuleError(f"unknown operator '{op}'")
 
 
-def binary(op: str, a: Type, b: Type, labels: Sequence[str] = ("lhs", "rhs"),
+def binary(op: str, a: Type, b: Type, labels: Sequence[object] = ("lhs", "rhs"),
            cons: Constraints = None) -> Type:
     """An elementwise binary operator (arithmetic, comparison, logic, max, min)."""
     if not isinstance(a, ValueType) or not isinstance(b, ValueType):
@@ -262,7 +262,7 @@ def unary(op: str, x: Type) -> Type:
     return x
 
 
-def where(c: Type, a: Type, b: Type, labels: Sequence[str] = ("c", "a", "b"),
+def where(c: Type, a: Type, b: Type, labels: Sequence[object] = ("c", "a", "b"),
           cons: Constraints = None) -> Type:
     """``where(c, a, b)``: c is bool; a and b promote; all three broadcast."""
     if not is_known(c, a, b):
