@@ -120,18 +120,22 @@ class GemmBuilder:
 
     # --------------------------------------------------------- micro-kernel
 
-    def ukernel(self, mr: int, direct: bool = False) -> ir.Function:
-        """``uk(a, lda, panel, c, ldc, kc, valid, load_c[, ldp])``: C[mr x NR] (+)= A.panel.
-        A packed panel has rows of NR elements, 64-byte aligned; ``direct`` reads the
-        rows of B itself (``ldp`` apart, element-aligned: no packing, for few rows of A)."""
-        name = f"wia.gemm.ukernel.{self.suffix}.{mr}{'.direct' if direct else ''}"
+    def ukernel(self, mr: int) -> ir.Function:
+        """``uk(a, lda, panel, c, ldc, kc, valid, load_c, ldp)``: C[mr x NR] (+)= A.panel,
+        the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for the
+        rows of B itself (few rows of A: no packing). Its loads claim only the element
+        alignment (one kernel for both: an unaligned vector load of aligned data costs
+        the same, and one variant per row count compiles in half the time)."""
+        name = f"wia.gemm.ukernel.{self.suffix}.{mr}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        params = [PTR, I64, PTR, PTR, I64, I64, I64, I1] + ([I64] if direct else [])
+        params = [PTR, I64, PTR, PTR, I64, I64, I64, I1, I64]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), params), name)
         fn.linkage = "internal"
-        a, lda, bp, c, ldc, kc, valid, load_c = fn.args[:8]
-        row_stride = fn.args[8] if direct else _i(self.nr)
+        # one copy, called from every loop nest (its k loop dwarfs a call): inlined at
+        # each of them it doubled the helper's compile time
+        fn.attributes.add("noinline")
+        a, lda, bp, c, ldc, kc, valid, load_c, row_stride = fn.args
         for p in (a, bp, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -183,7 +187,7 @@ class GemmBuilder:
                 pu = b.add(p, _i(u)) if u else p
                 brow = b.gep(bp, [b.mul(pu, row_stride)], source_etype=self.et)
                 bvecs = [vector_load(b, b.gep(brow, [_i(v * self.w)], source_etype=self.et), self.vt,
-                                     self.size if direct else self.lane_align(v)) for v in range(nv)]
+                                     self.size) for v in range(nv)]
                 nexts = []
                 for r in range(mr):
                     x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), pu)], source_etype=self.et),
@@ -211,7 +215,7 @@ class GemmBuilder:
         return fn
 
     def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value,
-                  call: Callable[[ir.Function, ir.Value], None], direct: bool = False) -> None:
+                  call: Callable[[ir.Function, ir.Value], None]) -> None:
         """The fewer-than-MR rows ``[start, end)`` with the fewest micro-kernel calls
         (4, 2, then 1 rows): one row at a time wasted most of the FMA throughput
         (e.g. conv's 64 = 10 * 6 + 4 output channels)."""
@@ -221,7 +225,7 @@ class GemmBuilder:
                 continue
             take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
             with b.if_then(take):
-                call(self.ukernel(rows, direct), at)
+                call(self.ukernel(rows), at)
             at = b.add(at, b.select(take, _i(rows), _i(0)))
 
     def k_loop(self, b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
@@ -286,9 +290,9 @@ class GemmBuilder:
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
                 with b.if_else(b.icmp_signed("==", m, _i(self.mr))) as (all_rows, some):
                     with all_rows:
-                        call(self.ukernel(self.mr, True), _i(0))
+                        call(big, _i(0))
                     with some:
-                        self.tail_rows(b, _i(0), m, call, direct=True)
+                        self.tail_rows(b, _i(0), m, call)
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
                 self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
@@ -402,7 +406,7 @@ class GemmBuilder:
                 def call(kernel: ir.Function, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c])
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, _i(self.nr)])
                 for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
                 self.tail_rows(b, full_end, iend, call)
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
