@@ -176,6 +176,11 @@ class Operation:
             pos += size
         return tuple(out)
 
+    @property
+    def successor_blocks(self) -> tuple[Block, ...]:
+        """The target blocks alone (what CFG walks need, without their arguments)."""
+        return tuple(self._succ_blocks)
+
     def set_successor(self, index: int, block: Block, args: Sequence[Value]) -> None:
         succs = [(s.block, list(s.args)) for s in self.successors]
         succs[index] = (block, list(args))
@@ -320,7 +325,7 @@ class Block:
     @property
     def successors(self) -> list[Block]:
         term = self.terminator
-        return [s.block for s in term.successors] if term else []
+        return list(term.successor_blocks) if term else []
 
     @property
     def predecessors(self) -> list[Block]:

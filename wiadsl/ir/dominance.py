@@ -18,9 +18,12 @@ def reverse_postorder(entry: Block) -> list[Block]:
     seen = {id(entry)}
     post: list[Block] = []
     stack: list[tuple[Block, int]] = [(entry, 0)]
+    succ_of: dict[int, list[Block]] = {}  # each block's successors, computed once
     while stack:
         block, i = stack.pop()
-        succs = block.successors
+        succs = succ_of.get(id(block))
+        if succs is None:
+            succs = succ_of[id(block)] = block.successors
         if i < len(succs):
             stack.append((block, i + 1))
             nxt = succs[i]
