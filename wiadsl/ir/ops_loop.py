@@ -23,6 +23,8 @@ Text forms:
     loop.check %ok {message = "'tensor.extract': index out of range"} : i1
     loop.copy %src, %dst, %soff, %doff, %n : (...)
     loop.gemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc {accumulate = false} : (...)
+    loop.qgemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc : (...)
+    loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .core import Operation
 from .ops_base import (
     PURE,
     attr_bool,
+    attr_ints,
     check_dynamic_extents,
     expect_counts,
     expect_index,
@@ -231,3 +234,75 @@ class RetypeOp(Operation):
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         return [args[0]]
+
+
+@register
+class QGemmOp(Operation):
+    """``loop.qgemm``: operands A, B (i8 buffers), C (i32 buffer), then nine ``index``
+    values aoff, boff, coff, m, n, k, lda, ldb, ldc; no results.
+
+    ``C[m, n] = sum_k int32(A[m, k]) * int32(B[k, n])`` on row-major panels, written
+    (never accumulated); exact, wrapping modulo 2**32 as NumPy's int32 matmul of the
+    widened operands does (``tensor.matmul(cast(a, i32), cast(b, i32))`` of i8)."""
+
+    name = "loop.qgemm"
+
+    def verify(self) -> None:
+        expect_counts(self, 12, 0)
+        types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
+        if types[0].dtype is not DType.I8 or types[1].dtype is not DType.I8 or types[2].dtype is not DType.I32:
+            raise self.error(f"takes i8, i8, i32 buffers, got {', '.join(map(str, types))}")
+        for i, t in enumerate(self.operand_types[3:]):
+            expect_index(self, t, f"operand {i + 3}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        a, b, c = (x.reshape(-1) for x in args[:3])
+        ao, bo, co, m, n, k, lda, ldb, ldc = (int(x) for x in args[3:])
+        am = np.lib.stride_tricks.as_strided(a[ao:], (m, k), (lda, 1)).astype(np.int64)
+        bm = np.lib.stride_tricks.as_strided(b[bo:], (k, n), (ldb, 1)).astype(np.int64)
+        cm = np.lib.stride_tricks.as_strided(c[co:], (m, n), (ldc * 4, 4))
+        cm[...] = (am @ bm).astype(np.int32)  # int64 sums wrapped to int32: NumPy's int32 result
+        return []
+
+
+@register
+class Conv2dOp(Operation):
+    """``loop.conv2d``: buffers x (padded input), w (weights), y (output), then ten
+    ``index`` values xoff, yoff, c, hp, wp, o, kh, kw, ho, wo; attribute ``stride``.
+
+    One image of a float convolution as an implicit GEMM (cross-correlation, one
+    group, no padding: the lowering passes an input already zero-padded, ``hp x wp``
+    per channel):
+
+        y[yoff + (oc * ho + oh) * wo + ow] =
+            sum_{ci, i, j} w[((oc * c + ci) * kh + i) * kw + j]
+                           * x[xoff + (ci * hp + oh * sh + i) * wp + ow * sw + j]
+
+    written (never accumulated) for every ``oc < o, oh < ho, ow < wo``; f32/f64
+    buffers of one dtype, ``w`` the contiguous OIHW weight at offset 0, and every
+    read inside the image (``(ho - 1) * sh + kh <= hp``, the same for w)."""
+
+    name = "loop.conv2d"
+
+    def verify(self) -> None:
+        expect_counts(self, 13, 0)
+        types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
+        if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
+            raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
+        for i, t in enumerate(self.operand_types[3:]):
+            expect_index(self, t, f"operand {i + 3}")
+        stride = attr_ints(self, "stride", 2)
+        if min(stride) < 1:
+            raise self.error(f"needs stride >= 1, got {stride}")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        x, w, y = (a.reshape(-1) for a in args[:3])
+        xoff, yoff, c, hp, wp, o, kh, kw, ho, wo = (int(v) for v in args[3:])
+        sh, sw = self.attributes["stride"]
+        image = x[xoff:xoff + c * hp * wp].reshape(c, hp, wp)
+        win = np.lib.stride_tricks.sliding_window_view(image, (kh, kw), axis=(1, 2))
+        win = win[:, ::sh, ::sw][:, :ho, :wo]  # (c, ho, wo, kh, kw)
+        weight = w[:o * c * kh * kw].reshape(o, c, kh, kw)
+        out = np.tensordot(weight, win, axes=([1, 2, 3], [0, 3, 4]))  # (o, ho, wo)
+        y[yoff:yoff + o * ho * wo] = out.reshape(-1).astype(y.dtype)
+        return []

@@ -1,4 +1,4 @@
-"""``loop.conv2d``: one image of a float convolution as an implicit GEMM.
+"""Lowering a float conv2d to ``loop.conv2d`` (ir/ops_loop.py): one image as an implicit GEMM.
 
     loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...) -> ()
 
@@ -21,48 +21,13 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from ..dtypes import DType
-from ..ir.core import Operation, Value
-from ..ir.ops_base import OPS, attr_ints, expect_counts, expect_index, expect_tensor, register
+from ..ir.core import Value
+from ..ir.ops_loop import Conv2dOp
 from ..ir.types import ScalarType
 from .builder import LoopBuilder
 from .expr import Leaf
 
-NAME = "loop.conv2d"
-
-
-class Conv2dOp(Operation):
-    """``loop.conv2d``: buffers x (padded input), w (weights), y (output), then ten
-    ``index`` values xoff, yoff, c, hp, wp, o, kh, kw, ho, wo; attribute ``stride``."""
-
-    name = NAME
-
-    def verify(self) -> None:
-        expect_counts(self, 13, 0)
-        types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
-        if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
-            raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
-        for i, t in enumerate(self.operand_types[3:]):
-            expect_index(self, t, f"operand {i + 3}")
-        stride = attr_ints(self, "stride", 2)
-        if min(stride) < 1:
-            raise self.error(f"needs stride >= 1, got {stride}")
-
-    def evaluate(self, args: list[Any]) -> list[Any]:
-        x, w, y = (a.reshape(-1) for a in args[:3])
-        xoff, yoff, c, hp, wp, o, kh, kw, ho, wo = (int(v) for v in args[3:])
-        sh, sw = self.attributes["stride"]
-        image = x[xoff:xoff + c * hp * wp].reshape(c, hp, wp)
-        win = np.lib.stride_tricks.sliding_window_view(image, (kh, kw), axis=(1, 2))
-        win = win[:, ::sh, ::sw][:, :ho, :wo]  # (c, ho, wo, kh, kw)
-        weight = w[:o * c * kh * kw].reshape(o, c, kh, kw)
-        out = np.tensordot(weight, win, axes=([1, 2, 3], [0, 3, 4]))  # (o, ho, wo)
-        y[yoff:yoff + o * ho * wo] = out.reshape(-1).astype(y.dtype)
-        return []
+NAME = Conv2dOp.name
 
 
 def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Value, ...],
@@ -119,6 +84,3 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
                      attributes={"stride": [sh, sw]})
     lb.nest([nb], image)
 
-
-if NAME not in OPS:  # re-imports (reloads in tests) keep the first registration
-    register(Conv2dOp)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from ..ir.core import Operation, OpResult, Value
+from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, contiguous_strides
 from .conv import implicit_gemm
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
-from .qgemm import NAME as QGEMM
 from .scalar import cast, clone_body, clone_body_value, materialize
 
 GEMM_DTYPES = (DType.F32, DType.F64)
@@ -98,7 +98,7 @@ def matmul(ctx: Ctx, op: Operation) -> tuple[Leaf | Value, list[Value]]:
         boff = lb2.mul(lb2.linear(broadcast_ivs(lb2, be[:-2], ivs), b_bs), kn)
         coff = lb2.mul(lb2.linear(ivs, c_bs), mn)
         if int8:
-            lb2.b.create(QGEMM, [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n])
+            lb2.b.create(QGemmOp.name, [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n])
         elif dtype in GEMM_DTYPES:
             lb2.b.create("loop.gemm", [a.buf, b.buf, c, aoff, boff, coff, m, n, k, k, n, n],
                          attributes={"accumulate": False})
