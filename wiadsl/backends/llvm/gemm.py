@@ -93,6 +93,21 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
     b.position_at_end(done)
 
 
+def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, mr: int,
+              kernel: Callable[[int], ir.Function], call: Callable[[ir.Function, ir.Value], None]) -> None:
+    """The fewer-than-``mr`` rows ``[start, end)`` with the fewest micro-kernel calls
+    (``kernel(4)``, then 2, then 1 rows): one row at a time wasted most of the FMA
+    throughput (e.g. conv's 64 = 10 * 6 + 4 output channels)."""
+    at: ir.Value = start
+    for rows in (4, 2, 1):
+        if rows >= mr:
+            continue
+        take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
+        with b.if_then(take):
+            call(kernel(rows), at)
+        at = b.add(at, b.select(take, _i(rows), _i(0)))
+
+
 class GemmBuilder:
     def __init__(self, mod: ir.Module, dtype: DType, config: GemmConfig | None = None):
         cfg = config or current_config()
@@ -216,17 +231,7 @@ class GemmBuilder:
 
     def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value,
                   call: Callable[[ir.Function, ir.Value], None]) -> None:
-        """The fewer-than-MR rows ``[start, end)`` with the fewest micro-kernel calls
-        (4, 2, then 1 rows): one row at a time wasted most of the FMA throughput
-        (e.g. conv's 64 = 10 * 6 + 4 output channels)."""
-        at: ir.Value = start
-        for rows in (4, 2, 1):
-            if rows >= self.mr:
-                continue
-            take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
-            with b.if_then(take):
-                call(self.ukernel(rows), at)
-            at = b.add(at, b.select(take, _i(rows), _i(0)))
+        tail_rows(b, start, end, self.mr, self.ukernel, call)
 
     def k_loop(self, b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
                steps: Callable[[ir.Value, list[ir.Value], int], list[ir.Value]], name: str

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, for_range, imin
+from .gemm import _i, for_range, imin, tail_rows
 from .qgemm import QGemmBuilder, _declare
 from .runtime import vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR
@@ -254,7 +254,7 @@ class VnniQGemmBuilder(QGemmBuilder):
                     crow = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=I32)
                     b.call(kernel, [arow, kq, panel, crow, ldc, kcq, valid, load_c, cj])
                 for_range(b, _i(0), full_end, self.mr, lambda i: call(big, i), "ir")
-                self.tail_rows(b, full_end, m, call)
+                tail_rows(b, full_end, m, self.mr, self.ukernel, call)
             for_range(b, _i(0), n, nr, per_jr, "jr")
         for_range(b, _i(0), kq, self.kcq, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
@@ -262,17 +262,6 @@ class VnniQGemmBuilder(QGemmBuilder):
             b.call(free, [buf])
         b.ret_void()
         return fn
-
-    def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value, call) -> None:  # type: ignore[no-untyped-def]
-        """The fewer-than-MR rows ``[start, end)`` by 4-, 2- and 1-row kernels."""
-        at: ir.Value = start
-        for rows in (4, 2, 1):
-            if rows >= self.mr:
-                continue
-            take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
-            with b.if_then(take):
-                call(self.ukernel(rows), at)
-            at = b.add(at, b.select(take, _i(rows), _i(0)))
 
 
 __all__ = ["VnniQGemmBuilder", "vnni_bits"]
