@@ -8,9 +8,10 @@ Invariants:
 - An op is invariant when it is pure, has no regions and every operand is
   defined outside the loop (or by an op already hoisted). Ops of the header run
   whenever the loop is entered, so they always hoist; ops elsewhere in the body
-  may not run at all (a zero-trip loop), so they hoist only when they cannot
-  fail (``arith`` ops, constants, and tensor elementwise/transpose ops on static
-  shapes) - hoisting must not introduce a run-time error.
+  may not run at all (a zero-trip loop, a branch not taken), so they hoist only
+  when they cannot fail (``arith`` ops, constants, and tensor elementwise/transpose
+  ops on static shapes, none of which ``may_trap``) - hoisting must not introduce
+  a run-time error.
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ def preheader(func: FuncOp, header: Block, body: set[int]) -> Block:
 
 
 def cannot_fail(op: Operation) -> bool:
+    """Whether ``op`` can run where the program would not have run it: never when it
+    may raise (an integer power with a negative exponent, say: hoisted out of an
+    ``if`` inside the loop it raised where the program does not)."""
+    if op.may_trap():
+        return False
     if op.name.startswith("arith.") or op.name == "tensor.constant":
         return True
     static = all(not isinstance(t, TensorType) or t.is_static for t in
