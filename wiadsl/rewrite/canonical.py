@@ -140,6 +140,9 @@ class InfCompare(RewritePattern):
         pred, b = op.attributes.get("predicate"), splat(op.operands[1])
         if b is None or not np.isinf(b):
             return False
+        t = op.result.type
+        if isinstance(t, TensorType) and not t.is_static:  # no constant of a dynamic shape
+            return False
         if (pred == "ogt" and b > 0) or (pred == "olt" and b < 0):
             value = np.zeros(getattr(op.result.type, "shape", ()), dtype=bool) \
                 if isinstance(op.result.type, TensorType) else False
