@@ -31,9 +31,12 @@ from .tile import Tile
 from .unroll import Unroll
 from .vectorize import vectorize_func
 
-#: Scalar ops below which a loop is not worth a thread hand-off (~20-50 us per
-#: pthread here, about 100k simple operations); the backend's run-time check uses it too.
-MIN_PARALLEL_WORK = 1 << 18
+#: Scalar ops below which a loop is not worth a thread hand-off; the backend's
+#: run-time check uses it too. 1 << 18 made small models slower on two threads than
+#: on one (the ONNX CNN of benchmarks/onnx.py: 145 us at 1 thread, 176 us at 2;
+#: 137 us at 2 with 1 << 20): a hand-off, the worker's wake-up and the join cost
+#: more than half of a loop of a few hundred thousand operations.
+MIN_PARALLEL_WORK = 1 << 20
 
 LOOP_PASSES: dict[str, type[Pass]] = {}
 
