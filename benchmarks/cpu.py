@@ -47,6 +47,14 @@ kernel add4(input a: f32[N], input b: f32[N], output c: f32[N]) { c = a + b; }
 """
 
 
+#: Seconds of calls per side and round (a batch is a fifth of it). After each
+#: settle pause both thread pools sleep, and the first call of a batch pays their
+#: wake-up (~1 ms on this VM): 10 ms batches showed our 1024^3 matmul at 165-209
+#: GFLOP/s where it runs at 275-282 call after call; 50 ms batches keep that
+#: first call to a few percent for both sides.
+MIN_TIME = 0.25
+
+
 def _batch(fn: Callable[[], object], min_time: float) -> int:
     """Calls per timed batch: enough for ``min_time / 5`` seconds (after a warm-up call)."""
     fn()
@@ -57,7 +65,7 @@ def _batch(fn: Callable[[], object], min_time: float) -> int:
     return max(1, n)
 
 
-def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = 0.05) -> float:
+def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = MIN_TIME) -> float:
     return paired(fn, None, repeat, min_time)[0]
 
 
@@ -67,8 +75,10 @@ def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = 0.0
 SETTLE = 0.25
 
 
+
+
 def paired(ours: Callable[[], object], theirs: Callable[[], object] | None, repeat: int = 9,
-           min_time: float = 0.05) -> tuple[float, float]:
+           min_time: float = MIN_TIME) -> tuple[float, float]:
     """Median seconds per call of both functions, measured in alternating batches so
     that a load change on this shared machine hits both sides alike (with a pause
     after NumPy's batches so its spinning BLAS threads do not slow ours)."""
