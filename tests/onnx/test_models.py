@@ -141,3 +141,15 @@ def test_steady_calls_by_input_name_are_one_native_call(monkeypatch: pytest.Monk
     assert_close(mod(**other), ort_run(built.model, other)[0])
     with pytest.raises(Exception, match="unknown argument"):
         mod(**feeds, extra=feeds["x"])
+
+
+def test_profile_takes_the_graph_inputs_of_an_imported_model() -> None:
+    """``wiadsl.profile(mod.kernel, x)`` binds the weights itself, as a call does."""
+    import wiadsl
+    built = models.mlp()
+    mod = load_onnx(built.model, target="cpu")
+    feeds = built.make_inputs(4)
+    report = wiadsl.profile(mod.kernel, *feeds.values(), runs=2)
+    assert report.stats and "matmul" in report.report()
+    with pytest.raises(wiadsl.WiaCallError):
+        wiadsl.profile(mod.kernel, *feeds.values(), feeds["x"], runs=0)

@@ -51,6 +51,12 @@ class OnnxKernel(KernelFunction):
             self.__signature__ = python_signature(self.public)
             self.__doc__ = kernel_docstring(self.public)
 
+    def full_arguments(self, args: tuple[object, ...]) -> tuple[object, ...]:
+        """``args`` for the full signature: the graph inputs of a call, then the weights
+        (what ``wiadsl.profile`` and ``wiadsl.autotune`` bind)."""
+        assert self.public is not None
+        return args + self.weights if len(args) == len(self.public.inputs) else args
+
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         if kwargs:  # by ONNX or DSL names, as sess.run(None, feeds) users call
             positional = self._by_position(args, kwargs)

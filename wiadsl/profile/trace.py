@@ -56,9 +56,12 @@ class TracedOp:
 
 
 def specialize(kernel: Any, args: Sequence[object]) -> tuple[ModuleOp, list[np.ndarray]]:
-    """The unoptimized IR of ``kernel`` (a KernelFunction) for ``args``, and the inputs."""
+    """The unoptimized IR of ``kernel`` (a KernelFunction) for ``args``, and the inputs.
+    A kernel that binds some of its inputs itself (an imported model's weights) adds
+    them (``full_arguments``), so ``args`` are what a call of it takes."""
     sig = kernel.signature
-    bound = bind_call(sig, tuple(args), {})
+    full = getattr(kernel, "full_arguments", None)
+    bound = bind_call(sig, full(tuple(args)) if full is not None else tuple(args), {})
     inputs = [np.asarray(v) for v in bound.inputs.values()]
     params = sig.inputs
     generic = {params[i].name: (from_numpy(inputs[i].dtype), inputs[i].ndim)
