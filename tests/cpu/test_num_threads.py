@@ -42,7 +42,7 @@ def restore_thread_count():
     wiadsl.set_num_threads(before)
 
 
-def threads_seen(regions: int, want: int, wait_s: float = 0.5, deadline_s: float = 120.0) -> set[int]:
+def threads_seen(regions: int, want: int, wait_s: float = 0.5, deadline_s: float = 300.0) -> set[int]:
     """Thread identities that ran chunks of up to ``regions`` regions of 16 chunks;
     each chunk waits (at most ``wait_s``) until ``want`` threads have shown up, and
     the regions stop early once they have."""
