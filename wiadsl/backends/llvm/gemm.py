@@ -93,6 +93,33 @@ def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
     b.position_at_end(done)
 
 
+def k_loop(b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
+           steps: Callable[[ir.Value, list[ir.Value], int], list[ir.Value]], name: str
+           ) -> tuple[ir.Value, list[ir.Value]]:
+    """``while p + count <= kc: accs = steps(p, accs, count); p += count``: a micro-kernel's
+    loop over k with its accumulators as loop values (phis of the types of ``init``);
+    returns the exit values of p and of the accumulators."""
+    fn = b.function
+    head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
+    pre = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    p = b.phi(I64)
+    accs = [b.phi(v0.type) for v0 in init]
+    p.add_incoming(p0, pre)
+    for acc, v0 in zip(accs, init, strict=True):
+        acc.add_incoming(v0, pre)
+    b.cbranch(b.icmp_signed("<=", b.add(p, _i(count)), kc), loop, done)
+    b.position_at_end(loop)
+    nexts = steps(p, list(accs), count)
+    p.add_incoming(b.add(p, _i(count)), b.block)
+    for acc, nx in zip(accs, nexts, strict=True):
+        acc.add_incoming(nx, b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    return p, list(accs)
+
+
 def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, mr: int,
               kernel: Callable[[int], ir.Function], call: Callable[[ir.Function, ir.Value], None]) -> None:
     """The fewer-than-``mr`` rows ``[start, end)`` with the fewest micro-kernel calls
@@ -215,8 +242,8 @@ class GemmBuilder:
         p0: ir.Value = _i(0)
         accs = init
         if self.unroll > 1:  # the unrolled main loop, then the remainder one step at a time
-            p0, accs = self.k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
-        _, accs = self.k_loop(b, p0, accs, kc, 1, steps, "k")
+            p0, accs = k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
+        _, accs = k_loop(b, p0, accs, kc, 1, steps, "k")
         with b.if_else(full) as (plain, ragged):  # C tile out, as it came in
             with plain:
                 for r in range(mr):
@@ -232,31 +259,6 @@ class GemmBuilder:
     def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value,
                   call: Callable[[ir.Function, ir.Value], None]) -> None:
         tail_rows(b, start, end, self.mr, self.ukernel, call)
-
-    def k_loop(self, b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,
-               steps: Callable[[ir.Value, list[ir.Value], int], list[ir.Value]], name: str
-               ) -> tuple[ir.Value, list[ir.Value]]:
-        """``while p + count <= kc: accs = steps(p, accs, count); p += count``; returns the
-        exit values of p and of the accumulators (phis of the loop head)."""
-        fn = b.function
-        head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        p = b.phi(I64)
-        accs = [b.phi(self.vt) for _ in init]
-        p.add_incoming(p0, pre)
-        for acc, v0 in zip(accs, init, strict=True):
-            acc.add_incoming(v0, pre)
-        b.cbranch(b.icmp_signed("<=", b.add(p, _i(count)), kc), loop, done)
-        b.position_at_end(loop)
-        nexts = steps(p, list(accs), count)
-        p.add_incoming(b.add(p, _i(count)), b.block)
-        for acc, nx in zip(accs, nexts, strict=True):
-            acc.add_incoming(nx, b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        return p, list(accs)
 
     def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
         undef = ir.Constant(vt, ir.Undefined)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, for_range, imin
+from .gemm import _i, for_range, imin, k_loop
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .runtime import offset_align, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR
@@ -92,32 +92,19 @@ class QGemmBuilder:
             for v in range(NV):
                 loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
                 init.append(b.select(load_c, loaded, zero))
-        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        p = b.phi(I64)
-        accs = [b.phi(V8) for _ in init]
-        p.add_incoming(_i(0), pre)
-        for acc, v0 in zip(accs, init, strict=True):
-            acc.add_incoming(v0, pre)
-        b.cbranch(b.icmp_signed("<", p, kcp), loop, done)
-        b.position_at_end(loop)
-        row = b.gep(panel, [b.mul(p, _i(2 * NR))], source_etype=I16)
-        # the panel is 64-byte aligned (aligned_alloc), a row is 2NR i16 = 64 bytes
-        bvecs = [vector_load(b, b.gep(row, [_i(2 * W * v)], source_etype=I16), V16S,
-                             offset_align(64, 2 * W * v * 2)) for v in range(NV)]
-        nexts = []
-        for r in range(mr):
-            word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kp), p)], source_etype=I32), typ=I32)
-            xs = b.bitcast(self.splat(b, word, V8), V16S)
-            for v in range(NV):
-                nexts.append(b.add(accs[r * NV + v], madd_pairs(b, xs, bvecs[v])))
-        p.add_incoming(b.add(p, _i(1)), loop)
-        for acc, nx in zip(accs, nexts, strict=True):
-            acc.add_incoming(nx, loop)
-        b.branch(head)
-        b.position_at_end(done)
+        def step(p: ir.Value, accs: list[ir.Value], _count: int) -> list[ir.Value]:
+            row = b.gep(panel, [b.mul(p, _i(2 * NR))], source_etype=I16)
+            # the panel is 64-byte aligned (aligned_alloc), a row is 2NR i16 = 64 bytes
+            bvecs = [vector_load(b, b.gep(row, [_i(2 * W * v)], source_etype=I16), V16S,
+                                 offset_align(64, 2 * W * v * 2)) for v in range(NV)]
+            nexts = []
+            for r in range(mr):
+                word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kp), p)], source_etype=I32), typ=I32)
+                xs = b.bitcast(self.splat(b, word, V8), V16S)
+                for v in range(NV):
+                    nexts.append(b.add(accs[r * NV + v], madd_pairs(b, xs, bvecs[v])))
+            return nexts
+        _, accs = k_loop(b, _i(0), init, kcp, 1, step, "k")
         for r in range(mr):
             for v in range(NV):
                 b.call(mstore, [accs[r * NV + v], c_ptr(r, v), ir.Constant(I32, 4), masks[v]])

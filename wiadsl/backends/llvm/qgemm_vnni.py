@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, for_range, imin, tail_rows
+from .gemm import _i, for_range, imin, k_loop, tail_rows
 from .qgemm import QGemmBuilder, _declare
 from .runtime import vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR
@@ -99,32 +99,20 @@ class VnniQGemmBuilder(QGemmBuilder):
             for v in range(NV):
                 loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
                 init.append(b.select(load_c, loaded, start[v]))
-        head, loop, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        p = b.phi(I64)
-        accs = [b.phi(vt) for _ in init]
-        p.add_incoming(_i(0), pre)
-        for acc, v0 in zip(accs, init, strict=True):
-            acc.add_incoming(v0, pre)
-        b.cbranch(b.icmp_signed("<", p, kcq), loop, done)
-        b.position_at_end(loop)
-        row = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=I32)  # a row: NR words
-        bvecs = [vector_load(b, b.gep(row, [_i(v * w)], source_etype=I32), vt, 64 if w == 16 else 32)
-                 for v in range(NV)]
         dot = self.dot()
-        nexts = []
-        for r in range(mr):
-            word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kq), p)], source_etype=I32), typ=I32)
-            xs = self.splat(b, word, vt)
-            for v in range(NV):
-                nexts.append(b.call(dot, [accs[r * NV + v], xs, bvecs[v]]))
-        p.add_incoming(b.add(p, _i(1)), loop)
-        for acc, nx in zip(accs, nexts, strict=True):
-            acc.add_incoming(nx, loop)
-        b.branch(head)
-        b.position_at_end(done)
+
+        def step(p: ir.Value, accs: list[ir.Value], _count: int) -> list[ir.Value]:
+            row = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=I32)  # a row: NR words
+            bvecs = [vector_load(b, b.gep(row, [_i(v * w)], source_etype=I32), vt, 64 if w == 16 else 32)
+                     for v in range(NV)]
+            nexts = []
+            for r in range(mr):
+                word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kq), p)], source_etype=I32), typ=I32)
+                xs = self.splat(b, word, vt)
+                for v in range(NV):
+                    nexts.append(b.call(dot, [accs[r * NV + v], xs, bvecs[v]]))
+            return nexts
+        _, accs = k_loop(b, _i(0), init, kcq, 1, step, "k")
         with b.if_else(full) as (plain, ragged):
             with plain:
                 for r in range(mr):
