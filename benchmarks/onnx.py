@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import wiadsl  # noqa: E402
 from tests.onnx import models  # noqa: E402
-from wiadsl.frontend.onnx_import import load_onnx  # noqa: E402
+from wiadsl.onnx.importer import load_onnx  # noqa: E402
 
 
 class Exported:

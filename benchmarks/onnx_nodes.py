@@ -124,8 +124,7 @@ def _run(case, model, inputs_override, target: str) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> None:
-    from wiadsl.frontend import onnx_import  # noqa: F401  (registers every translator)
-    from wiadsl.frontend.onnx_ops import OPS
+    from wiadsl.onnx.ops import OPS
 
     target = argv[argv.index("--target") + 1] if "--target" in argv else "cpu"
     chosen = set(argv[argv.index("--ops") + 1].split(",")) if "--ops" in argv else set(OPS)

@@ -44,9 +44,9 @@ def jit_file(path, kernel: str | None = None, target: str = "cpu", **options):
 def load_onnx(model, target: str | None = None, dims=None, **options):
     """Import an ONNX model (a path, bytes or ModelProto) as a Module of one kernel.
 
-    Needs the ``onnx`` extra; see ``wiadsl.frontend.onnx_import.load_onnx``.
+    Needs the ``onnx`` extra; see ``wiadsl.onnx.importer.load_onnx``.
     """
-    from .frontend.onnx_import import load_onnx as _load
+    from .onnx.importer import load_onnx as _load
 
     return _load(model, target=target, dims=dims, **options)
 

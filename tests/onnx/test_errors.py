@@ -15,8 +15,8 @@ require_onnx()
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from wiadsl import WiaError  # noqa: E402
-from wiadsl.frontend.onnx_graph import OnnxImportError  # noqa: E402
-from wiadsl.frontend.onnx_import import import_onnx, load_onnx  # noqa: E402
+from wiadsl.onnx.graph import OnnxImportError  # noqa: E402
+from wiadsl.onnx.importer import import_onnx, load_onnx  # noqa: E402
 
 
 def _model(nodes: list, inputs: list, inits: tuple = (), opset: int = 17,

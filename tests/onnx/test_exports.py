@@ -26,7 +26,7 @@ require_onnx()
 
 import onnx  # noqa: E402
 
-from wiadsl.frontend.onnx_import import load_onnx  # noqa: E402
+from wiadsl.onnx.importer import load_onnx  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "exports"
 MANIFEST = json.loads((HERE / "manifest.json").read_text())

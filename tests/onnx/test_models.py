@@ -23,7 +23,7 @@ require_onnx()
 from tests.onnx import models  # noqa: E402
 from wiadsl.backends.ptx.emit import emit_ptx  # noqa: E402
 from wiadsl.frontend.compile import compile_to_ir  # noqa: E402
-from wiadsl.frontend.onnx_import import import_onnx, load_onnx  # noqa: E402
+from wiadsl.onnx.importer import import_onnx, load_onnx  # noqa: E402
 from wiadsl.runtime.backend import TARGETS  # noqa: E402
 
 # The registry file is owned elsewhere; the simulator target is reached through it.
@@ -127,7 +127,7 @@ def test_steady_calls_by_input_name_are_one_native_call(monkeypatch: pytest.Monk
     feeds = built.make_inputs(3)
     mod(**feeds)
     mod(**feeds)
-    import wiadsl.frontend.onnx_module as onnx_module
+    import wiadsl.onnx.module as onnx_module
 
     def no_binding(*args: object, **kwargs: object) -> None:
         raise AssertionError("a steady call by input name bound its arguments again")

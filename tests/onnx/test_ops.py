@@ -15,7 +15,7 @@ require_onnx()
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from wiadsl.frontend.onnx_import import load_onnx  # noqa: E402
+from wiadsl.onnx.importer import load_onnx  # noqa: E402
 
 F32 = np.float32
 _ONNX_TYPES = {np.dtype(F32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,

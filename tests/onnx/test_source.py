@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import wiadsl  # noqa: E402
 from tests.onnx import models  # noqa: E402
 from wiadsl.frontend.compile import compile_to_ir  # noqa: E402
-from wiadsl.frontend.onnx_import import import_onnx, load_onnx, onnx_to_source  # noqa: E402
 from wiadsl.ir import print_module  # noqa: E402
+from wiadsl.onnx.importer import import_onnx, load_onnx, onnx_to_source  # noqa: E402
 from wiadsl.passes import optimize  # noqa: E402
 
 

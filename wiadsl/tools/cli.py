@@ -220,7 +220,7 @@ def compile_command(args: argparse.Namespace) -> int:
         raise WiaUsageError(f"--emit {emitter.name} writes binary data; give -o FILE")
     artifact = emitter.run(job)
     if job.weights and args.output not in (None, "-") and emitter.name != "wia":
-        # The weights are kernel inputs (see wiadsl/frontend/onnx_import.py): keep
+        # The weights are kernel inputs (see wiadsl/onnx/importer.py): keep
         # them beside the output so the artifact can be run.
         artifact.side[".weights.npz"] = job.weights  # type: ignore[assignment]
     _write(artifact, args.output)
@@ -231,7 +231,7 @@ def compile_command(args: argparse.Namespace) -> int:
 def _onnx_job(args: argparse.Namespace) -> CompileJob:
     """An ONNX model as a compile job: its DSL translation, with ``-D`` dims fixed at
     import (so ``--emit opt-ir -D batch=1`` shows static shapes) and its weights."""
-    from ..frontend.onnx_import import import_onnx
+    from ..onnx.importer import import_onnx
 
     if args.file == "-":
         raise CommandLineError("an ONNX model must be a file, not stdin")

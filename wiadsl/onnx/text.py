@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DType
-from .builtins import BUILTINS
-from .onnx_shapes import Shape
+from ..frontend.builtins import BUILTINS
+from .shapes import Shape
 
 
 class LiteralError(ValueError):

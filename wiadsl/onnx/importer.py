@@ -12,7 +12,7 @@ kernel inputs (*weights*, named ``w*``) that ``load_onnx`` binds on every call.
     y = mod(x)  # or mod.<kernel>(x), or by ONNX input name: mod(input=x)
 
 Invariants:
-- Every node is translated by the op table (``onnx_ops*.OPS``) or the import
+- Every node is translated by the op table (``wiadsl.onnx.ops``) or the import
   fails with an ``OnnxImportError`` naming the op, its node and the opset; no
   node is skipped (Identity/Dropout are translated, as aliases).
 - Symbolic dims (``dim_param``, or unnamed dynamic dims) become kernel dim names;
@@ -30,16 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import (  # noqa: F401  (they register their ops)
-    onnx_ops_conv,
-    onnx_ops_einsum,
-    onnx_ops_gather,
-    onnx_ops_index,
-    onnx_ops_nn,
-    onnx_ops_shape,
-    onnx_ops_split_pad,
-)
-from .onnx_graph import (
+from .graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,
     Emitter,
@@ -48,10 +39,11 @@ from .onnx_graph import (
     Val,
     const_val,
 )
-from .onnx_ops import OPS, Translator
-from .onnx_shapes import Dim, substitute
-from .onnx_symbolic import SYMBOLIC
-from .onnx_text import LiteralError
+from .ops import OPS, Translator
+from .ops.nn import LAYOUT_OPS, READS_SHIFTED
+from .shapes import Dim, substitute
+from .symbolic import SYMBOLIC
+from .text import LiteralError
 
 ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 #: Initializers up to this many elements are written as array literals.
@@ -194,7 +186,7 @@ class _Importer:
         if translate is None:
             raise node.fail("this op is not supported")
         if any(v is not None and v.offset for v in vals) and \
-                proto.op_type not in onnx_ops_nn.READS_SHIFTED:
+                proto.op_type not in READS_SHIFTED:
             raise node.fail("uint8 tensors are supported only as quantized data of Q/DQ ops")
         try:
             outs = self._translate(node, translate, vals)
@@ -205,7 +197,7 @@ class _Importer:
             raise node.fail(f"only {len(outs)} of its outputs are supported")
         for name, v in zip(proto.output, outs):
             if name:
-                if proto.op_type in onnx_ops_nn.LAYOUT_OPS and vals[0] is not None:
+                if proto.op_type in LAYOUT_OPS and vals[0] is not None:
                     v.offset = vals[0].offset
                 self.values[name] = v
 
@@ -254,6 +246,6 @@ def onnx_to_source(model: ModelLike, dims: Mapping[str, int] | None = None, *,
 def load_onnx(model: ModelLike, target: str | None = None,
               dims: Mapping[str, int] | None = None, **options: Any) -> Any:
     """Import and compile ``model``; an ``OnnxModule`` (a ``wiadsl.jit``-style Module)."""
-    from .onnx_module import compile_imported
+    from .module import compile_imported
 
     return compile_imported(import_onnx(model, dims), target, options)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_graph import Node, Val, const_val
-from .onnx_ops import op
-from .onnx_shapes import Dim
-from .onnx_text import literal
+from ..graph import Node, Val, const_val
+from ..shapes import Dim
+from ..text import literal
+from .registry import op
 
 
 def _slice_text(rank: int, axis: int, piece: str) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
-from .onnx_graph import ONNX_DTYPES, ONNX_TYPE_NAMES, Node, Val, checked, const_val
-from .onnx_ops import op
-from .onnx_ops_gather import gather_loop
-from .onnx_shapes import Dim, Shape, broadcast, is_static, numel, static
-from .onnx_symbolic import shape_value
+from ...dtypes import DType
+from ..graph import ONNX_DTYPES, ONNX_TYPE_NAMES, Node, Val, checked, const_val
+from ..shapes import Dim, Shape, broadcast, is_static, numel, static
+from ..symbolic import shape_value
+from .gather import gather_loop
+from .registry import op
 
 
 def _dims_text(shape: Shape) -> str:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .onnx_graph import Node, Val, const_val
-from .onnx_ops import op
-from .onnx_shapes import Dim, Shape
+from ..graph import Node, Val, const_val
+from ..shapes import Dim, Shape
+from .registry import op
 
 
 @dataclass(frozen=True)

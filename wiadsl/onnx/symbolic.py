@@ -22,8 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import DType
-from .onnx_graph import ONNX_DTYPES, Node, Val, checked, const_val
-from .onnx_shapes import Dim
+from .graph import ONNX_DTYPES, Node, Val, checked, const_val
+from .shapes import Dim
 
 SymOp = Callable[[Node], list[Val]]
 SYMBOLIC: dict[str, SymOp] = {}

@@ -1,7 +1,7 @@
 """An imported ONNX model as a ``wiadsl.jit``-style Module.
 
 The imported kernel's parameters are the graph inputs followed by the weights
-(``onnx_import``). ``OnnxKernel`` is a ``KernelFunction`` whose public signature
+(``importer``). ``OnnxKernel`` is a ``KernelFunction`` whose public signature
 holds only the graph inputs: a call checks those (by position, by DSL name or by
 ONNX name), appends the weights — checked once, here — and runs the compiled
 kernel. Results come back in graph-output order, as ``wiadsl.jit`` kernels return.
@@ -31,7 +31,7 @@ from ..runtime.jit import (
     python_signature,
 )
 from ..runtime.signature import KernelSignature, signature_of
-from .onnx_import import ImportedModel
+from .importer import ImportedModel
 
 
 @dataclass(repr=False)

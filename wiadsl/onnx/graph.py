@@ -28,8 +28,8 @@ import numpy as np
 
 from ..diagnostics import WiaError
 from ..dtypes import DType
-from .onnx_shapes import Dim, DimError, Shape, shape_of, shape_text
-from .onnx_text import Names, array_literal, literal, param_type
+from .shapes import Dim, DimError, Shape, shape_of, shape_text
+from .text import Names, array_literal, literal, param_type
 
 
 class OnnxImportError(WiaError):

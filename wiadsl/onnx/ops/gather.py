@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
-from .onnx_graph import Node, Val, const_val
-from .onnx_ops import op
-from .onnx_shapes import Dim, Shape, numel
-from .onnx_text import literal
+from ...dtypes import DType
+from ..graph import Node, Val, const_val
+from ..shapes import Dim, Shape, numel
+from ..text import literal
+from .registry import op
 
 
 def _dims(shape: Shape) -> str:

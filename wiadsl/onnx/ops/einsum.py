@@ -13,9 +13,9 @@ refused by name.
 
 from __future__ import annotations
 
-from .onnx_graph import Node, Val
-from .onnx_ops import op
-from .onnx_shapes import Dim, Shape, numel
+from ..graph import Node, Val
+from ..shapes import Dim, Shape, numel
+from .registry import op
 
 
 def _dims(shape: Shape) -> str:

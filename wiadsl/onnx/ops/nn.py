@@ -1,4 +1,5 @@
-"""ONNX op translators, part 3: pooling, batch norm, quantization (Conv: ``onnx_ops_conv``).
+"""ONNX pooling, normalizations (batch, instance, layer), softmax, quantization
+(Conv: ``conv``).
 
 WIA DSL's pools are NCHW, 2-D, with one stride and one padding for both spatial
 axes; an ONNX attribute outside that (asymmetric pads, ceil_mode...) is an error
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
-from .onnx_graph import U8_OFFSET, Node, Val, const_val, literal
-from .onnx_ops import op
-from .onnx_ops_conv import conv_geometry, pad_spatial
-from .onnx_shapes import Dim
+from ...dtypes import DType
+from ..graph import U8_OFFSET, Node, Val, const_val, literal
+from ..shapes import Dim
+from .conv import conv_geometry, pad_spatial
+from .registry import op
 
 
 def _along(v: Val, axis: int, rank: int) -> Val:
@@ -156,3 +157,48 @@ def _dequantize(n: Node) -> list[Val]:
 LAYOUT_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
 #: Ops that read uint8 data (held shifted, ``Val.offset``) correctly.
 READS_SHIFTED = LAYOUT_OPS | {"QuantizeLinear", "DequantizeLinear"}
+
+
+# ------------------------------------------------------------------ normalizations
+
+
+def _softmax_axis(n: Node, x: Val) -> int:
+    default = -1 if n.opset >= 13 else 1
+    axis = n.axis(int(n.attr("axis", default)), x.rank)
+    if n.opset < 13 and axis != x.rank - 1:
+        # Opset < 13 flattens [:axis] x [axis:] and normalizes whole rows.
+        raise n.fail(f"axis={axis} of a rank-{x.rank} input before opset 13 (rows spanning "
+                     "several axes) is not supported")
+    return axis
+
+
+@op("Softmax", "LogSoftmax")
+def _softmax(n: Node) -> list[Val]:
+    x = n.x()
+    axis = _softmax_axis(n, x)
+    fn = "softmax" if n.op == "Softmax" else "log_softmax"
+    n.em.uses_nn = True
+    axis_arg = "" if axis == x.rank - 1 else f", axis={axis}"
+    return [n.out(f"nn.{fn}({n.ref(x)}{axis_arg})", x.dtype, x.shape)]
+
+
+@op("LayerNormalization")
+def _layer_norm(n: Node) -> list[Val]:
+    x, scale, bias = n.x(0), n.x(1), n.input(2, required=False)
+    axis = n.axis(int(n.attr("axis", -1)), x.rank)
+    eps = literal(float(n.attr("epsilon", 1e-5)), x.dtype)
+    beta = n.ref(bias, x.rank) if bias is not None else "0.0"
+    extra = [o for o in n.proto.output[1:] if o]
+    if axis == x.rank - 1 and not extra:
+        n.em.uses_nn = True
+        expr = f"nn.layer_norm({n.ref(x)}, {n.ref(scale, x.rank)}, {beta}, eps={eps})"
+        return [n.out(expr, x.dtype, x.shape)]
+    axes = list(range(axis, x.rank))
+    stat_shape = x.shape[:axis] + (Dim(1),) * len(axes)
+    xr = n.ref(x)
+    mu = n.em.bind(f"reduce_mean({xr}, axis={axes}, keepdims=true)", x.dtype, stat_shape, "mean")
+    xc = n.em.bind(f"{xr} - {mu.ref}", x.dtype, x.shape, "centered")
+    inv = n.em.bind(f"rsqrt(reduce_mean({xc.ref} * {xc.ref}, axis={axes}, keepdims=true) + {eps})",
+                    x.dtype, stat_shape, "inv_std")
+    y = n.out(f"{xc.ref} * {inv.ref} * {n.ref(scale, x.rank)} + {beta}", x.dtype, x.shape)
+    return [y, mu, inv][:len(n.proto.output)]
