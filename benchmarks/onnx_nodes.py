@@ -112,12 +112,14 @@ def _run(case, model, inputs_override, target: str) -> tuple[str, str]:
             g, e = np.asarray(g), np.asarray(e)
             if g.shape != e.shape:
                 return "wrong", f"shape {g.shape}, expected {e.shape}"
-            if e.dtype.kind in "fcV":  # V: ml_dtypes' bfloat16 (ours: its values in f32)
+            if g.dtype != e.dtype:
+                return "wrong", f"dtype {g.dtype}, expected {e.dtype}"
+            if e.dtype.kind in "fcV":  # V: ml_dtypes' bfloat16
                 ok = np.allclose(g.astype(np.float64), e.astype(np.float32).astype(np.float64),
                                  rtol=max(case.rtol, 1e-3), atol=max(case.atol, 1e-6),
                                  equal_nan=True)
             else:
-                ok = np.array_equal(g.astype(e.dtype), e)
+                ok = np.array_equal(g, e)
             if not ok:
                 return "wrong", "values differ"
     return "passed", ""

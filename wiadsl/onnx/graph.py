@@ -15,14 +15,15 @@ Invariants:
   up to ``inline_limit`` elements as a cast array literal; anything larger as a
   kernel input (a *weight*) whose value the loader binds, so the source stays
   small whatever the model's size.
-- uint8 (which WIA DSL lacks) exists only as quantized data held shifted into
-  int8: ``real = stored + offset`` with ``offset = 128``; only Q/DQ ops read it.
+- ONNX integer types WIA DSL lacks (uint8, int16, uint16, uint32, uint64) are held in
+  a wider dtype (``Val.held``, ``storage``); quantized uint8 is held shifted into
+  int8 instead: ``real = stored + offset`` with ``offset = 128``, read by Q/DQ ops.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,15 +32,17 @@ from ..dtypes import DType
 from .shapes import Dim, DimError, Shape, shape_of, shape_text
 from .text import Names, array_literal, literal, param_type
 
+if TYPE_CHECKING:
+    from .storage import Held
+
 
 class OnnxImportError(WiaError):
     """An ONNX model that cannot be imported: an unsupported op, attribute or type."""
 
 
-#: ONNX TensorProto element type -> DSL dtype (uint8 is handled as shifted int8).
+#: ONNX TensorProto element type -> DSL dtype (the types it lacks: ``storage.HELD``).
 ONNX_DTYPES: dict[int, DType] = {1: DType.F32, 11: DType.F64, 10: DType.F16, 16: DType.BF16,
                                  3: DType.I8, 6: DType.I32, 7: DType.I64, 9: DType.BOOL}
-UINT8 = 2
 ONNX_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
                    7: "int64", 8: "string", 9: "bool", 10: "float16", 11: "double",
                    12: "uint32", 13: "uint64", 16: "bfloat16"}
@@ -60,6 +63,8 @@ class Val:
     dequantized: tuple[Val, Val, Val] | None = None
     #: a symbolic shape value (``onnx_symbolic``): the extents this i64 tensor holds
     sym: tuple[Dim, ...] | None = None
+    #: the ONNX type this value holds when its dtype is only the storage (``storage``)
+    held: Held | None = None
 
     @property
     def rank(self) -> int:
@@ -271,6 +276,11 @@ def const_val(array: np.ndarray, dtype: DType | None = None, hint: str = "") -> 
         shifted = (array.astype(np.int16) - U8_OFFSET).astype(np.int8)
         return Val(DType.I8, shape_of(array.shape), const=shifted, offset=U8_OFFSET, hint=hint)
     if dtype is None:
+        from .storage import held_const
+
+        held = held_const(array, hint)
+        if held is not None:
+            return held
         if array.dtype not in _NUMPY_DTYPES:
             raise OnnxImportError(f"constants of element type {array.dtype} are not supported")
         dtype = _NUMPY_DTYPES[array.dtype]

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DType
 from .graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,
@@ -42,6 +43,7 @@ from .graph import (
 from .ops import OPS, Translator
 from .ops.nn import LAYOUT_OPS, READS_SHIFTED
 from .shapes import Dim, substitute
+from .storage import HELD, boundary_numpy, converts_results, finish_outputs, prepare_inputs
 from .symbolic import SYMBOLIC
 from .text import LiteralError
 
@@ -61,6 +63,9 @@ class ImportedModel:
     inputs: tuple[tuple[str, str], ...]
     outputs: tuple[tuple[str, str], ...]
     weights: dict[str, np.ndarray] = field(repr=False)
+    #: DSL name -> the NumPy dtype callers use, for the graph inputs and outputs whose
+    #: ONNX element type the kernel holds in another dtype (``storage``)
+    boundary: dict[str, np.dtype] = field(default_factory=dict)
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """The weights as an ``.npz`` (keys are the kernel's input names)."""
@@ -123,16 +128,15 @@ class _Importer:
             self.em.reserve_output(out.name)
         for proto in self.graph.node:
             self._node(proto)
-        outputs = []
+        outputs, boundary = [], {}
         for out in self.graph.output:
-            v = self._value(out.name, "graph output")
-            if v.offset:
-                raise OnnxImportError(f"graph output '{out.name}' is uint8, which WIA DSL "
-                                      "does not have")
+            v = self._graph_output(out)
             try:
                 outputs.append(self.em.finish_output(out.name, v))
             except LiteralError as err:
                 raise OnnxImportError(f"graph output '{out.name}': {err}") from None
+            boundary[self.em.outputs[out.name]] = boundary_numpy(v)
+        boundary.update({v.ref or "": boundary_numpy(v) for _, v in inputs})
         name = self.em.names.fresh(kernel or self.graph.name or "model", keep=True)
         header = (f"Imported from ONNX graph '{self.graph.name}' (opset {self.opset}, "
                   f"producer '{self.model.producer_name}').\n"
@@ -141,13 +145,14 @@ class _Importer:
             self.em.source(name, header, outputs), name, self.opset,
             tuple((o, v.ref or "") for o, v in inputs),
             tuple((o.name, self.em.outputs[o.name]) for o in self.graph.output),
-            dict(self.em.weights))
+            dict(self.em.weights), {k: t for k, t in boundary.items() if t is not None})
 
     def _input(self, info: Any) -> Val:
         t = info.type.tensor_type
         if not info.type.HasField("tensor_type"):
             raise OnnxImportError(f"graph input '{info.name}' is not a tensor")
-        if t.elem_type not in ONNX_DTYPES:
+        held = HELD.get(t.elem_type)
+        if t.elem_type not in ONNX_DTYPES and held is None:
             kind = ONNX_TYPE_NAMES.get(t.elem_type, str(t.elem_type))
             raise OnnxImportError(f"graph input '{info.name}' has element type {kind}, "
                                   "which WIA DSL does not have")
@@ -155,7 +160,9 @@ class _Importer:
             raise OnnxImportError(f"graph input '{info.name}' has no shape (rank unknown)")
         shape = tuple(self._dim(d, info.name, i) for i, d in enumerate(t.shape.dim))
         shape = substitute(shape, {self.dim_names.get(k, k): v for k, v in self.fixed.items()})
-        v = self.em.declare_input(info.name, ONNX_DTYPES[t.elem_type], shape)
+        v = self.em.declare_input(info.name, held.storage if held else ONNX_DTYPES[t.elem_type],
+                                  shape)
+        v.held = held
         self.values[info.name] = v
         return v
 
@@ -170,6 +177,24 @@ class _Importer:
             return Dim(int(self.fixed[param]))
         return Dim(1, (self.dim_names[param],))
 
+    def _graph_output(self, info: Any) -> Val:
+        """Graph output ``info``, with quantized uint8 moved to its held form; its element
+        type must be the one the graph declares (where it declares one)."""
+        v = self._value(info.name, "graph output")
+        if v.offset:
+            v = self.em.bind(f"cast({self.em.ref(v)}, i32) + {v.offset}", DType.I32, v.shape,
+                             "u8")
+            v.held = HELD[2]
+        declared = info.type.tensor_type.elem_type
+        held = HELD.get(declared)
+        if declared and (held is not v.held or held is None and ONNX_DTYPES.get(declared)
+                         not in (None, v.dtype)):
+            got = v.held.name if v.held else str(v.dtype)
+            raise OnnxImportError(f"graph output '{info.name}' is declared "
+                                  f"{ONNX_TYPE_NAMES.get(declared, declared)}, but its "
+                                  f"value here is {got}")
+        return v
+
     def _value(self, name: str, what: str) -> Val:
         if name not in self.values:
             raise OnnxImportError(f"{what} '{name}' is used before it is defined "
@@ -179,19 +204,22 @@ class _Importer:
     def _node(self, proto: Any) -> None:
         vals = [self._value(i, f"input of node '{proto.name}'") if i else None
                 for i in proto.input]
-        node = Node(proto, self.opset, self.em, vals)
+        node = Node(proto, self.opset, self.em, list(vals))  # (inputs as read: ``storage``)
         if proto.domain not in ("", "ai.onnx"):
             raise node.fail(f"domain '{proto.domain}' is not supported")
         translate = OPS.get(proto.op_type)
         if translate is None:
             raise node.fail("this op is not supported")
-        if any(v is not None and v.offset for v in vals) and \
-                proto.op_type not in READS_SHIFTED:
-            raise node.fail("uint8 tensors are supported only as quantized data of Q/DQ ops")
+        prepare_inputs(node, READS_SHIFTED)
+        reserved = {o: self.em.outputs.pop(o) for o in proto.output
+                    if o in self.em.outputs and converts_results(node, vals)}
         try:
-            outs = self._translate(node, translate, vals)
+            outs = self._translate(node, translate, node.vals)
         except LiteralError as err:
             raise node.fail(str(err)) from None
+        finally:
+            self.em.outputs.update(reserved)
+        outs = finish_outputs(node, vals, outs)
         wanted = [o for o in proto.output if o]
         if len(outs) < len(proto.output) and len(wanted) > len(outs):
             raise node.fail(f"only {len(outs)} of its outputs are supported")

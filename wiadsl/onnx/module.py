@@ -6,7 +6,9 @@ holds only the graph inputs: a call checks those (by position, by DSL name or by
 ONNX name), appends the weights — checked once, here — and runs the compiled
 kernel. Results come back in graph-output order, as ``wiadsl.jit`` kernels return.
 A positional call with arrays of the last checked call's dtypes and shapes is one
-native call (the backend's ``fast_for``), as a ``wiadsl.jit`` kernel's.
+native call (the backend's ``fast_for``), as a ``wiadsl.jit`` kernel's. Graph inputs
+and outputs of ONNX element types the kernel holds in another dtype (uint8 in i32,
+``storage``) are converted at this boundary: callers pass and get the ONNX type.
 
 Invariant: the weights are C-contiguous arrays of the declared dtypes and shapes,
 in declaration order, so a backend gets exactly what the full signature promises.
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..diagnostics import WiaCallError
 from ..runtime.backend import NOT_RUN, get_backend
 from ..runtime.binding import bind_call
 from ..runtime.jit import (
@@ -32,6 +35,7 @@ from ..runtime.jit import (
 )
 from ..runtime.signature import KernelSignature, signature_of
 from .importer import ImportedModel
+from .storage import from_kernel, to_kernel
 
 
 @dataclass(repr=False)
@@ -44,6 +48,8 @@ class OnnxKernel(KernelFunction):
     _by_shape: dict[tuple, Any] = field(default_factory=dict, repr=False)
     #: the native call of the last checked call's shapes (``FastKernel.fast_for``)
     _fast: Any = field(default=None, repr=False)
+    #: DSL name -> the NumPy dtype callers use where it is not the kernel's (``storage``)
+    boundary: dict[str, np.dtype] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -58,6 +64,47 @@ class OnnxKernel(KernelFunction):
         return args + self.weights if len(args) == len(self.public.inputs) else args
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        if not self.boundary:  # every element type is the kernel's own
+            return self._call(args, kwargs)
+        args, kwargs = self._to_kernel(args, kwargs)
+        results = self._call(args, kwargs)
+        assert self.public is not None
+        outs = [from_kernel(r, self.boundary[p.name]) if p.name in self.boundary else r
+                for p, r in zip(self.public.outputs,
+                                results if isinstance(results, tuple) else (results,))]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _to_kernel(self, args: tuple[object, ...], kwargs: dict[str, object]
+                   ) -> tuple[tuple[object, ...], dict[str, object]]:
+        """The arguments with those of held element types converted to the kernel's."""
+        assert self.public is not None
+        names = [p.name for p in self.public.inputs]
+        converted = list(args)
+        for i, value in enumerate(args[:len(names)]):
+            converted[i] = self._argument(names[i], value)
+        keywords = {}
+        for key, value in kwargs.items():
+            name = self.aliases.get(key, key)
+            if name in self.boundary and name not in names:
+                raise WiaCallError(f"output '{key}' is {self.boundary[name]}, which the "
+                                   "kernel holds in another dtype: it cannot be written in "
+                                   "place (leave out the output buffer)")
+            keywords[key] = self._argument(name, value)
+        return tuple(converted), keywords
+
+    def _argument(self, name: str, value: object) -> object:
+        wanted = self.boundary.get(name)
+        if wanted is None:
+            return value
+        array = np.asarray(value)
+        if array.dtype == wanted:
+            return to_kernel(array, wanted)
+        if wanted.kind == "V" and array.dtype.kind == "f":  # bfloat16 values in floats
+            return value
+        raise WiaCallError(f"argument '{name}': expected a {wanted} array (the model's "
+                           f"element type), got {array.dtype}")
+
+    def _call(self, args: tuple[object, ...], kwargs: dict[str, object]) -> KernelResult:
         if kwargs:  # by ONNX or DSL names, as sess.run(None, feeds) users call
             positional = self._by_position(args, kwargs)
             if positional is not None:
@@ -131,5 +178,5 @@ def compile_imported(imported: ImportedModel, target: str | None,
                     if p.name in imported.weights)
     aliases = {onnx: dsl for onnx, dsl in imported.inputs + imported.outputs if onnx != dsl}
     kernel = OnnxKernel(source, full, backend, dict(options), public=public,
-                        weights=weights, aliases=aliases)
+                        weights=weights, aliases=aliases, boundary=dict(imported.boundary))
     return OnnxModule(kernel, imported)

@@ -246,16 +246,19 @@ def _shrink(n: Node) -> list[Val]:
 
 @op("Round")
 def _round(n: Node) -> list[Val]:
+    return [round_half_even(n, n.x(), n.proto.output[0] if n.proto.output else None)]
+
+
+def round_half_even(n: Node, x: Val, onnx_name: str | None = None) -> Val:
     """Half to even, from floor: ``floor(x + 0.5)``, one less at an odd tie; values of
     2^mantissa-bits and above are integers already (``x + 0.5`` would round there)."""
-    x = n.x()
     big = literal(2.0 ** (10 if x.dtype is DType.F16 else 23 if x.dtype is DType.F32 else 52),
                   x.dtype)
     xr = n.ref(x)
     r = n.em.bind(f"floor({xr} + 0.5)", x.dtype, x.shape, "up")
     tie = f"{r.ref} - {xr} == 0.5 && {r.ref} % 2.0 != 0.0"
-    return [n.out(f"where(abs({xr}) >= {big}, {xr}, where({tie}, {r.ref} - 1.0, {r.ref}))",
-                  x.dtype, x.shape)]
+    return n.em.bind(f"where(abs({xr}) >= {big}, {xr}, where({tie}, {r.ref} - 1.0, {r.ref}))",
+                     x.dtype, x.shape, "rounded", onnx_name)
 
 
 @op("PRelu")

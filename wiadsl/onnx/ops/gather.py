@@ -157,11 +157,15 @@ def _constant_of_shape(n: Node) -> list[Val]:
     array = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if array.size != 1:
         raise n.fail(f"value must hold one element, got {array.size}")
-    v = const_val(array)
+    v = const_val(array)  # (a uint8 value is held shifted, another held type widened)
+    assert v.const is not None
+    fill = v.const.reshape(-1)[0]
     if all(d.is_static for d in shape) and numel(shape).value <= 16:
-        return [const_val(np.full([d.value for d in shape], array[0]), v.dtype)]
-    if any(d.is_static and d.value == 0 for d in shape):
+        out = const_val(np.full([d.value for d in shape], fill), v.dtype)
+    elif any(d.is_static and d.value == 0 for d in shape):
         raise n.fail("an empty result cannot be written in WIA DSL")
-    fill = literal(array[0], v.dtype)
-    return [n.out(f"full({_dims(shape)}, {fill}, {v.dtype})", v.dtype, shape)]
+    else:
+        out = n.out(f"full({_dims(shape)}, {literal(fill, v.dtype)}, {v.dtype})", v.dtype, shape)
+    out.offset, out.held = v.offset, v.held
+    return [out]
 

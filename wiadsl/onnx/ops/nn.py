@@ -15,7 +15,9 @@ import numpy as np
 from ...dtypes import DType
 from ..graph import U8_OFFSET, Node, Val, const_val, literal
 from ..shapes import Dim
+from ..storage import HELD
 from .conv import conv_geometry, pad_spatial
+from .elementwise import round_half_even
 from .registry import op
 
 
@@ -107,18 +109,21 @@ def _qparams(n: Node, x: Val, quantize: bool) -> tuple[Val, Val]:
     if int(n.attr("block_size", 0)):
         raise n.fail("blocked quantization (block_size) is not supported")
     scale, zp = n.x(1), n.input(2, required=False)
-    axis = n.axis(int(n.attr("axis", 1)), max(x.rank, 1))
     if zp is None:
-        if quantize and int(n.attr("output_dtype", 2)) not in (2, 3):
-            raise n.fail(f"output_dtype={n.attr('output_dtype')} is not supported")
         to = int(n.attr("output_dtype", 2)) if quantize else (2 if x.offset else 3)
-        offset = U8_OFFSET if to == 2 else 0
-        zp = Val(DType.I8, (), const=np.array(-offset, np.int8), offset=offset)
+        if to in HELD and to != 2:  # int16, uint16: a zero point of 0 in the held form
+            zp = Val(DType.I32, (), const=np.array(0, np.int32), held=HELD[to])
+        elif to in (2, 3):
+            offset = U8_OFFSET if to == 2 else 0
+            zp = Val(DType.I8, (), const=np.array(-offset, np.int8), offset=offset)
+        else:
+            raise n.fail(f"output_dtype={n.attr('output_dtype')} is not supported")
     if zp.dtype not in (DType.I8, DType.I32):
         raise n.fail(f"zero points of type {zp.dtype} are not supported (int8/uint8/int32)")
     if scale.rank == 1 and scale.shape[0] != Dim(1):
         if scale.const is None or zp.const is None:
             raise n.fail("per-axis quantization needs constant scales and zero points")
+        axis = n.axis(int(n.attr("axis", 1)), max(x.rank, 1))  # (per-tensor ignores it)
         scale, zp = _along(scale, axis, x.rank), _along(zp, axis, x.rank)
     return scale, zp
 
@@ -131,11 +136,26 @@ def _quantize(n: Node) -> list[Val]:
         raise n.fail(f"the input must be a float tensor, got {x.dtype}")
     if n.attr("saturate", 1) != 1:
         raise n.fail("saturate=0 is not supported")
+    wide = n.input(2, required=False)
     scale, zp = _qparams(n, x, True)
+    held = (wide or zp).held
+    if held is not None and held.storage is DType.I32:  # int16, uint16
+        return [_quantize_wide(n, x, scale, zp, held.numpy)]
     v = n.out(f"quantize({n.ref(x)}, {n.ref(scale, x.rank)}, {n.ref(zp, x.rank)})",
               DType.I8, x.shape)
     v.offset = zp.offset
     return [v]
+
+
+def _quantize_wide(n: Node, x: Val, scale: Val, zp: Val, kind: np.dtype) -> Val:
+    """``quantize``'s rule (``x / scale`` rounded half to even, plus the zero point,
+    saturated) into a 16-bit range, held in i32."""
+    info = np.iinfo(kind)
+    scaled = n.em.bind(f"{n.ref(x)} / {n.ref(scale, x.rank)}", x.dtype, x.shape, "scaled")
+    rounded = round_half_even(n, scaled)
+    q = f"{rounded.ref} + cast({n.ref(zp, x.rank)}, {x.dtype})"
+    lo, hi = literal(float(info.min), x.dtype), literal(float(info.max), x.dtype)
+    return n.out(f"cast(min(max({q}, {lo}), {hi}), i32)", DType.I32, x.shape)
 
 
 @op("DequantizeLinear")

@@ -13,6 +13,7 @@ import numpy as np
 from ...dtypes import DType
 from ..graph import ONNX_DTYPES, ONNX_TYPE_NAMES, Node, Val, checked, const_val
 from ..shapes import Dim, Shape, broadcast, is_static, numel, static
+from ..storage import HELD
 from ..symbolic import shape_value
 from .gather import gather_loop
 from .registry import op
@@ -324,14 +325,14 @@ def _arg(n: Node) -> list[Val]:
 @op("Cast")
 def _cast(n: Node) -> list[Val]:
     x, to = n.x(), int(n.attr("to"))
-    if to not in ONNX_DTYPES:
+    dtype = ONNX_DTYPES.get(to) or (HELD[to].storage if to in HELD else None)
+    if dtype is None:
         raise n.fail(f"casting to {ONNX_TYPE_NAMES.get(to, to)} is not supported "
                      "(WIA DSL has no such dtype)")
-    dtype = ONNX_DTYPES[to]
     if x.const is not None:
         return [Val(dtype, x.shape, const=x.const.astype(dtype.numpy))]
-    if dtype is x.dtype:
-        return [x]
+    if dtype is x.dtype:  # the same value (no longer of a held type: ``storage``)
+        return [Val(dtype, x.shape, ref=n.ref(x))]
     return [n.out(f"cast({n.ref(x)}, {dtype})", dtype, x.shape)]
 
 
