@@ -43,7 +43,7 @@ from .graph import (
 from .ops import OPS, Translator
 from .ops.nn import LAYOUT_OPS, READS_SHIFTED
 from .shapes import Dim, substitute
-from .storage import HELD, boundary_numpy, converts_results, finish_outputs, prepare_inputs
+from .storage import HELD, UINT8, boundary_numpy, converts_results, finish_outputs, prepare_inputs
 from .symbolic import SYMBOLIC
 from .text import LiteralError
 
@@ -184,7 +184,7 @@ class _Importer:
         if v.offset:
             v = self.em.bind(f"cast({self.em.ref(v)}, i32) + {v.offset}", DType.I32, v.shape,
                              "u8")
-            v.held = HELD[2]
+            v.held = UINT8
         declared = info.type.tensor_type.elem_type
         held = HELD.get(declared)
         if declared and (held is not v.held or held is None and ONNX_DTYPES.get(declared)

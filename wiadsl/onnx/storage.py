@@ -35,6 +35,7 @@ import numpy as np
 
 from ..dtypes import DType
 from .graph import U8_OFFSET, Node, Val
+from .shapes import shape_of
 
 U64_BIAS = "(-9223372036854775807 - 1)"
 
@@ -117,8 +118,6 @@ def held_const(array: np.ndarray, hint: str = "") -> Val | None:
     held = HELD_BY_NUMPY.get(np.asarray(array).dtype)
     if held is None or held is UINT8:
         return None
-    from .shapes import shape_of
-
     return Val(held.storage, shape_of(np.shape(array)), const=held.to_storage(array),
                hint=hint, held=held)
 
