@@ -39,16 +39,19 @@ W = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "w")
     ([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=3)], [IMG], (W,),
      "ONNX op Conv (node 'dw', opset 17): group=3 does not divide the weight [4, 1, ...] "
      "and the input's 4 channels"),
-    ([helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2])], [IMG],
+    ([helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2, 1])], [IMG],
      (numpy_helper.from_array(np.ones((2, 4, 3, 3), np.float32), "w"),),
-     "ONNX op Conv (node 'c', opset 17): dilations=[2, 2] on a convolution that is not "
-     "depthwise is not supported"),
+     "ONNX op Conv (node 'c', opset 17): dilations=[2, 2, 1] must have 2 entries for a 2-D "
+     "input"),
     ([helper.make_node("Conv", ["x", "w"], ["y"], name="big")], [IMG],
      (numpy_helper.from_array(np.ones((2, 4, 9, 9), np.float32), "w"),),
      "ONNX op Conv (node 'big', opset 17): the kernel [9, 9] does not fit the padded input "
      "[8, 8]"),
-    ([helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], ceil_mode=1)],
-     [IMG], (), "ONNX op MaxPool (node 'p', opset 17): ceil_mode=1 is not supported"),
+    ([helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3, 3])],
+     [IMG], (), "ONNX op MaxPool (node 'p', opset 17): a 3-D kernel needs an input of rank 5 "
+     "(N, C and 3 spatial axes), got rank 4"),
+    ([helper.make_node("MaxPool", ["x"], ["y", "i"], name="pi", kernel_shape=[2, 2])],
+     [IMG], (), "ONNX op MaxPool (node 'pi', opset 17): the Indices output is not supported"),
     ([helper.make_node("Reshape", ["x", "x"], ["y"], name="r")], [X], (),
      "ONNX op Reshape (node 'r', opset 17): the shape (input 1) must be a constant initializer"),
     ([helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="d")], [X],

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (each module registers its ops)
     index,
     matmul,
     nn,
+    pool,
     shape,
     split_pad,
 )

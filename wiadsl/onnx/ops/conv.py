@@ -1,4 +1,5 @@
-"""ONNX Conv: every geometry the spec allows for 2-D NCHW, as WIA DSL expressions.
+"""ONNX Conv: every geometry the spec allows for 1-D and 2-D inputs, as WIA DSL
+expressions (a 1-D convolution is a 2-D one with a unit height axis).
 
 ``conv2d`` takes one stride and one symmetric padding for both spatial axes and no
 groups or dilation. The rest of what exporters write is built around it:
@@ -13,7 +14,8 @@ groups or dilation. The rest of what exporters write is built around it:
 - other groups (ResNeXt, a channel multiplier): one convolution per group on its
   slice of channels, concatenated along the channel axis.
 
-Dilation on a convolution that is not depthwise is an error naming the attribute.
+- dilation (not depthwise): a sum over the kernel's taps of a 1x1 ``conv2d`` of the
+  padded input's strided, dilated window.
 """
 
 from __future__ import annotations
@@ -29,35 +31,62 @@ from .registry import op
 
 @dataclass(frozen=True)
 class ConvGeometry:
-    """Where the windows of one 2-D convolution or pool fall."""
+    """Where the windows of one convolution or pool fall, per spatial axis."""
 
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    dilations: tuple[int, int]
-    pads: tuple[int, int, int, int]  # ONNX order: top, left, bottom, right
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]  # ONNX order: the begin of every axis, then every end
+
+    @property
+    def rank(self) -> int:
+        return len(self.kernel)
+
+    def span(self, axis: int) -> int:
+        """Input positions one window covers along ``axis`` (dilation included)."""
+        return self.dilations[axis] * (self.kernel[axis] - 1) + 1
 
     def out_extent(self, axis: int, extent: int) -> int:
-        """Output extent along spatial axis ``axis`` (0: height, 1: width)."""
-        span = self.dilations[axis] * (self.kernel[axis] - 1) + 1
-        return (extent + self.pads[axis] + self.pads[axis + 2] - span) // self.strides[axis] + 1
+        """Output extent along spatial axis ``axis`` (floor mode)."""
+        padded = extent + self.pads[axis] + self.pads[axis + self.rank]
+        return (padded - self.span(axis)) // self.strides[axis] + 1
+
+    def ceil_extent(self, axis: int, extent: int) -> int:
+        """Output extent in ``ceil_mode``: one more window where the floor leaves input
+        over, unless that window would start past the input and its begin padding
+        (ONNX's and PyTorch's rule)."""
+        padded = extent + self.pads[axis] + self.pads[axis + self.rank]
+        out = -(-(padded - self.span(axis)) // self.strides[axis]) + 1
+        if (out - 1) * self.strides[axis] >= extent + self.pads[axis]:
+            out -= 1
+        return out
 
     @property
     def symmetric_pad(self) -> int | None:
-        """The padding when all four sides are the same, else None."""
+        """The padding when every side is the same, else None."""
         return self.pads[0] if len(set(self.pads)) == 1 else None
 
+    def lifted(self) -> ConvGeometry:
+        """This 1-D geometry as 2-D with a unit first axis (a 1-D conv as conv2d). The
+        unit axis takes the same stride: one position, one window, one output either
+        way, and ``conv2d`` wants one stride for both axes."""
+        assert self.rank == 1
+        return ConvGeometry((1, *self.kernel), (self.strides[0], *self.strides),
+                            (1, *self.dilations),
+                            (0, self.pads[0], 0, self.pads[1]))
 
-def _pair(n: Node, name: str, default: int) -> tuple[int, int]:
-    values = [int(v) for v in n.attr(name, [default, default])]
-    if len(values) != 2:
-        raise n.fail(f"{name}={values} must have 2 entries for a 2-D input")
+
+def _per_axis(n: Node, name: str, default: int, rank: int) -> tuple[int, ...]:
+    values = [int(v) for v in n.attr(name, [default] * rank)]
+    if len(values) != rank:
+        raise n.fail(f"{name}={values} must have {rank} entries for a {rank}-D input")
     if any(v < 1 for v in values):
         raise n.fail(f"{name}={values} must be positive")
-    return values[0], values[1]
+    return tuple(values)
 
 
-def _same_pads(n: Node, extents: tuple[int, int], kernel: tuple[int, int],
-               strides: tuple[int, int], dilations: tuple[int, int]) -> tuple[int, int, int, int]:
+def _same_pads(n: Node, extents: tuple[int, ...], kernel: tuple[int, ...],
+               strides: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
     """ONNX's SAME_UPPER / SAME_LOWER: output = ceil(input / stride), the odd pad at
     the end (UPPER) or the start (LOWER)."""
     begin, end = [], []
@@ -67,42 +96,48 @@ def _same_pads(n: Node, extents: tuple[int, int], kernel: tuple[int, int],
         upper = n.attr("auto_pad") == "SAME_UPPER"
         begin.append(small if upper else large)
         end.append(large if upper else small)
-    return begin[0], begin[1], end[0], end[1]
+    return (*begin, *end)
 
 
-def conv_geometry(n: Node, x: Val, kernel: tuple[int, int]) -> ConvGeometry:
-    """The geometry from ``strides``, ``dilations``, ``pads`` and ``auto_pad``."""
-    if x.rank != 4:
-        raise n.fail(f"only 2-D NCHW inputs are supported (input rank {x.rank})")
+def conv_geometry(n: Node, x: Val, kernel: tuple[int, ...]) -> ConvGeometry:
+    """The geometry from ``strides``, ``dilations``, ``pads`` and ``auto_pad``, for an
+    ``[N, C, spatial...]`` input with as many spatial axes as ``kernel``."""
+    rank = len(kernel)
+    if x.rank != rank + 2:
+        raise n.fail(f"a {rank}-D kernel needs an input of rank {rank + 2} (N, C and "
+                     f"{rank} spatial axes), got rank {x.rank}")
     for d in x.shape[2:]:
         if not d.is_static:
             raise n.fail(f"a symbolic spatial extent ({d}) is not supported; fix it at import")
-    strides, dilations = _pair(n, "strides", 1), _pair(n, "dilations", 1)
+    strides = _per_axis(n, "strides", 1, rank)
+    dilations = _per_axis(n, "dilations", 1, rank)
     auto_pad = n.attr("auto_pad", "NOTSET")
     if auto_pad == "NOTSET":
-        pads = [int(p) for p in n.attr("pads", [0, 0, 0, 0])]
-        if len(pads) != 4 or any(p < 0 for p in pads):
-            raise n.fail(f"pads={pads} must be 4 non-negative entries for a 2-D input")
-        sides = (pads[0], pads[1], pads[2], pads[3])
+        pads = tuple(int(p) for p in n.attr("pads", [0] * 2 * rank))
+        if len(pads) != 2 * rank or any(p < 0 for p in pads):
+            raise n.fail(f"pads={list(pads)} must be {2 * rank} non-negative entries for a "
+                         f"{rank}-D input")
     elif auto_pad == "VALID":
-        sides = (0, 0, 0, 0)
+        pads = (0,) * 2 * rank
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        extents = (x.shape[2].value, x.shape[3].value)
-        sides = _same_pads(n, extents, kernel, strides, dilations)
+        extents = tuple(d.value for d in x.shape[2:])
+        pads = _same_pads(n, extents, kernel, strides, dilations)
     else:
         raise n.fail(f"auto_pad={auto_pad} is not supported")
-    return ConvGeometry(kernel, strides, dilations, sides)
+    return ConvGeometry(kernel, strides, dilations, pads)
 
 
-def pad_spatial(n: Node, x: Val, pads: tuple[int, int, int, int], fill: str) -> Val:
-    """``x`` with bands of ``fill`` on its spatial axes (ONNX order top, left, bottom, right)."""
+def pad_spatial(n: Node, x: Val, pads: tuple[int, ...], fill: str) -> Val:
+    """``x`` with bands of ``fill`` on its spatial axes (ONNX order: every begin, then
+    every end)."""
     if not any(pads):
         return x
-    before, after = [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]]
+    rank = len(pads) // 2
+    before, after = [0, 0, *pads[:rank]], [0, 0, *pads[rank:]]
     return n.em.pad_constant(x, n.ref(x), before, after, fill)
 
 
-def _window(ref: str, start: tuple[int, int], step: tuple[int, int], out: tuple[int, int]) -> str:
+def window(ref: str, start: tuple[int, ...], step: tuple[int, ...], out: tuple[int, ...]) -> str:
     """``ref[:, :, ...]``: the ``out`` positions from ``start`` every ``step`` per axis."""
     axes = []
     for a, s, o in zip(start, step, out, strict=True):
@@ -122,15 +157,14 @@ def _depthwise(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int, 
     for i in range(kh):
         for j in range(kw):
             start = (i * g.dilations[0], j * g.dilations[1])
-            terms.append(f"{_window(n.ref(padded), start, g.strides, out)} * {wt}[{i * kw + j}]")
+            terms.append(f"{window(n.ref(padded), start, g.strides, out)} * {wt}[{i * kw + j}]")
     return " + ".join(terms)
 
 
 def _dense(n: Node, x: Val, w: Val, g: ConvGeometry, out: tuple[int, int]) -> str:
     """``conv2d`` for one group: explicit padding and a strided slice where it must."""
     if g.dilations != (1, 1):
-        raise n.fail(f"dilations={list(g.dilations)} on a convolution that is not depthwise "
-                     "is not supported")
+        return _dilated(n, x, w, g, out)
     pad = g.symmetric_pad
     src = x if pad is not None else pad_spatial(n, x, g.pads, "0.0")
     pad = pad or 0
@@ -141,7 +175,27 @@ def _dense(n: Node, x: Val, w: Val, g: ConvGeometry, out: tuple[int, int]) -> st
                                                                  strict=True))
     dense = n.em.bind(f"conv2d({n.ref(src)}, {n.ref(w)}, stride=1, padding={pad})", x.dtype,
                       (x.shape[0], w.shape[0], *full), "conv")
-    return _window(n.ref(dense), (0, 0), g.strides, out)
+    return window(n.ref(dense), (0, 0), g.strides, out)
+
+
+def _dilated(n: Node, x: Val, w: Val, g: ConvGeometry, out: tuple[int, int]) -> str:
+    """A dilated convolution as a sum over its taps of a 1x1 ``conv2d`` (a matmul over
+    the channels) of the padded input's strided window at that tap (DeepLab's atrous
+    layers): ``kh * kw`` products of the real size, no zero-inserted kernel."""
+    padded = pad_spatial(n, x, g.pads, "0.0")
+    kh, kw = g.kernel
+    terms = []
+    for i in range(kh):
+        for j in range(kw):
+            tap = window(n.ref(padded), (i * g.dilations[0], j * g.dilations[1]), g.strides, out)
+            if w.const is not None:
+                wt = const_val(np.ascontiguousarray(w.const[:, :, i:i + 1, j:j + 1]), w.dtype,
+                               hint=f"{n.label}_tap")
+                wref = n.ref(wt)
+            else:
+                wref = f"{n.ref(w)}[:, :, {i}:{i + 1}, {j}:{j + 1}]"
+            terms.append(f"conv2d({tap}, {wref}, stride=1, padding=0)")
+    return " + ".join(terms)
 
 
 def _grouped(n: Node, x: Val, w: Val, groups: int, g: ConvGeometry,
@@ -159,20 +213,40 @@ def _grouped(n: Node, x: Val, w: Val, groups: int, g: ConvGeometry,
     return f"concat([{', '.join(n.ref(p) for p in parts)}], axis=1)"
 
 
+def _as_2d(n: Node, x: Val, w: Val) -> tuple[Val, Val]:
+    """A 1-D convolution's input ``[N, C, W]`` and weight ``[O, C, k]`` with a unit
+    height axis, so ``conv2d`` computes it."""
+    xs = (x.shape[0], x.shape[1], Dim(1), x.shape[2])
+    x2 = n.em.bind(f"reshape({n.ref(x)}, [{', '.join(d.text() for d in xs)}])", x.dtype, xs,
+                   "conv_in")
+    ws = (w.shape[0], w.shape[1], Dim(1), w.shape[2])
+    if w.const is not None:
+        return x2, Val(w.dtype, ws, const=w.const.reshape([d.value for d in ws]),
+                       offset=w.offset, hint=w.hint)
+    return x2, n.em.bind(f"reshape({n.ref(w)}, [{', '.join(d.text() for d in ws)}])",
+                         w.dtype, ws, "conv_w")
+
+
 @op("Conv")
 def _conv(n: Node) -> list[Val]:
     x, w, b = n.x(0), n.x(1), n.input(2, required=False)
-    if w.rank != 4 or not all(d.is_static for d in w.shape):
-        raise n.fail("the weight must be [O, C, kh, kw] with static extents")
-    kernel = (w.shape[2].value, w.shape[3].value)
+    if w.rank not in (3, 4) or not all(d.is_static for d in w.shape):
+        raise n.fail(f"the weight must be [O, C, k] (1-D) or [O, C, kh, kw] (2-D) with "
+                     f"static extents, got rank {w.rank}")
+    kernel = tuple(d.value for d in w.shape[2:])
     if n.attr("kernel_shape") is not None and tuple(n.attr("kernel_shape")) != kernel:
         raise n.fail(f"kernel_shape={n.attr('kernel_shape')} differs from the weight's "
                      f"{list(kernel)}")
     g = conv_geometry(n, x, kernel)
-    out = (g.out_extent(0, x.shape[2].value), g.out_extent(1, x.shape[3].value))
-    if min(out) < 1:
+    out_1d = tuple(g.out_extent(a, d.value) for a, d in enumerate(x.shape[2:]))
+    if min(out_1d) < 1:
         raise n.fail(f"the kernel {list(kernel)} does not fit the padded input "
                      f"{[d.value for d in x.shape[2:]]}")
+    final: Shape = (x.shape[0], w.shape[0], *(Dim(e) for e in out_1d))
+    if g.rank == 1:
+        x, w = _as_2d(n, x, w)
+        g = g.lifted()
+    out = (g.out_extent(0, x.shape[2].value), g.out_extent(1, x.shape[3].value))
     groups, o, cg = int(n.attr("group", 1)), w.shape[0].value, w.shape[1].value
     channels = x.shape[1]
     if groups < 1 or o % groups or channels != Dim(cg * groups):
@@ -187,11 +261,12 @@ def _conv(n: Node) -> list[Val]:
         expr = _grouped(n, x, w, groups, g, out)
     else:
         expr = _dense(n, x, w, g, out)
-    shape: Shape = (x.shape[0], w.shape[0], Dim(out[0]), Dim(out[1]))
     if b is not None:
         bias = _along_channels(n, b, w.shape[0])
         expr = f"{expr} + {n.ref(bias, 4)}"
-    return [n.out(expr, x.dtype, shape)]
+    if len(final) == 3:
+        expr = f"reshape({expr}, [{', '.join(d.text() for d in final)}])"
+    return [n.out(expr, x.dtype, final)]
 
 
 def _along_channels(n: Node, b: Val, channels: Dim) -> Val:

@@ -1,11 +1,8 @@
-"""ONNX pooling, normalizations (batch, instance, layer), softmax, quantization
-(Conv: ``conv``).
+"""ONNX normalizations (batch, instance, layer), softmax, quantization (Conv:
+``conv``, pools: ``pool``).
 
-WIA DSL's pools are NCHW, 2-D, with one stride and one padding for both spatial
-axes; an ONNX attribute outside that (asymmetric pads, ceil_mode...) is an error
-naming the attribute, never approximated. Per-channel constants (the batch-norm affine,
-per-axis quantization parameters) are reshaped here, in NumPy, so they
-broadcast along the channel axis.
+Per-channel constants (the batch-norm affine, per-axis quantization parameters)
+are reshaped here, in NumPy, so they broadcast along the channel axis.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from ...dtypes import DType
 from ..graph import U8_OFFSET, Node, Val, const_val, literal
 from ..shapes import Dim
 from ..storage import HELD
-from .conv import conv_geometry, pad_spatial
 from .elementwise import round_half_even
 from .registry import op
 
@@ -29,52 +25,6 @@ def _along(v: Val, axis: int, rank: int) -> Val:
     shape = (v.const.size,) + (1,) * (rank - axis - 1)
     return Val(v.dtype, tuple(Dim(d) for d in shape), const=v.const.reshape(shape),
                offset=v.offset, hint=v.hint)
-
-
-@op("MaxPool", "AveragePool")
-def _pool(n: Node) -> list[Val]:
-    x = n.x()
-    kernel = [int(k) for k in n.attr("kernel_shape")]
-    if len(kernel) != 2 or kernel[0] != kernel[1]:
-        raise n.fail(f"kernel_shape={kernel} is not square (not supported)")
-    if int(n.attr("ceil_mode", 0)):
-        raise n.fail("ceil_mode=1 is not supported")
-    if len(n.proto.output) > 1 and n.proto.output[1]:
-        raise n.fail("the Indices output is not supported")
-    if int(n.attr("storage_order", 0)):
-        raise n.fail("storage_order=1 is not supported")
-    g = conv_geometry(n, x, (kernel[0], kernel[1]))
-    if g.dilations != (1, 1):
-        raise n.fail(f"dilations={list(g.dilations)} is not supported")
-    if g.strides[0] != g.strides[1]:
-        raise n.fail(f"strides={list(g.strides)} differ per axis (not supported)")
-    k, s = kernel[0], g.strides[0]
-    shape = x.shape[:2] + tuple(Dim(g.out_extent(a, d.value)) for a, d in enumerate(x.shape[2:]))
-    fn = "max_pool" if n.op == "MaxPool" else "avg_pool"
-    if not any(g.pads):
-        return [n.out(f"{fn}({n.ref(x)}, kernel={k}, stride={s})", x.dtype, shape)]
-    # The pools take no padding: pad with concat (-inf for max, 0 for average).
-    padded = pad_spatial(n, x, g.pads, "(-1.0 / 0.0)" if fn == "max_pool" else "0.0")
-    expr = f"{fn}({padded.ref}, kernel={k}, stride={s})"
-    if fn == "avg_pool" and not int(n.attr("count_include_pad", 0)):
-        # average over the real elements only: scale by k*k / (real elements per window)
-        top, left, bottom, right = g.pads
-        ones = np.pad(np.ones([d.value for d in x.shape[2:]]), ((top, bottom), (left, right)))
-        windows = np.lib.stride_tricks.sliding_window_view(ones, (k, k))[::s, ::s]
-        scale = (k * k / windows.sum(axis=(2, 3))).astype(x.dtype.numpy)
-        expr += f" * {n.ref(const_val(scale, x.dtype, hint=f'{n.label}_count'), 4)}"
-    return [n.out(expr, x.dtype, shape)]
-
-
-@op("GlobalAveragePool", "GlobalMaxPool")
-def _global_pool(n: Node) -> list[Val]:
-    x = n.x()
-    if x.rank < 3:
-        raise n.fail(f"the input must have spatial axes (rank {x.rank})")
-    axes = list(range(2, x.rank))
-    fn = "reduce_mean" if n.op == "GlobalAveragePool" else "reduce_max"
-    shape = x.shape[:2] + (Dim(1),) * len(axes)
-    return [n.out(f"{fn}({n.ref(x)}, axis={axes}, keepdims=true)", x.dtype, shape)]
 
 
 @op("BatchNormalization")
