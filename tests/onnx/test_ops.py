@@ -36,6 +36,8 @@ class OpCase:
     n_out: int = 1
     #: per output, when they differ (Dropout's mask is bool)
     out_types: tuple[int, ...] = ()
+    #: absolute tolerance (cubic interpolation cancels: its sums round apart in f32)
+    atol: float = 1e-6
 
 
 @dataclass
@@ -220,6 +222,41 @@ CASES = [
            {"pads": [2, 1], "strides": [2]}),
     OpCase("conv_1d_depthwise_dilated", "Conv", [_r(1, 4, 19), Const(_r(4, 1, 3))],
            {"group": 4, "dilations": [2], "pads": [2, 2]}),
+    # Resize with constant scales or sizes: each pattern of take_constant, every family
+    *(OpCase(f"resize_{mode}_{coords}", "Resize",
+             [_r(2, 3, 5, 7), Const(np.zeros(0, F32)), Const(np.array([1, 1, 2, 2], F32))],
+             {"mode": mode, "coordinate_transformation_mode": coords}, opset=13,
+             atol=1e-5 if mode == "cubic" else 1e-6)
+      for mode in ("nearest", "linear", "cubic")
+      for coords in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")),
+    OpCase("resize_downsample_linear", "Resize",
+           [_r(1, 2, 8, 9), Const(np.zeros(0, F32)), Const(np.array([1, 1, 0.5, 0.34], F32))],
+           {"mode": "linear"}, opset=13),
+    OpCase("resize_odd_scale_nearest_ceil", "Resize",
+           [_r(1, 2, 7, 5), Const(np.zeros(0, F32)), Const(np.array([1, 1, 1.7, 2.6], F32))],
+           {"mode": "nearest", "nearest_mode": "ceil"}, opset=13),
+    OpCase("resize_sizes_antialias_cubic", "Resize",
+           [_r(1, 1, 16, 12), Const(np.zeros(0, F32)), Const(np.zeros(0, F32)),
+            _i64(1, 1, 5, 7)], {"mode": "cubic", "antialias": 1, "exclude_outside": 1},
+           opset=18),
+    OpCase("resize_sizes_axes_not_larger", "Resize",
+           [_r(1, 3, 6, 8), Const(np.zeros(0, F32)), Const(np.zeros(0, F32)), _i64(9, 10)],
+           {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": "not_larger"},
+           opset=18),
+    OpCase("resize_tf_crop_and_resize", "Resize",
+           [_r(1, 1, 6, 6), Const(np.array([0, 0, 0.2, -0.3, 1, 1, 0.9, 1.2], F32)),
+            Const(np.zeros(0, F32)), _i64(1, 1, 4, 5)],
+           {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+            "extrapolation_value": 7.5}, opset=13),
+    OpCase("resize_nearest_int32", "Resize",
+           [np.arange(24, dtype=np.int32).reshape(1, 2, 3, 4), Const(np.zeros(0, F32)),
+            Const(np.array([1, 1, 3, 0.5], F32))], {"mode": "nearest"}, opset=13,
+           out_type=TensorProto.INT32),
+    OpCase("resize_opset10_nearest", "Resize",
+           [_r(1, 2, 4, 5), Const(np.array([1, 1, 2.5, 0.6], F32))], {"mode": "nearest"},
+           opset=10),
+    OpCase("upsample_opset9_linear", "Upsample",
+           [_r(1, 2, 3, 4), Const(np.array([1, 1, 2, 3], F32))], {"mode": "linear"}, opset=9),
     OpCase("conv_dilated", "Conv", [_r(1, 3, 11, 10), Const(_r(4, 3, 3, 3)), Const(_r(4))],
            {"dilations": [2, 3], "pads": [2, 3, 2, 3]}),
     OpCase("conv_dilated_strided_weight_input", "Conv", [_r(2, 2, 12, 9), _r(3, 2, 2, 3)],
@@ -309,7 +346,7 @@ def test_op_matches_onnxruntime(case: OpCase) -> None:
     got = load_onnx(model)(**feeds)
     got = got if isinstance(got, tuple) else (got,)
     for g, w in zip(got, want, strict=True):
-        assert_close(g, w, rtol=1e-5, atol=1e-6)
+        assert_close(g, w, rtol=1e-5, atol=case.atol)
 
 
 def test_constant_nodes_and_shape_arithmetic_fold() -> None:

@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (each module registers its ops)
     matmul,
     nn,
     pool,
+    resize,
     shape,
     split_pad,
 )

@@ -55,7 +55,76 @@ def gather_loop(n: Node, x: Val, idx: Val, axis: int) -> Val:
         "    }",
     ]
     shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
-    return n.out(f"reshape({out}, {_dims(shape)})", x.dtype, shape)
+    return em.bind(f"reshape({out}, {_dims(shape)})", x.dtype, shape, "gathered")
+
+
+def _axis_slice(x: Val, axis: int, text: str) -> str:
+    return "[" + ", ".join([":"] * axis + [text] + [":"] * (x.rank - axis - 1)) + "]"
+
+
+def _run_lengths(idx: np.ndarray) -> np.ndarray | None:
+    """How often each value from ``idx[0]`` to ``idx[-1]`` repeats, when ``idx`` steps
+    by 0 or 1 only (a nearest or linear upsample's index map), else None."""
+    steps = np.diff(idx)
+    if not ((steps == 0) | (steps == 1)).all():
+        return None
+    return np.bincount(idx - idx[0])
+
+
+def _repeated(n: Node, x: Val, axis: int, lo: int, values: int, r: int) -> Val:
+    """``values`` elements of ``x`` from ``lo`` along ``axis``, each ``r`` times."""
+    part = x.shape[:axis] + (Dim(values),) + x.shape[axis + 1:]
+    src = n.em.bind(f"{n.ref(x)}{_axis_slice(x, axis, f'{lo}:{lo + values}')}", x.dtype, part,
+                    "take_src")
+    if r == 1:
+        return src
+    wide = x.shape[:axis] + (Dim(values), Dim(1)) + x.shape[axis + 1:]
+    copies = x.shape[:axis] + (Dim(values), Dim(r)) + x.shape[axis + 1:]
+    out = x.shape[:axis] + (Dim(values * r),) + x.shape[axis + 1:]
+    return n.em.bind(f"reshape(broadcast_to(reshape({src.ref}, {_dims(wide)}), {_dims(copies)}), "
+                     f"{_dims(out)})", x.dtype, out, "repeated")
+
+
+def take_constant(n: Node, x: Val, idx: np.ndarray, axis: int) -> Val:
+    """``np.take(x, idx, axis)`` for a constant 1-D ``idx`` within ``[0, extent)``, in the
+    cheapest form its pattern allows:
+
+    - an arithmetic progression (a strided slice; a downsample);
+    - each value repeated ``r`` times, the first and last runs shorter or longer (an
+      integer upsample, edges clamped as interpolation clamps them): one broadcast
+      repeat plus edge copies, concatenated;
+    - anything else: ``Gather``'s loop of slice copies.
+    """
+    idx = np.asarray(idx, np.int64).reshape(-1)
+    shape = x.shape[:axis] + (Dim(len(idx)),) + x.shape[axis + 1:]
+    steps = np.diff(idx)
+    if len(idx) == 1 or (steps == steps[0]).all() and steps[0] >= 1:
+        step = int(steps[0]) if len(idx) > 1 else 1
+        stop = int(idx[-1]) + 1
+        text = f"{idx[0]}:{stop}" + (f":{step}" if step != 1 else "")
+        return n.em.bind(f"{n.ref(x)}{_axis_slice(x, axis, text)}", x.dtype, shape, "taken")
+    runs = _run_lengths(idx)
+    inner = runs[1:-1] if runs is not None else None
+    if runs is None or (len(inner) and (inner != inner[0]).any()):
+        return gather_loop(n, x, const_val(idx, DType.I64, hint=f"{n.label}_idx"), axis)
+    r = int(inner[0]) if len(inner) else int(max(runs))
+    first, last, lo = int(runs[0]), int(runs[-1]), int(idx[0])
+    parts = []
+    if first > r:
+        parts.append(_repeated(n, x, axis, lo, 1, first - r))
+    core = _repeated(n, x, axis, lo, len(runs), r)
+    cut = (r - min(first, r), len(runs) * r - (r - min(last, r)))
+    if cut != (0, len(runs) * r):
+        core_shape = x.shape[:axis] + (Dim(cut[1] - cut[0]),) + x.shape[axis + 1:]
+        core = n.em.bind(f"{core.ref}{_axis_slice(x, axis, f'{cut[0]}:{cut[1]}')}", x.dtype,
+                         core_shape, "taken")
+    parts.append(core)
+    if last > r:
+        parts.append(_repeated(n, x, axis, lo + len(runs) - 1, 1, last - r))
+    if len(parts) == 1:
+        return parts[0]
+    return n.em.bind(f"concat([{', '.join(p.ref or '' for p in parts)}], axis={axis})", x.dtype,
+                     shape, "taken")
 
 
 @op("GatherND")
@@ -93,7 +162,8 @@ def _gather_nd(n: Node) -> list[Val]:
                            (Dim(len(flat)), *rest), "gathered")
         return [n.out(f"reshape({picked.ref}, {_dims(shape)})", x.dtype, shape)]
     flat_idx = const_val(flat.reshape(idx.shape[:-1]), DType.I64, hint=f"{n.label}_rows")
-    return [gather_loop(n, src, flat_idx, 0)]
+    v = gather_loop(n, src, flat_idx, 0)
+    return [n.out(n.ref(v), v.dtype, v.shape)]
 
 
 def _gather_nd_loop(n: Node, x: Val, idx: Val) -> Val:

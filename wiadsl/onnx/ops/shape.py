@@ -163,7 +163,8 @@ def _gather(n: Node) -> list[Val]:
     axis = n.axis(int(n.attr("axis", 0)), x.rank)
     idx = n.x(1).const
     if idx is None or idx.ndim != 0 and x.const is None:
-        return [gather_loop(n, x, n.x(1), axis)]  # indices known at run time
+        v = gather_loop(n, x, n.x(1), axis)  # indices known at run time
+        return [n.out(n.ref(v), v.dtype, v.shape)]
     if x.const is not None:
         return [const_val(np.take(x.const, idx, axis=axis), x.dtype)]
     k = int(idx)
