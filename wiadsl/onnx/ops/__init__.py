@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (each module registers its ops)
     conv,
+    conv_transpose,
     einsum,
     elementwise,
     gather,

@@ -206,14 +206,17 @@ def _grouped(n: Node, x: Val, w: Val, groups: int, g: ConvGeometry,
     for i in range(groups):
         xi = n.em.bind(f"{n.ref(x)}[:, {i * cg}:{(i + 1) * cg}]", x.dtype,
                        (x.shape[0], Dim(cg), *x.shape[2:]), "group_in")
-        assert w.const is not None
-        wi = const_val(w.const[i * og:(i + 1) * og], w.dtype, hint=f"{n.label}_w{i}")
+        if w.const is not None:
+            wi = const_val(w.const[i * og:(i + 1) * og], w.dtype, hint=f"{n.label}_w{i}")
+        else:
+            wi = n.em.bind(f"{n.ref(w)}[{i * og}:{(i + 1) * og}]", w.dtype,
+                           (Dim(og), *w.shape[1:]), "group_w")
         parts.append(n.em.bind(_dense(n, xi, wi, g, out), x.dtype,
                                (x.shape[0], Dim(og), Dim(out[0]), Dim(out[1])), "group_out"))
     return f"concat([{', '.join(n.ref(p) for p in parts)}], axis=1)"
 
 
-def _as_2d(n: Node, x: Val, w: Val) -> tuple[Val, Val]:
+def as_2d(n: Node, x: Val, w: Val) -> tuple[Val, Val]:
     """A 1-D convolution's input ``[N, C, W]`` and weight ``[O, C, k]`` with a unit
     height axis, so ``conv2d`` computes it."""
     xs = (x.shape[0], x.shape[1], Dim(1), x.shape[2])
@@ -244,29 +247,36 @@ def _conv(n: Node) -> list[Val]:
                      f"{[d.value for d in x.shape[2:]]}")
     final: Shape = (x.shape[0], w.shape[0], *(Dim(e) for e in out_1d))
     if g.rank == 1:
-        x, w = _as_2d(n, x, w)
+        x, w = as_2d(n, x, w)
         g = g.lifted()
+    expr = conv_expr(n, x, w, int(n.attr("group", 1)), g)
+    return [n.out(with_bias(n, expr, b, w.shape[0], final), x.dtype, final)]
+
+
+def conv_expr(n: Node, x: Val, w: Val, groups: int, g: ConvGeometry) -> str:
+    """The 2-D convolution of ``x`` [N, C, H, W] by ``w`` [O, C / groups, kh, kw] with
+    geometry ``g``, by the cheapest form of its kind (module docstring)."""
     out = (g.out_extent(0, x.shape[2].value), g.out_extent(1, x.shape[3].value))
-    groups, o, cg = int(n.attr("group", 1)), w.shape[0].value, w.shape[1].value
+    o, cg = w.shape[0].value, w.shape[1].value
     channels = x.shape[1]
     if groups < 1 or o % groups or channels != Dim(cg * groups):
         raise n.fail(f"group={groups} does not divide the weight [{o}, {cg}, ...] and the "
                      f"input's {channels.text()} channels")
-    if groups > 1 and w.const is None:
-        raise n.fail("a grouped convolution needs a constant weight")
-    if groups > 1 and cg == 1 and o == groups:
-        assert w.const is not None
-        expr = _depthwise(n, x, w.const, g, out)
-    elif groups > 1:
-        expr = _grouped(n, x, w, groups, g, out)
-    else:
-        expr = _dense(n, x, w, g, out)
+    if groups > 1 and cg == 1 and o == groups and w.const is not None:
+        return _depthwise(n, x, w.const, g, out)
+    if groups > 1:
+        return _grouped(n, x, w, groups, g, out)
+    return _dense(n, x, w, g, out)
+
+
+def with_bias(n: Node, expr: str, b: Val | None, channels: Dim, final: Shape) -> str:
+    """``expr`` (a 4-D result) plus the per-channel bias ``b``, reshaped to ``final``
+    (a 1-D result's rank) where that differs."""
     if b is not None:
-        bias = _along_channels(n, b, w.shape[0])
-        expr = f"{expr} + {n.ref(bias, 4)}"
+        expr = f"{expr} + {n.ref(_along_channels(n, b, channels), 4)}"
     if len(final) == 3:
         expr = f"reshape({expr}, [{', '.join(d.text() for d in final)}])"
-    return [n.out(expr, x.dtype, final)]
+    return expr
 
 
 def _along_channels(n: Node, b: Val, channels: Dim) -> Val:
