@@ -20,7 +20,7 @@ from wiadsl.onnx.importer import load_onnx  # noqa: E402
 F32 = np.float32
 _ONNX_TYPES = {np.dtype(F32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
                np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
-               np.dtype(np.int8): TensorProto.INT8}
+               np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
 
 
 @dataclass
@@ -47,6 +47,9 @@ class Const:
 
 def _r(*shape: int, seed: int = 0, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
     return np.random.default_rng(seed + sum(shape)).uniform(lo, hi, shape).astype(F32)
+
+
+_U8 = np.random.default_rng(0).integers(0, 256, (1, 2, 5, 6)).astype(np.uint8)
 
 
 def _i64(*v: int) -> Const:
@@ -274,6 +277,27 @@ CASES = [
            {"strides": [2, 2], "auto_pad": "SAME_LOWER", "output_shape": [10, 9]}),
     OpCase("conv_transpose_1d", "ConvTranspose", [_r(2, 3, 33), Const(_r(3, 2, 5)), Const(_r(2))],
            {"strides": [3], "pads": [1, 2], "output_padding": [1]}),
+    # TopK: k rounds of selection; ties to the lower index; any integer width
+    OpCase("top_k_last_axis", "TopK", [_r(3, 33), _i64(5)], n_out=2,
+           out_types=(TensorProto.FLOAT, TensorProto.INT64)),
+    OpCase("top_k_smallest_axis0", "TopK", [_r(7, 4, 3), _i64(7)], {"axis": 0, "largest": 0},
+           n_out=2, out_types=(TensorProto.FLOAT, TensorProto.INT64)),
+    OpCase("top_k_ties_int64", "TopK",
+           [np.array([[3, 1, 3, -2**63, 7, 1], [-2**63] * 6], np.int64), _i64(4)], n_out=2,
+           out_types=(TensorProto.INT64, TensorProto.INT64)),
+    # uint8 images (held shifted or widened): the selecting ops keep their values exactly
+    *(OpCase(f"{name}_uint8", op, [_U8, *extra], attrs, opset=18, n_out=len(types),
+             out_types=types) for name, op, extra, attrs, types in (
+        ("resize_nearest", "Resize", [Const(np.zeros(0, F32)), Const(np.array([1, 1, 2, 1.5], F32))],
+         {"mode": "nearest"}, (TensorProto.UINT8,)),
+        ("max_pool_ceil", "MaxPool", [], {"kernel_shape": [3, 2], "ceil_mode": 1, "strides": [2, 2]},
+         (TensorProto.UINT8,)),
+        ("top_k", "TopK", [_i64(3)], {"axis": 3}, (TensorProto.UINT8, TensorProto.INT64)))),
+    OpCase("top_k_nan_first", "TopK", [np.array([[1, np.nan, 5, np.nan, 2]], F32), _i64(4)],
+           n_out=2, out_types=(TensorProto.FLOAT, TensorProto.INT64)),
+    OpCase("top_k_int32_smallest_limits", "TopK",
+           [np.array([[2**31 - 1, 5, 2**31 - 1, -3]], np.int32), _i64(3)], {"largest": 0},
+           n_out=2, out_types=(TensorProto.INT32, TensorProto.INT64)),
     OpCase("conv_dilated", "Conv", [_r(1, 3, 11, 10), Const(_r(4, 3, 3, 3)), Const(_r(4))],
            {"dilations": [2, 3], "pads": [2, 3, 2, 3]}),
     OpCase("conv_dilated_strided_weight_input", "Conv", [_r(2, 2, 12, 9), _r(3, 2, 2, 3)],

@@ -103,6 +103,8 @@ SELECTING = frozenset({
 })
 #: Ops whose results are not of their inputs' element type (indices, shapes, masks).
 INDEX_RESULTS = frozenset({"ArgMax", "ArgMin", "Shape", "Size", "NonZero"})
+#: Ops whose later outputs are indices (int64), whatever their first output holds.
+INDEX_OUTPUTS_FROM = {"TopK": 1}
 #: Ops that compare held uint64 values: they read biased operands.
 ORDERED = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min",
                      "Clip", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})
@@ -246,8 +248,8 @@ def finish_outputs(n: Node, originals: list[Val | None], outs: list[Val]) -> lis
     if held is None or n.op in INDEX_RESULTS:
         return outs
     finished = []
-    for v in outs:
-        if v.dtype is not held.storage:
+    for k, v in enumerate(outs):
+        if v.dtype is not held.storage or k >= INDEX_OUTPUTS_FROM.get(n.op, len(outs)):
             finished.append(v)
             continue
         if held.bit_pattern and n.op in ORDERED:  # a selected operand, still biased

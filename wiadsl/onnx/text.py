@@ -68,6 +68,15 @@ def literal(value: Any, dtype: DType) -> str:
     return f"(-{text})" if f < 0 or (f == 0 and np.signbit(f)) else text
 
 
+def extreme_literal(dtype: DType, lowest: bool) -> str:
+    """The lowest (or highest) value of ``dtype``: -inf / inf for floats, the integer
+    limits otherwise (``-2^63`` spelled ``(-2^63 + 1) - 1``: 2^63 has no i64 literal)."""
+    if dtype.is_float:
+        return literal(-np.inf if lowest else np.inf, dtype)
+    info = np.iinfo(dtype.numpy)
+    return f"({literal(int(info.min) + 1, dtype)} - 1)" if lowest else literal(info.max, dtype)
+
+
 def _shortest(f: float, dtype: DType) -> str:
     """The shortest decimal that reads back (through f64, as the frontend parses it)
     to the same ``dtype`` value; f64's own repr otherwise."""

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (each module registers its ops)
     resize,
     shape,
     split_pad,
+    topk,
 )
 from .registry import OPS, Translator
 

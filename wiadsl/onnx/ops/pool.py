@@ -26,18 +26,16 @@ import numpy as np
 
 from ..graph import Node, Val, const_val
 from ..shapes import Dim
-from ..text import literal
+from ..text import extreme_literal
 from .conv import ConvGeometry, conv_geometry, pad_spatial, window
 from .registry import op
 
 
 def _max_fill(n: Node, x: Val) -> str:
     """The padding of a max pool: a value no real element is below."""
-    if x.dtype.is_int:
-        return literal(np.iinfo(x.dtype.numpy).min, x.dtype)
-    if not x.dtype.is_float:
+    if not (x.dtype.is_int or x.dtype.is_float):
         raise n.fail(f"MaxPool of {x.dtype} is not supported")
-    return literal(-np.inf, x.dtype)
+    return extreme_literal(x.dtype, lowest=True)
 
 
 def _tree(fn: str, terms: list[str]) -> str:
