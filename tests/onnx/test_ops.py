@@ -293,6 +293,10 @@ CASES = [
         ("max_pool_ceil", "MaxPool", [], {"kernel_shape": [3, 2], "ceil_mode": 1, "strides": [2, 2]},
          (TensorProto.UINT8,)),
         ("top_k", "TopK", [_i64(3)], {"axis": 3}, (TensorProto.UINT8, TensorProto.INT64)))),
+    OpCase("mod_fmod_floats_exact", "Mod",
+           [np.array([-4, 4, -5.5, 5.5, 1e30, -7.25, 3, -3, np.inf, -0.0, 1e-40], F32),
+            np.array([2, -2, np.inf, -np.inf, 3.3, 2, -0.7, 0.7, 2, 5, 3], F32)], {"fmod": 1},
+           opset=13),
     OpCase("top_k_nan_first", "TopK", [np.array([[1, np.nan, 5, np.nan, 2]], F32), _i64(4)],
            n_out=2, out_types=(TensorProto.FLOAT, TensorProto.INT64)),
     OpCase("top_k_int32_smallest_limits", "TopK",
@@ -337,6 +341,9 @@ CASES = [
            {"fmod": 1}, out_type=TensorProto.INT64),
     OpCase("dropout_inference_mask", "Dropout", [_r(3, 4), Const(np.array(0.5, F32)),
                                                  Const(np.array(False))],
+           n_out=2, out_types=(TensorProto.FLOAT, TensorProto.BOOL)),
+    OpCase("dropout_training_zero_ratio", "Dropout", [_r(3, 4), Const(np.array(0.0, F32)),
+                                                      Const(np.array(True))],
            n_out=2, out_types=(TensorProto.FLOAT, TensorProto.BOOL)),
     *(OpCase(op.lower(), op, [_r(2, 3, 4, lo=0.1)], {"keepdims": k}, opset=13)
       for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")

@@ -7,9 +7,9 @@ and compares with the case's own tolerances (rtol 1e-3 at least, NaNs in the sam
 places). Outcomes:
 
 - ``passed``; ``bound``: passed once its parameter inputs were bound as initializers
-  (as exporters write them): integer inputs of rank <= 1 (axes, shapes, indices) and
-  float ones of rank <= 1 after the first (Resize's scales, Pad's value), tried only
-  when the case was refused for a non-constant input;
+  (as exporters write them): scalars (Range's bounds, Pad's value), integer inputs of
+  rank 1 (axes, shapes, indices) and other rank-1 inputs after the first (Resize's
+  scales), tried only when the case was refused for a non-constant input;
 - ``ort``: the values differ from the case's but equal ONNX Runtime's on the same
   model and inputs (the importer follows ORT, which is what users compare with);
 - ``refused``: a WiaError at import or call (a gap, said by name);
@@ -61,7 +61,7 @@ def _bind_parameter_inputs(model, inputs: list[np.ndarray]):
     graph = bound.graph
     keep, rest = [], []
     for i, (value_info, array) in enumerate(zip(list(graph.input), inputs)):
-        if array.ndim <= 1 and (array.dtype.kind in "iu" or array.dtype.kind == "f" and i):
+        if array.ndim == 0 or array.ndim == 1 and (array.dtype.kind in "iu" or i):
             graph.initializer.append(numpy_helper.from_array(array, value_info.name))
         else:
             keep.append(value_info)

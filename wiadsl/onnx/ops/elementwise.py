@@ -98,12 +98,18 @@ def _identity(n: Node) -> list[Val]:
 @op("Dropout")
 def _dropout(n: Node) -> list[Val]:
     """Inference: the input as it is, and a mask of all true. ``training_mode`` is an
-    input since opset 12 (an attribute ``is_test`` before 7): only a constant false runs."""
+    input since opset 12 (an attribute ``is_test`` before 7): a constant false runs, and
+    a constant true with a constant ratio of 0 (nothing dropped: the identity too);
+    random dropout is refused."""
     x = n.x()
     training = n.input(2, required=False) if n.opset >= 12 else None
-    if training is not None and (training.const is None or bool(np.any(training.const))):
-        raise n.fail("training_mode (input 2) must be a constant false: only inference "
-                     "dropout (the identity) is supported")
+    ratio = n.input(1, required=False) if n.opset >= 12 else None
+    keeps_all = ratio is not None and ratio.const is not None and not np.any(ratio.const)
+    if training is not None and (training.const is None
+                                 or bool(np.any(training.const)) and not keeps_all):
+        raise n.fail("training_mode (input 2) must be a constant initializer: false, or "
+                     "true with a constant ratio of 0 (random dropout is not supported: "
+                     "inference only)")
     if n.opset < 7 and not n.attr("is_test", 0):
         raise n.fail("is_test=0 (training) is not supported: only inference dropout")
     outs = [x]
@@ -274,21 +280,28 @@ def _prelu(n: Node) -> list[Val]:
 @op("Mod")
 def _mod(n: Node) -> list[Val]:
     """``fmod=0``: the sign of the divisor (``%``, np.remainder, exact); ``fmod=1``: the
-    sign of the dividend (C's fmod), from ``%``: exact for integers; floats refused,
-    as ``%``-then-correct would round."""
+    sign of the dividend (C's fmod), from ``%``: where the remainder's sign is wrong the
+    fmod is ``r - b``, which is exact (the fmod is representable, and ``r - b`` is it
+    exactly, so rounding keeps it); a zero keeps the dividend's sign, an infinite
+    divisor gives a finite dividend back (``%`` gives inf there) and NaN for an
+    infinite one."""
     a, b = n.x(0), n.x(1)
     shape = checked(n, lambda: broadcast(a.shape, b.shape))
     r = len(shape)
     fmod = int(n.attr("fmod", 0))
-    if fmod and not a.dtype.is_int:
-        raise n.fail("Mod with fmod=1 (C's fmod) of floats is not supported: fmod=0 "
-                     "(np.remainder) and integer Mod are")
     rem = f"{n.ref(a, r)} % {n.ref(b, r)}"
     if not fmod:
         return [n.out(rem, a.dtype, shape)]
     m = n.em.bind(rem, a.dtype, shape, "rem")
-    wrong_sign = f"{m.ref} != 0 && ({m.ref} < 0) != ({n.ref(a, r)} < 0)"
-    return [n.out(f"where({wrong_sign}, {m.ref} - {n.ref(b, r)}, {m.ref})", a.dtype, shape)]
+    ar, br = n.ref(a, r), n.ref(b, r)
+    wrong_sign = f"{m.ref} != 0 && ({m.ref} < 0) != ({ar} < 0)"
+    expr = f"where({wrong_sign}, {m.ref} - {br}, {m.ref})"
+    if a.dtype.is_float:
+        inf = literal(np.inf, a.dtype)
+        finite_or_nan = f"where({ar} - {ar} == 0.0, {ar}, {ar} - {ar})"
+        expr = (f"where({br} == {inf} || {br} == -{inf}, {finite_or_nan}, "
+                f"where({m.ref} == 0.0, 0.0 * {ar}, {expr}))")
+    return [n.out(expr, a.dtype, shape)]
 
 
 @op("HardSigmoid")
