@@ -104,7 +104,7 @@ SELECTING = frozenset({
 #: Ops whose results are not of their inputs' element type (indices, shapes, masks).
 INDEX_RESULTS = frozenset({"ArgMax", "ArgMin", "Shape", "Size", "NonZero"})
 #: Ops whose later outputs are indices (int64), whatever their first output holds.
-INDEX_OUTPUTS_FROM = {"TopK": 1}
+INDEX_OUTPUTS_FROM = {"TopK": 1, "MaxPool": 1}
 #: Ops that compare held uint64 values: they read biased operands.
 ORDERED = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min",
                      "Clip", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK"})

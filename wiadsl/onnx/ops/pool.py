@@ -24,6 +24,7 @@ import itertools
 
 import numpy as np
 
+from ...dtypes import DType
 from ..graph import Node, Val, const_val
 from ..shapes import Dim
 from ..text import extreme_literal
@@ -81,16 +82,59 @@ def _builtin_pool(n: Node, x: Val, g: ConvGeometry, shape: tuple[Dim, ...],
     return n.out(expr, x.dtype, shape)
 
 
+def _padded_taps(n: Node, x: Val, g: ConvGeometry, extents: tuple[int, ...],
+                 out: tuple[int, ...], fill: str) -> tuple[list[tuple[int, ...]], list[str]]:
+    """Every kernel tap (row-major) and its strided window of the input padded with
+    ``fill`` (the end padding grown where ``ceil_mode`` adds a window)."""
+    ends = tuple(max(g.pads[a + g.rank], (o - 1) * g.strides[a] + g.span(a) - e - g.pads[a])
+                 for a, (e, o) in enumerate(zip(extents, out, strict=True)))
+    padded = pad_spatial(n, x, (*g.pads[:g.rank], *ends), fill)
+    taps = list(itertools.product(*(range(k) for k in g.kernel)))
+    return taps, [window(n.ref(padded), tuple(t * d for t, d in zip(tap, g.dilations,
+                                                                      strict=True)),
+                         g.strides, out) for tap in taps]
+
+
+def _max_with_indices(n: Node, x: Val, g: ConvGeometry, shape: tuple[Dim, ...],
+                      extents: tuple[int, ...], out: tuple[int, ...]) -> list[Val]:
+    """MaxPool and its Indices output: the taps in order, a later one replacing the
+    best only when greater (the first maximum wins, as ONNX Runtime picks it); each
+    tap's index is a constant of the output's spatial shape (its input position,
+    flattened row-major, or column-major with ``storage_order=1``) plus the element's
+    (n, c) plane offset."""
+    order = int(n.attr("storage_order", 0))
+    taps, windows = _padded_taps(n, x, g, extents, out, extreme_literal(x.dtype, lowest=True))
+    grid = np.meshgrid(*(np.arange(o) * g.strides[a] - g.pads[a] for a, o in enumerate(out)),
+                       indexing="ij")
+    plane = int(np.prod(extents))
+    dims = [d.text() for d in x.shape[:2]]
+    offset = n.em.bind(f"reshape(arange({dims[0]} * {dims[1]}), [{dims[0]}, {dims[1]}"
+                       f"{', 1' * g.rank}]) * {plane}", DType.I64,
+                       (*x.shape[:2], *(Dim(1),) * g.rank), "plane")
+    best = n.em.bind(windows[0], x.dtype, shape, "best")
+    where_ = None
+    for k, (tap, win) in enumerate(zip(taps, windows, strict=True)):
+        pos = [c + t * d for c, t, d in zip(grid, tap, g.dilations, strict=True)]
+        flat = np.ravel_multi_index(tuple(np.clip(p, 0, e - 1) for p, e in zip(pos, extents, strict=True)),
+                                    extents, order="F" if order else "C")
+        idx = n.ref(const_val(flat.astype(np.int64), DType.I64, hint=f"{n.label}_idx{k}"), x.rank)
+        if where_ is None:
+            where_ = n.em.bind(f"{offset.ref} + {idx}", DType.I64, shape, "argbest")
+            continue
+        cand = n.em.bind(win, x.dtype, shape, "tap")
+        better = f"{cand.ref} > {best.ref}"
+        where_ = n.em.bind(f"where({better}, {offset.ref} + {idx}, {where_.ref})", DType.I64,
+                           shape, "argbest")
+        best = n.em.bind(f"where({better}, {cand.ref}, {best.ref})", x.dtype, shape, "best")
+    assert where_ is not None
+    return [n.out(n.ref(best), x.dtype, shape), n.out(n.ref(where_), DType.I64, shape, 1)]
+
+
 def _tap_pool(n: Node, x: Val, g: ConvGeometry, shape: tuple[Dim, ...],
               extents: tuple[int, ...], out: tuple[int, ...]) -> Val:
     """The pool as its definition: one strided window of the padded input per tap."""
     is_max = n.op == "MaxPool"
-    ends = tuple(max(g.pads[a + g.rank], (o - 1) * g.strides[a] + g.span(a) - e - g.pads[a])
-                 for a, (e, o) in enumerate(zip(extents, out, strict=True)))
-    padded = pad_spatial(n, x, (*g.pads[:g.rank], *ends), _max_fill(n, x) if is_max else "0.0")
-    taps = itertools.product(*(range(k) for k in g.kernel))
-    terms = [window(n.ref(padded), tuple(t * d for t, d in zip(tap, g.dilations, strict=True)),
-                    g.strides, out) for tap in taps]
+    _, terms = _padded_taps(n, x, g, extents, out, _max_fill(n, x) if is_max else "0.0")
     if is_max:
         return n.out(_tree("max", terms), x.dtype, shape)
     counts = _counts(g, extents, out, bool(int(n.attr("count_include_pad", 0))))
@@ -104,10 +148,9 @@ def _pool(n: Node) -> list[Val]:
     kernel = tuple(int(k) for k in n.attr("kernel_shape", []))
     if not 1 <= len(kernel) <= 3 or min(kernel) < 1:
         raise n.fail(f"kernel_shape={list(kernel)} must have 1 to 3 positive entries")
-    if len(n.proto.output) > 1 and n.proto.output[1]:
-        raise n.fail("the Indices output is not supported")
-    if int(n.attr("storage_order", 0)):
-        raise n.fail("storage_order=1 is not supported")
+    indices = len(n.proto.output) > 1 and bool(n.proto.output[1])
+    if indices and n.op != "MaxPool":
+        raise n.fail("only MaxPool has an Indices output")
     if n.op == "AveragePool" and not x.dtype.is_float:
         raise n.fail(f"AveragePool of {x.dtype} is not supported (float inputs only)")
     g = conv_geometry(n, x, kernel)
@@ -117,6 +160,8 @@ def _pool(n: Node) -> list[Val]:
     if min(out) < 1:
         raise n.fail(f"the kernel {list(kernel)} does not fit the padded input {list(extents)}")
     shape = (*x.shape[:2], *(Dim(o) for o in out))
+    if indices:
+        return _max_with_indices(n, x, g, shape, extents, out)
     build = _builtin_pool if _fits_builtin(g, out, extents) else _tap_pool
     return [build(n, x, g, shape, extents, out)]
 
