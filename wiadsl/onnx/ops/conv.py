@@ -146,18 +146,55 @@ def window(ref: str, start: tuple[int, ...], step: tuple[int, ...], out: tuple[i
     return f"{ref}[:, :, {', '.join(axes)}]"
 
 
+def _phase(n: Node, x: Val, g: ConvGeometry, phase: tuple[int, int],
+           extent: tuple[int, int]) -> Val:
+    """The positions ``phase + stride * q`` of the zero-padded input, ``extent`` of them
+    per axis, as a buffer of their own: one pass of strided reads, so a strided
+    convolution's taps read unit-stride windows of it."""
+    reads, writes = [], []
+    for a, (ph, q_n) in enumerate(zip(phase, extent, strict=True)):
+        s, before, size = g.strides[a], g.pads[a], x.shape[2 + a].value
+        q0 = max(0, -(-(before - ph) // s))             # first q reading a real row
+        q1 = min(q_n, (size - 1 + before - ph) // s + 1)  # one past the last
+        if q1 <= q0:
+            return n.em.bind(f"full([{x.shape[0].text()}, {x.shape[1].text()}, {extent[0]}, "
+                             f"{extent[1]}], 0.0, {x.dtype})", x.dtype,
+                             (*x.shape[:2], Dim(extent[0]), Dim(extent[1])), "phase")
+        i0 = ph + s * q0 - before
+        reads.append(f"{i0}:{i0 + s * (q1 - q0 - 1) + 1}" + (f":{s}" if s > 1 else ""))
+        writes.append(f"{q0}:{q1}")
+    name = n.em.names.fresh("phase")
+    n.em.body += [f"    {name} = full([{x.shape[0].text()}, {x.shape[1].text()}, {extent[0]}, "
+                  f"{extent[1]}], 0.0, {x.dtype});",
+                  f"    {name}[:, :, {', '.join(writes)}] = {n.ref(x)}[:, :, {', '.join(reads)}];"]
+    return Val(x.dtype, (*x.shape[:2], Dim(extent[0]), Dim(extent[1])), ref=name)
+
+
 def _depthwise(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int, int]) -> str:
-    """Sum over taps of a window of the padded input times the tap's channel weights."""
-    padded = pad_spatial(n, x, g.pads, "0.0")
+    """Sum over taps of a window of the padded input times the tap's channel weights.
+    With a stride, the padded input is first split into its stride phases (one
+    buffer per phase a tap reads): a stride-2 window read along the row's fast axis
+    does not vectorize, and the nine taps would each read it."""
     kh, kw = g.kernel
     # One constant [kh*kw, C, 1, 1]: tap t's weights broadcast over the spatial axes.
     taps = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0).reshape(kh * kw, -1, 1, 1))
     wt = n.ref(const_val(taps, x.dtype, hint=f"{n.label}_taps"))
+    offsets = [(i, j, i * g.dilations[0], j * g.dilations[1]) for i in range(kh) for j in range(kw)]
     terms = []
-    for i in range(kh):
-        for j in range(kw):
-            start = (i * g.dilations[0], j * g.dilations[1])
-            terms.append(f"{window(n.ref(padded), start, g.strides, out)} * {wt}[{i * kw + j}]")
+    if g.strides == (1, 1):
+        padded = pad_spatial(n, x, g.pads, "0.0")
+        for i, j, a, b in offsets:
+            terms.append(f"{window(n.ref(padded), (a, b), (1, 1), out)} * {wt}[{i * kw + j}]")
+        return " + ".join(terms)
+    sh, sw = g.strides
+    extent = (out[0] + (g.span(0) - 1) // sh, out[1] + (g.span(1) - 1) // sw)
+    phases: dict[tuple[int, int], Val] = {}
+    for i, j, a, b in offsets:
+        key = (a % sh, b % sw)
+        if key not in phases:
+            phases[key] = _phase(n, x, g, key, extent)
+        start = (a // sh, b // sw)
+        terms.append(f"{window(n.ref(phases[key]), start, (1, 1), out)} * {wt}[{i * kw + j}]")
     return " + ".join(terms)
 
 
