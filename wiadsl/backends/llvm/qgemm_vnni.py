@@ -4,22 +4,26 @@ int32 lane per instruction (``pmaddwd`` does two, after widening to i16).
 ``vpdpbusd`` multiplies *unsigned* bytes by signed ones. A is signed, so it is
 packed as ``a + 128`` (``a xor 0x80``, exact in u8), and each column's result is
 corrected by ``-128 * sum_k b[k, j]`` (the "compensation" of oneDNN's and MLAS's
-u8s8 kernels), which the micro-kernel takes as its accumulators' start value:
+u8s8 kernels), which the micro-kernel subtracts from its accumulators' start value:
 
     sum_k (a + 128) * b  -  128 * sum_k b  ==  sum_k a * b
 
 Structure (as qgemm.py, on k *quads*):
     pack A rows into i32 words, one per k quad: bytes a[i, 4q + t] + 128 (t = 0..3)
-    compensation comp[j] = -128 * sum_k b[k, j]
     for pc in quads by KCQ:            pack B[4pc:4pc+4KCQ, :] into NR-wide panels, each
-                                       panel row the NR columns' 4 bytes b[4p + t, j]
+                                       panel row the NR columns' 4 bytes b[4p + t, j];
+                                       comp[j] = 128 * sum over the block's k of b[k, j],
+                                       summed while packing: vpdpbusd of each packed row
+                                       with bytes of 128 (two instructions per row)
       for jr in N by NR:
-        for ir in M by MR:             micro-kernel: MR x NV <W x i32> accumulators
+        for ir in M by MR:             micro-kernel: MR x NV <W x i32> accumulators,
+                                       started at C (or 0 in the first block) - comp
 
 Invariants:
 - Exact: a u8 * s8 product and the sum of four fit in i32 (|4 * 255 * 128| < 2**31);
   accumulation wraps modulo 2**32 like NumPy's int32 matmul, and so does the
-  compensation, so the corrected sum is exact modulo 2**32 too.
+  compensation (each block's own, subtracted by that block's micro-kernels), so the
+  corrected sum is exact modulo 2**32 too.
 - k padded to a multiple of 4 with zero rows of B (and the bytes of a = 0 in A):
   a padded product is 0 and adds nothing to the compensation.
 - Chosen only where the host has the instruction (``vnni_bits``): 512-bit vectors
@@ -70,7 +74,7 @@ class VnniQGemmBuilder(QGemmBuilder):
 
     def ukernel(self, mr: int) -> ir.Function:
         """``uk(apack, kq, panel, c, ldc, kcq, valid, load_c, comp)``: C[mr x NR] = C (when
-        ``load_c``, else ``comp``) + A.B over ``kcq`` quads."""
+        ``load_c``, else 0) - comp + A.B over ``kcq`` quads."""
         name = f"wia.qgemm.{self.tag}.ukernel.{mr}"
         if name in self.mod.globals:
             return self.mod.globals[name]
@@ -98,7 +102,7 @@ class VnniQGemmBuilder(QGemmBuilder):
         for r in range(mr):
             for v in range(NV):
                 loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
-                init.append(b.select(load_c, loaded, start[v]))
+                init.append(b.sub(b.select(load_c, loaded, zero), start[v]))
         dot = self.dot()
 
         def step(p: ir.Value, accs: list[ir.Value], _count: int) -> list[ir.Value]:
@@ -142,28 +146,13 @@ class VnniQGemmBuilder(QGemmBuilder):
             for_range(b, _i(0), b.mul(kq, _i(4)), 1, byte, "qa")
         for_range(b, _i(0), m, 1, row, "ra")
 
-    def compensation(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
-                     npad: ir.Value, out: ir.Value) -> None:
-        """out[j] = -128 * sum_k b[k, j] for j < n, 0 up to npad (row by row: the inner
-        loop runs along a row of B, which LLVM vectorizes)."""
-        for_range(b, _i(0), npad, 1, lambda j: b.store(
-            ir.Constant(I32, 0), b.gep(out, [j], source_etype=I32)), "cz")
-
-        def row(kk: ir.Value) -> None:
-            src = b.gep(bm, [b.mul(kk, ldb)], source_etype=I8)
-
-            def col(j: ir.Value) -> None:
-                dst = b.gep(out, [j], source_etype=I32)
-                x = b.sext(b.load(b.gep(src, [j], source_etype=I8), typ=I8), I32)
-                b.store(b.sub(b.load(dst, typ=I32), b.shl(x, ir.Constant(I32, 7))), dst)
-            for_range(b, _i(0), n, 1, col, "cc")
-        for_range(b, _i(0), k, 1, row, "cr")
-
     def pack_b_quads(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
-                     npad: ir.Value, pc: ir.Value, kcq: ir.Value, out: ir.Value) -> None:
+                     npad: ir.Value, pc: ir.Value, kcq: ir.Value, out: ir.Value,
+                     comp: ir.Value) -> None:
         """Bytes out[((jr/NR) * kcq + p) * 4NR + 4j + t] = b[4(pc+p) + t, jr + j] (0 past k
         or n). A whole panel row: four unaligned NR-byte loads (rows past k read row 0
-        and are zeroed) and two interleaves; the column tail byte by byte."""
+        and are zeroed) and two interleaves; the column tail byte by byte. Each packed
+        row adds 128 * its quads' sums to comp[jr:jr + NR] (zeroed by the caller)."""
         nr = self.nr
         vb = ir.VectorType(I8, nr)
 
@@ -200,8 +189,19 @@ class VnniQGemmBuilder(QGemmBuilder):
                                 x = b.select(b.and_(in_n, inside[t]), x, ir.Constant(I8, 0))
                                 b.store(x, b.gep(dst, [b.add(b.mul(j, _i(4)), _i(t))], source_etype=I8))
                         for_range(b, _i(0), _i(nr), 1, col, "pj")
+                self.add_column_sums(b, dst, b.gep(comp, [jr], source_etype=I32))
             for_range(b, _i(0), npad, nr, panel, "pn")
         for_range(b, _i(0), kcq, 1, quad, "pq")
+
+    def add_column_sums(self, b: ir.IRBuilder, row: ir.Value, comp: ir.Value) -> None:
+        """comp[j] += 128 * (sum of column j's four bytes in the packed ``row``): one
+        vpdpbusd per vector with unsigned bytes of 128 (the packed row is in L1)."""
+        w, vt, dot = self.w, self.vt, self.dot()
+        bytes128 = ir.Constant(vt, [0x80808080 - (1 << 32)] * w)
+        for v in range(NV):
+            quads = vector_load(b, b.gep(row, [_i(v * w)], source_etype=I32), vt, 64 if w == 16 else 32)
+            dst = b.gep(comp, [_i(v * w)], source_etype=I32)
+            vector_store(b, b.call(dot, [vector_load(b, dst, vt, 4), bytes128, quads]), dst, 4)
 
     # ------------------------------------------------------------ blocked rows
 
@@ -223,13 +223,14 @@ class VnniQGemmBuilder(QGemmBuilder):
         bpack = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(self.kcq * 4)), _i(64))])
         comp = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(4)), _i(64))])
         self.pack_a_quads(b, a, m, k, lda, kq, apack)
-        self.compensation(b, bm, ldb, k, n, npad, comp)
         big = self.ukernel(self.mr)
         full_end = b.sub(m, b.srem(m, _i(self.mr)))
 
         def per_pc(pc: ir.Value) -> None:
             kcq = imin(b, b.sub(kq, pc), _i(self.kcq))
-            self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kcq, bpack)
+            for_range(b, _i(0), npad, 1, lambda j: b.store(
+                ir.Constant(I32, 0), b.gep(comp, [j], source_etype=I32)), "cz")
+            self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kcq, bpack, comp)
             load_c = b.icmp_signed(">", pc, _i(0))
 
             def per_jr(jr: ir.Value) -> None:
