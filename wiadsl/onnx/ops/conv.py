@@ -1,5 +1,6 @@
-"""ONNX Conv: every geometry the spec allows for 1-D and 2-D inputs, as WIA DSL
-expressions (a 1-D convolution is a 2-D one with a unit height axis).
+"""ONNX Conv: every geometry the spec allows for 1-D, 2-D and 3-D inputs, as WIA DSL
+expressions (a 1-D convolution is a 2-D one with a unit height axis; a 3-D one is a
+sum of 2-D ones per output depth, ``conv3d``).
 
 ``conv2d`` takes one stride and one symmetric padding for both spatial axes and no
 groups or dilation. The rest of what exporters write is built around it:
@@ -270,9 +271,9 @@ def as_2d(n: Node, x: Val, w: Val) -> tuple[Val, Val]:
 @op("Conv")
 def _conv(n: Node) -> list[Val]:
     x, w, b = n.x(0), n.x(1), n.input(2, required=False)
-    if w.rank not in (3, 4) or not all(d.is_static for d in w.shape):
-        raise n.fail(f"the weight must be [O, C, k] (1-D) or [O, C, kh, kw] (2-D) with "
-                     f"static extents, got rank {w.rank}")
+    if w.rank not in (3, 4, 5) or not all(d.is_static for d in w.shape):
+        raise n.fail(f"the weight must be [O, C, k...] with 1 to 3 static spatial extents, "
+                     f"got rank {w.rank}")
     kernel = tuple(d.value for d in w.shape[2:])
     if n.attr("kernel_shape") is not None and tuple(n.attr("kernel_shape")) != kernel:
         raise n.fail(f"kernel_shape={n.attr('kernel_shape')} differs from the weight's "
@@ -283,11 +284,58 @@ def _conv(n: Node) -> list[Val]:
         raise n.fail(f"the kernel {list(kernel)} does not fit the padded input "
                      f"{[d.value for d in x.shape[2:]]}")
     final: Shape = (x.shape[0], w.shape[0], *(Dim(e) for e in out_1d))
+    if g.rank == 3:
+        return [n.out(n.ref(conv3d(n, x, w, b, int(n.attr("group", 1)), g)), x.dtype, final)]
     if g.rank == 1:
         x, w = as_2d(n, x, w)
         g = g.lifted()
     expr = conv_expr(n, x, w, int(n.attr("group", 1)), g)
     return [n.out(with_bias(n, expr, b, w.shape[0], final), x.dtype, final)]
+
+
+#: output depths x kernel depths a 3-D convolution may unroll into 2-D ones
+MAX_DEPTH_TERMS = 1024
+
+
+def conv3d(n: Node, x: Val, w: Val, b: Val | None, groups: int, g: ConvGeometry) -> Val:
+    """A 3-D convolution as 2-D ones: the input padded once on all three axes, then
+    output depth ``d`` is the sum over kernel depths ``t`` of the 2-D convolution (Conv's
+    own forms) of input depth ``d * stride + t * dilation`` by the kernel's depth ``t``
+    slice; the depths are stacked along axis 2. Unrolled: at most MAX_DEPTH_TERMS."""
+    depth = g.out_extent(0, x.shape[2].value)
+    if depth * g.kernel[0] > MAX_DEPTH_TERMS:
+        raise n.fail(f"a 3-D convolution of {depth} output depths by {g.kernel[0]} kernel "
+                     f"depths unrolls into more than {MAX_DEPTH_TERMS} 2-D convolutions")
+    padded = pad_spatial(n, x, g.pads, "0.0")
+    plane = ConvGeometry(g.kernel[1:], g.strides[1:], g.dilations[1:], (0, 0, 0, 0))
+    hw = [Dim(plane.out_extent(a, padded.shape[3 + a].value)) for a in range(2)]
+    o = w.shape[0]
+    tap_w = []
+    for t in range(g.kernel[0]):
+        if w.const is not None:
+            tap_w.append(const_val(np.ascontiguousarray(w.const[:, :, t]), w.dtype,
+                                   hint=f"{n.label}_w{t}"))
+        else:
+            tap_w.append(n.em.bind(f"{n.ref(w)}[:, :, {t}]", w.dtype, (*w.shape[:2], *w.shape[3:]),
+                                   "depth_w"))
+    slices = []
+    for d in range(depth):
+        terms = []
+        for t, wt in enumerate(tap_w):
+            z = d * g.strides[0] + t * g.dilations[0]
+            xs = n.em.bind(f"{n.ref(padded)}[:, :, {z}]", x.dtype,
+                           (*padded.shape[:2], *padded.shape[3:]), "depth_in")
+            terms.append(conv_expr(n, xs, wt, groups, plane))
+        flat: Shape = (x.shape[0], o, *hw)
+        expr = with_bias(n, " + ".join(terms), b, o, flat)
+        one = n.em.bind(f"reshape({expr}, [{x.shape[0].text()}, {o.text()}, 1, "
+                        f"{hw[0].text()}, {hw[1].text()}])", x.dtype,
+                        (x.shape[0], o, Dim(1), *hw), "depth_out")
+        slices.append(n.ref(one))
+    shape = (x.shape[0], o, Dim(depth), *hw)
+    if len(slices) == 1:
+        return n.em.bind(slices[0], x.dtype, shape, "conv3d")
+    return n.em.bind(f"concat([{', '.join(slices)}], axis=2)", x.dtype, shape, "conv3d")
 
 
 def conv_expr(n: Node, x: Val, w: Val, groups: int, g: ConvGeometry) -> str:

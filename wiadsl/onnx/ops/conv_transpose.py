@@ -1,4 +1,4 @@
-"""ONNX ConvTranspose (1-D and 2-D): a convolution of the zero-inserted input.
+"""ONNX ConvTranspose (1-D, 2-D and 3-D): a convolution of the zero-inserted input.
 
 A transposed convolution with stride ``s``, dilation ``d``, kernel ``k`` and pads
 ``(pb, pe)`` per axis equals a stride-1 convolution, with the same dilation, of the
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..graph import Node, Val, const_val
 from ..shapes import Dim, Shape
-from .conv import ConvGeometry, as_2d, conv_expr, with_bias
+from .conv import ConvGeometry, as_2d, conv3d, conv_expr, with_bias
 from .registry import op
 
 
@@ -80,25 +80,29 @@ def _spread(n: Node, x: Val, strides: list[int], before: list[int], after: list[
 
 
 def _flipped(n: Node, w: Val, groups: int) -> Val:
-    """[C, O/g, kh, kw] -> the forward convolution's [O, C/g, kh, kw], flipped."""
-    c, og, kh, kw = (d.value for d in w.shape)
-    shape = (Dim(groups * og), Dim(c // groups), Dim(kh), Dim(kw))
+    """[C, O/g, k...] -> the forward convolution's [O, C/g, k...], flipped spatially."""
+    c, og, *ks = (d.value for d in w.shape)
+    shape = (Dim(groups * og), Dim(c // groups), *(Dim(k) for k in ks))
+    spatial = len(ks)
     if w.const is not None:
-        per = w.const.reshape(groups, c // groups, og, kh, kw).transpose(0, 2, 1, 3, 4)
-        flipped = per.reshape(groups * og, c // groups, kh, kw)[:, :, ::-1, ::-1]
+        per = w.const.reshape(groups, c // groups, og, *ks).swapaxes(1, 2)
+        flipped = per.reshape(groups * og, c // groups, *ks)[(slice(None),) * 2
+                                                            + (slice(None, None, -1),) * spatial]
         return const_val(np.ascontiguousarray(flipped), w.dtype, hint=f"{n.label}_w")
-    split = f"reshape({n.ref(w)}, [{groups}, {c // groups}, {og}, {kh}, {kw}])"
+    split = f"reshape({n.ref(w)}, [{groups}, {c // groups}, {og}, {', '.join(map(str, ks))}])"
+    perm = ", ".join(map(str, [0, 2, 1, *range(3, 3 + spatial)]))
     dims = ", ".join(d.text() for d in shape)
-    return n.em.bind(f"reshape(transpose({split}, [0, 2, 1, 3, 4]), [{dims}])[:, :, ::-1, ::-1]",
+    reverse = ", ".join([":", ":"] + ["::-1"] * spatial)
+    return n.em.bind(f"reshape(transpose({split}, [{perm}]), [{dims}])[{reverse}]",
                      w.dtype, shape, "flipped")
 
 
 @op("ConvTranspose")
 def _conv_transpose(n: Node) -> list[Val]:
     x, w, b = n.x(0), n.x(1), n.input(2, required=False)
-    if w.rank not in (3, 4) or not all(d.is_static for d in w.shape):
-        raise n.fail(f"the weight must be [C, O/group, k] (1-D) or [C, O/group, kh, kw] "
-                     f"(2-D) with static extents, got rank {w.rank}")
+    if w.rank not in (3, 4, 5) or not all(d.is_static for d in w.shape):
+        raise n.fail(f"the weight must be [C, O/group, k...] with 1 to 3 static spatial "
+                     f"extents, got rank {w.rank}")
     rank = w.rank - 2
     if x.rank != rank + 2 or not all(d.is_static for d in x.shape[2:]):
         raise n.fail(f"a {rank}-D kernel needs an input of rank {rank + 2} with static spatial "
@@ -131,7 +135,9 @@ def _conv_transpose(n: Node) -> list[Val]:
         before[0] = after[0] = 0
     weight = _flipped(n, w, groups)
     spread = _spread(n, x, strides, before, after)
-    g = ConvGeometry((weight.shape[2].value, weight.shape[3].value), (1, 1), tuple(dilations),
-                     (0, 0, 0, 0))
+    g = ConvGeometry(tuple(d.value for d in weight.shape[2:]), (1,) * len(dilations),
+                     tuple(dilations), (0,) * 2 * len(dilations))
+    if g.rank == 3:
+        return [n.out(n.ref(conv3d(n, spread, weight, b, groups, g)), x.dtype, final)]
     expr = conv_expr(n, spread, weight, groups, g)
     return [n.out(with_bias(n, expr, b, final[1], final), x.dtype, final)]
