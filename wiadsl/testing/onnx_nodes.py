@@ -40,8 +40,8 @@ def node_cases(ops: set[str]) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
-    return [c for c in cases if c.model.graph.node and c.model.graph.node[0].op_type in ops
-            and len(c.model.graph.node) == 1]
+    return [c for c in cases if c.model is not None and len(c.model.graph.node) == 1
+            and c.model.graph.node[0].op_type in ops]
 
 
 def _arrays(values) -> list[np.ndarray]:

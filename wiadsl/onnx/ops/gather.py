@@ -104,9 +104,9 @@ def take_constant(n: Node, x: Val, idx: np.ndarray, axis: int) -> Val:
         text = f"{idx[0]}:{stop}" + (f":{step}" if step != 1 else "")
         return n.em.bind(f"{n.ref(x)}{_axis_slice(x, axis, text)}", x.dtype, shape, "taken")
     runs = _run_lengths(idx)
-    inner = runs[1:-1] if runs is not None else None
-    if runs is None or (len(inner) and (inner != inner[0]).any()):
+    if runs is None or (len(runs[1:-1]) and (runs[1:-1] != runs[1]).any()):
         return gather_loop(n, x, const_val(idx, DType.I64, hint=f"{n.label}_idx"), axis)
+    inner = runs[1:-1]
     r = int(inner[0]) if len(inner) else int(max(runs))
     first, last, lo = int(runs[0]), int(runs[-1]), int(idx[0])
     parts = []

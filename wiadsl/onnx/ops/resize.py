@@ -163,6 +163,7 @@ def _present(n: Node, i: int, what: str) -> np.ndarray | None:
 def _targets(n: Node, x: Val) -> tuple[list[float], list[int], list[float]]:
     """(scale, output extent, roi begin/ends) per axis of ``x``."""
     rank = x.rank
+    scales: np.ndarray | None
     if n.op == "Upsample" and n.opset < 9:
         scales, sizes, roi = np.asarray(n.attr("scales"), np.float64), None, None
     elif n.op == "Upsample" or n.opset < 11:
