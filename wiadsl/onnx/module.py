@@ -11,7 +11,9 @@ and outputs of ONNX element types the kernel holds in another dtype (uint8 in i3
 ``storage``) are converted at this boundary: callers pass and get the ONNX type.
 
 Invariant: the weights are C-contiguous arrays of the declared dtypes and shapes,
-in declaration order, so a backend gets exactly what the full signature promises.
+in declaration order, so a backend gets exactly what the full signature promises;
+and they never change after the import (the kernel is compiled with them frozen:
+the CPU keeps its gemms' weights packed from the first call on).
 """
 
 from __future__ import annotations
@@ -177,6 +179,11 @@ def compile_imported(imported: ImportedModel, target: str | None,
     weights = tuple(np.ascontiguousarray(imported.weights[p.name]) for p in full.inputs
                     if p.name in imported.weights)
     aliases = {onnx: dsl for onnx, dsl in imported.inputs + imported.outputs if onnx != dsl}
-    kernel = OnnxKernel(source, full, backend, dict(options), public=public,
+    options = dict(options)
+    if getattr(backend, "takes_frozen_inputs", False):
+        # the weights never change: the backend may derive data from them once (the
+        # CPU packs each gemm's weight matrix on the first call, as ORT does at load)
+        options["frozen"] = tuple(i for i, p in enumerate(full.inputs) if p.name in imported.weights)
+    kernel = OnnxKernel(source, full, backend, options, public=public,
                         weights=weights, aliases=aliases, boundary=dict(imported.boundary))
     return OnnxModule(kernel, imported)

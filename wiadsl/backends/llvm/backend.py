@@ -124,14 +124,26 @@ class Native:
     outs: list[OutSlot] = field(default_factory=list)
     #: per input: (slot, dtype, shape, has elements): exactly what a call passes
     specs: tuple[tuple[int, np.dtype, tuple[int, ...], bool], ...] = ()
-    #: (slot, extent) per run-time extent of shape-generic code: the same on every
-    #: call at this shape, so each argument array holds them from its creation
+    #: (slot, extent) per run-time extent of shape-generic code (and the state's
+    #: address): the same on every call at this shape, so each argument array holds
+    #: them from its creation
     extents: tuple[tuple[int, int], ...] = ()
     stats: dict[str, Any] = field(default_factory=dict)
     #: argument arrays not in use, each with its address: a call takes one and puts
     #: it back, so calls from several threads (the GIL is released while native code
     #: runs) never share one
     pool: list[tuple[Any, int]] = field(default_factory=list)
+    #: cells of this entry's state (prepacked.py): data derived from its frozen inputs,
+    #: this entry's own (another kernel with other weights has another), its address
+    #: in the last slot of every argument array
+    state_cells: int = 0
+    _state: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.state_cells:
+            self._state = (ctypes.c_int64 * self.state_cells)()
+            weakref.finalize(self, _free_cells, self._state)
+            self.extents += ((self.n_slots - 1, ctypes.addressof(self._state)),)
 
     def new_args(self) -> tuple[Any, int]:
         args = (ctypes.c_int64 * self.n_slots)()
@@ -347,14 +359,22 @@ class Code:
         in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
         specs = tuple((i, dt, shape, math.prod(shape) > 0)
                       for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))
-        base = layout.n_slots - len(layout.dynamic)
+        base = layout.n_slots - len(layout.dynamic) - (1 if layout.state else 0)
         extents = tuple((base + j, shapes[i][axis]) for j, (i, axis) in enumerate(layout.dynamic))
         generic = any(d is None for s in self.pattern for d in s)
         stats = {"compile_ms": self.compile_ms if fresh else 0.0, "shapes": shapes,
                  "cache": self.source if fresh else "memory",
                  "code": "generic" if generic else "static", "pattern": self.pattern}
         return Native(self.loaded.fn, self.messages, layout.n_slots, n_in, in_dtypes, plan, outs, specs,
-                      extents, stats)
+                      extents, stats, state_cells=layout.state)
+
+
+def _free_cells(cells: Any) -> None:
+    """Free the buffers an entry's state holds (prepacked.py; allocated by C's
+    ``aligned_alloc``, so freed by C's ``free``)."""
+    for address in cells:
+        if address:
+            _FREE(ctypes.c_void_p(address))
 
 
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
@@ -399,6 +419,10 @@ class CpuKernel:
     source_level: SourceLevel | None = None
     #: ``auto``, ``static`` or ``generic`` (shape_policy.py; the ``shapes`` option)
     shapes: str = "auto"
+    #: positions of the inputs whose contents never change between calls (the
+    #: ``frozen`` option: an imported model's weights): data derived from them, such
+    #: as a gemm's packed B, is made by the first call and kept (prepacked.py)
+    frozen: frozenset[int] = frozenset()
     #: an entry per input shape seen, most recent last (at most ``MAX_NATIVES``)
     _natives: dict[Shapes, Native] = field(default_factory=dict, init=False, repr=False)
     _code: dict[Pattern, Code] = field(default_factory=dict, init=False, repr=False)
@@ -536,7 +560,7 @@ class CpuKernel:
             module = copy_module(self.ir) if self.passes else self.ir
             obj, layout = compile_object(module, self.kernel, pattern, self.level, symbol,
                                          config, st, passes=self.passes,
-                                         loop_pipeline=self.loop_pipeline)
+                                         loop_pipeline=self.loop_pipeline, frozen=self.frozen)
             return obj, {"layout": layout.as_dict()}
         loaded, record = get_or_compile(parts, compile_fn, _load, stages)
         if spec is not None and found is None:
@@ -551,6 +575,8 @@ class CpuKernel:
         pipeline = _pipeline(self.level) if self.passes else "none"
         if self.loop_pipeline:  # different loop passes: a different entry
             pipeline += f" | loop: {self.loop_pipeline}"
+        if self.frozen:  # an entry with a state
+            pipeline += f" | frozen: {sorted(self.frozen)}"
         parts = cpu_key_parts(self.ir, self.kernel, pattern, dtypes, self.level, pipeline,
                               (config or default_config()).label())
         return parts, config
@@ -623,6 +649,8 @@ class CpuBackend:
     """The llvmlite CPU JIT (the default target)."""
 
     name = "cpu"
+    #: takes the ``frozen`` option (load_onnx passes its weights' positions)
+    takes_frozen_inputs = True
     specialize_shapes = False  # one CpuKernel serves every shape (shape_policy.py)
 
     def cache_host(self) -> str:
@@ -644,10 +672,10 @@ class CpuBackend:
     def compile(self, module: ModuleOp | None, kernel: str, options: dict[str, Any]) -> CpuKernel:
         """A kernel that compiles (or loads from the cache) on its first run; the tensor
         passes run then too, so a cache hit skips them."""
-        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline", "shapes"}
+        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline", "shapes", "frozen"}
         if unknown:
             raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config, "
-                                f"loop_pipeline and shapes, got {', '.join(sorted(unknown))}")
+                                f"loop_pipeline, shapes and frozen, got {', '.join(sorted(unknown))}")
         level = int(options.get("opt_level", 3))
         if level not in range(4):
             _pipeline(level)  # the passes' own error for a bad level, at compile time
@@ -660,7 +688,17 @@ class CpuBackend:
 
             parse_loop_pipeline(loop_pipeline)
         return CpuKernel(module, kernel, level, config=options.get("gemm_config"),
-                         loop_pipeline=loop_pipeline, shapes=check_policy(options.get("shapes", "auto")))
+                         loop_pipeline=loop_pipeline, shapes=check_policy(options.get("shapes", "auto")),
+                         frozen=_frozen_positions(options.get("frozen", ())))
+
+
+def _frozen_positions(value: object) -> frozenset[int]:
+    """The ``frozen`` option: input positions (0-based) whose contents never change."""
+    if not isinstance(value, (list, tuple, set, frozenset)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        raise WiaUsageError(f"option 'frozen' of target 'cpu' must be the positions of inputs "
+                            f"that never change between calls, like (1, 2), got {value!r}")
+    return frozenset(value)
 
 
 def _stored_spec(data: dict[str, Any]) -> tuple[KeyParts, GemmConfig | None] | None:

@@ -31,7 +31,7 @@ from llvmlite import ir
 
 from ...diagnostics import WiaIRError
 from ...dtypes import DType
-from ...ir.core import Block, Operation, Value
+from ...ir.core import Block, Operation, OpResult, Value
 from ...ir.module import FuncOp, ModuleOp
 from ...ir.ops import ELEMENTWISE_FNS
 from ...ir.types import IndexType, IRType, TensorType
@@ -66,10 +66,16 @@ def slot_count(t: IRType) -> int:
 class ModuleEmitter:
     """Declares every function of a loop-level module, then emits their bodies."""
 
-    def __init__(self, module: ModuleOp, name: str, triple: str = ""):
+    def __init__(self, module: ModuleOp, name: str, triple: str = "",
+                 frozen: frozenset[int] = frozenset()):
         self.ll = ir.Module(name=name)
         if triple:
             self.ll.triple = triple
+        #: positions of the kernel's inputs whose contents never change between calls
+        #: (weights): data derived from them is kept in the entry's state (prepacked.py)
+        self.frozen = frozen
+        #: state cells taken (one per product whose B is frozen)
+        self.state_cells = 0
         self.messages: list[tuple[str, Any]] = []
         #: specs of the precompiled helpers (library.py) this module calls
         self.libraries: list[dict[str, Any]] = []
@@ -109,6 +115,8 @@ class FunctionEmitter:
         #: and where the entry ABI's copy-out pairs start (kernels only)
         self.destinations = result_allocations(func) if func.is_kernel else {}
         self.copy_out_slot = max(1, sum(slot_count(t) for t in func.result_types))
+        #: the kernel's frozen inputs (ModuleEmitter.frozen), by value id
+        self.frozen = {id(a) for i, a in enumerate(func.args) if func.is_kernel and i in mod.frozen}
 
     # ------------------------------------------------------------- structure
 
@@ -475,11 +483,27 @@ def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     a, b, c = (e.buf(v) for v in op.operands[:3])
     ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
-    fn = declare(e.mod.ll, e.mod.libraries, "gemm", t.dtype)
     acc = ir.Constant(I1, int(bool(op.attributes.get("accumulate", False))))
-    e.b.call(fn, [e.element_ptr(a, t, ao), e.element_ptr(b, t, bo), e.element_ptr(c, t, co),
+    bp = e.element_ptr(b, t, bo)
+    if frozen_operand(e, op, 1, (4, 7, 8, 10)):  # B never changes: packed once, kept
+        from .prepacked import prepacked_b
+        bp = prepacked_b(e, t.dtype, bp, n, k, ldb)
+        fn = declare(e.mod.ll, e.mod.libraries, "gemm_packed", t.dtype)
+    else:
+        fn = declare(e.mod.ll, e.mod.libraries, "gemm", t.dtype)
+    e.b.call(fn, [e.element_ptr(a, t, ao), bp, e.element_ptr(c, t, co),
                   m, n, k, lda, ldb, ldc, acc])
     return []
+
+
+def frozen_operand(e: FunctionEmitter, op: Operation, buffer: int, scalars: tuple[int, ...]) -> bool:
+    """Whether operand ``buffer`` of ``op`` is a frozen input of the kernel read the
+    same way on every call: the ``scalars`` operands that place it (offset, extents,
+    stride) are constants, so data derived from it once holds for every call."""
+    if id(op.operands[buffer]) not in e.frozen:
+        return False
+    return all(isinstance(v, OpResult) and v.op.name == "arith.constant"
+               for v in (op.operands[i] for i in scalars))
 
 
 @handles("loop.qgemm")

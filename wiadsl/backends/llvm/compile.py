@@ -48,6 +48,8 @@ class LoweredKernel:
     libraries: list[dict[str, Any]] = field(default_factory=list)
     #: (input, axis) per extent the entry reads at run time (runtime.dynamic_axes)
     dynamic: list[tuple[int, int]] = field(default_factory=list)
+    #: cells of the entry's state (prepacked.py; 0: the entry takes none)
+    state_cells: int = 0
 
     @property
     def result_slots(self) -> int:
@@ -55,11 +57,12 @@ class LoweredKernel:
 
 
 def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
-                 loop_pipeline: str = "") -> LoweredKernel:
+                 loop_pipeline: str = "", frozen: frozenset[int] = frozenset()) -> LoweredKernel:
     """Lower ``kernel`` for ``shapes`` and run the loop passes: the default pipeline,
     then the user's ``loop_pipeline`` (e.g. ``"tile{size=64},unroll{factor=4}"``).
     A None extent in ``shapes`` stays a run-time value (a shape-generic entry: its
-    extent comes in an argument slot, runtime.py).
+    extent comes in an argument slot, runtime.py). ``frozen``: positions of inputs
+    whose contents never change between calls (prepacked.py).
 
     The user's passes run after ``parallelize``/``fuse-parallel`` on purpose: those
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
@@ -70,7 +73,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     if pipeline:
         run_loop_passes(loops, pipeline)
     verify(loops)
-    emitter = ModuleEmitter(loops, f"wia_{kernel}", host().triple)
+    emitter = ModuleEmitter(loops, f"wia_{kernel}", host().triple, frozen)
     func = loops[kernel]
     kfn = emitter.functions[kernel]
     k = 1
@@ -78,10 +81,11 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
         if isinstance(t, TensorType):
             kfn.args[k].add_attribute("noalias")  # inputs are read-only: never written
         k += 1 + (t.rank if isinstance(t, TensorType) else 0)
-    entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types))
+    entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types),
+                  stateful=emitter.state_cells > 0)
     return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
                          list(func.result_types), loops, emitter.libraries,
-                         dynamic_axes(list(func.arg_types), shapes))
+                         dynamic_axes(list(func.arg_types), shapes), emitter.state_cells)
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
@@ -118,24 +122,27 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
         k += slot_count(t)
     messages = [[str(m), _span_data(span)] for m, span in lowered.messages]
     # inputs, result slots, a copy-out (pointer, bytes) pair per tensor result, then
-    # the run-time extents (runtime.py's entry ABI)
+    # the run-time extents, then the state's address if it has one (runtime.py's entry ABI)
     base = extent_base(lowered.param_types, lowered.result_types)
     dynamic = [list(a) for a in lowered.dynamic]
+    n_slots = base + len(dynamic) + (1 if lowered.state_cells else 0)
     return Layout(symbol, messages, [str(storage(t)) for t in lowered.param_types],
-                  results, base + len(dynamic), lowered.libraries, dynamic)
+                  results, n_slots, lowered.libraries, dynamic, lowered.state_cells)
 
 
 def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
                    level: int, symbol: str, config: GemmConfig | None, stages: Stages,
-                   passes: bool = True, loop_pipeline: str = "") -> tuple[bytes, Layout]:
+                   passes: bool = True, loop_pipeline: str = "",
+                   frozen: frozenset[int] = frozenset()) -> tuple[bytes, Layout]:
     """Object code of ``kernel`` of ``module`` (optimized in place by the tensor passes
     unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
-    ``loop_pipeline``: extra loop-level passes (``lower_kernel``)."""
+    ``loop_pipeline``: extra loop-level passes, ``frozen``: inputs that never change
+    (``lower_kernel``)."""
     if passes:
         with stages.stage("passes"):
             module = tensor_passes(module, level)
     with stages.stage("lower"), use_config(config):
-        lowered = lower_kernel(module, kernel, shapes, loop_pipeline)
+        lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen)
     with stages.stage("llvm-opt"):
         mod = build(lowered, level)
         mod.get_function("wia_entry").name = symbol

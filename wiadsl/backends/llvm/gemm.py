@@ -267,6 +267,58 @@ class GemmBuilder:
 
     # --------------------------------------------------------- blocked rows
 
+    def rows_prepacked(self) -> ir.Function:
+        """``gemm.rows.packed(A, P, C, m, n, k, lda, ldb, ldc, acc)``: ``rows`` on B given
+        packed (``prepack``: NR-wide panels of all k rows, panel-major), so nothing is
+        packed per call; every row count uses the micro-kernels (one row as well: a
+        1-row kernel streams each panel once, as gemv streams B)."""
+        name = f"wia.gemm.rows.packed.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1]), name)
+        fn.linkage = "internal"
+        a, pk, c, m, n, k, lda, _ldb, ldc, acc = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        big = self.ukernel(self.mr)
+        kcb = self.k_block(b, k)
+        nc_max = max(self.nr, NC // self.nr * self.nr)
+
+        def per_jc(jc: ir.Value) -> None:
+            jend = imin(b, b.add(jc, _i(nc_max)), n)
+
+            def per_pc(pc: ir.Value) -> None:
+                kc = imin(b, b.sub(k, pc), kcb)
+                load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
+
+                def panel_at(col: ir.Value) -> ir.Value:  # panel col / NR, from row pc
+                    return b.gep(pk, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
+                                 source_etype=self.et)
+                self.multiply_panels(b, a, lda, pc, kc, pk, jc, jend, n, c, ldc, m, load_c, big,
+                                     panel_at)
+            for_range(b, _i(0), k, kcb, per_pc, "pc")
+        with b.if_then(b.icmp_signed(">", k, _i(0))):
+            for_range(b, _i(0), n, nc_max, per_jc, "jc")
+        with b.if_then(b.icmp_signed("==", k, _i(0))):
+            self.zero_fill(b, c, m, n, ldc, acc)
+        b.ret_void()
+        return fn
+
+    def prepack(self, name: str | None = None) -> ir.Function:
+        """``gemm.prepack(B, P, n, k, ldb)``: B[0:k, 0:n] into the layout
+        ``rows_prepacked`` reads: panel ``j`` (columns NR*j..) at P + j*NR*k, row p of
+        it at + p*NR, zero past column n. P holds ceil(n / NR) * NR * k elements,
+        64-byte aligned. (``pack`` of one block: all k rows, every column.)"""
+        name = name or f"wia.gemm.prepack.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]), name)
+        fn.linkage = "internal"
+        bm, pk, n, k, ldb = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.pack(b, bm, ldb, _i(0), k, _i(0), n, n, pk)
+        b.ret_void()
+        return fn
+
     def rows(self) -> ir.Function:
         """``gemm.rows(A, B, C, m, n, k, lda, ldb, ldc, acc)``: single-threaded blocked gemm."""
         name = f"wia.gemm.rows.{self.suffix}"
@@ -397,17 +449,21 @@ class GemmBuilder:
     def multiply_panels(self, b: ir.IRBuilder, a: ir.Value, lda: ir.Value, pc: ir.Value, kc: ir.Value,
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
                         c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
-                        big: ir.Function) -> None:
+                        big: ir.Function,
+                        panel_at: Callable[[ir.Value], ir.Value] | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
         those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
         ``valid_end``): MC-row blocks of MR-row micro-kernel calls, leftovers by
-        ``tail_rows``. Shared by gemm (B panels) and conv2d (patch panels)."""
+        ``tail_rows``. Shared by gemm (B panels) and conv2d (patch panels).
+        ``panel_at(col)``: where column ``col``'s panel starts (default: the panels of
+        ``packed`` in order, ``kc`` rows each)."""
         def per_ic(ic: ir.Value) -> None:
             iend = imin(b, b.add(ic, _i(self.mc)), m)
             full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
 
             def per_col(col: ir.Value) -> None:
-                panel = b.gep(packed, [b.mul(b.sub(col, col_lo), kc)], source_etype=self.et)
+                panel = panel_at(col) if panel_at is not None else \
+                    b.gep(packed, [b.mul(b.sub(col, col_lo), kc)], source_etype=self.et)
                 valid = b.sub(valid_end, col)
 
                 def call(kernel: ir.Function, row: ir.Value) -> None:
@@ -470,18 +526,19 @@ class GemmBuilder:
 
     # --------------------------------------------------------- threads
 
-    def driver(self, name: str | None = None) -> ir.Function:
+    def driver(self, name: str | None = None, prepacked: bool = False) -> ir.Function:
         """``gemm(A, B, C, m, n, k, lda, ldb, ldc, acc)``, split over the pool when large:
         by columns (multiples of NR) when there are enough, else by rows (multiples
         of MR). Each chunk packs the B panels of its own part, so a column split
         packs every panel once (A is read, never packed, so sharing it costs
         nothing), while a row split packs all of B once per chunk. ``CHUNKS``
         chunks per thread, claimed dynamically: a thread that starts late (a
-        busy core on a shared machine) leaves its chunks to the others."""
-        name = name or f"wia.gemm.{self.suffix}"
+        busy core on a shared machine) leaves its chunks to the others.
+        ``prepacked``: the B argument is ``prepack``'s layout (nothing packed here)."""
+        name = name or f"wia.gemm.{'packed.' if prepacked else ''}{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        rows = self.rows()
+        rows = self.rows_prepacked() if prepacked else self.rows()
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1]), name)
         fn.linkage = "internal"
         args = list(fn.args)
@@ -500,12 +557,12 @@ class GemmBuilder:
                 with b.if_else(by_cols) as (split_cols, split_rows):
                     with split_cols:
                         chunks = self.chunks(b, n, 2 * self.nr)
-                        b.call(parallel_for(self.mod), [self.worker(rows, False), ctx, _i(0), n,
-                                                        _i(self.nr), chunks])
+                        b.call(parallel_for(self.mod), [self.worker(rows, False, prepacked),
+                                                        ctx, _i(0), n, _i(self.nr), chunks])
                     with split_rows:
                         chunks = self.chunks(b, m, 8 * self.mr)
-                        b.call(parallel_for(self.mod), [self.worker(rows, True), ctx, _i(0), m,
-                                                        _i(self.mr), chunks])
+                        b.call(parallel_for(self.mod), [self.worker(rows, True, prepacked),
+                                                        ctx, _i(0), m, _i(self.mr), chunks])
             with ser:
                 b.call(rows, args)
         b.ret_void()
@@ -519,10 +576,12 @@ class GemmBuilder:
         most = b.select(b.icmp_signed("<", most, _i(CHUNKS * THREADS)), most, _i(CHUNKS * THREADS))
         return b.select(b.icmp_signed("<", most, _i(THREADS)), _i(THREADS), most)
 
-    def worker(self, rows: ir.Function, by_rows: bool) -> ir.Function:
+    def worker(self, rows: ir.Function, by_rows: bool, prepacked: bool = False) -> ir.Function:
         """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: rows [lo, hi)
-        of A and C, or (``by_rows`` False) columns [lo, hi) of B and C."""
-        name = f"wia.gemm.worker.{'rows' if by_rows else 'cols'}.{self.suffix}"
+        of A and C, or (``by_rows`` False) columns [lo, hi) of B and C (of a prepacked
+        B: its panels from column lo, a multiple of NR, at lo * k)."""
+        name = (f"wia.gemm.worker.{'rows' if by_rows else 'cols'}."
+                f"{'packed.' if prepacked else ''}{self.suffix}")
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, WORKER_TYPE, name)
@@ -538,7 +597,7 @@ class GemmBuilder:
             c = b.gep(c, [b.mul(lo, ldc)], source_etype=self.et)
             m = b.sub(hi, lo)
         else:
-            bm = b.gep(bm, [lo], source_etype=self.et)
+            bm = b.gep(bm, [b.mul(lo, vals[5]) if prepacked else lo], source_etype=self.et)
             c = b.gep(c, [lo], source_etype=self.et)
             n = b.sub(hi, lo)
         b.call(rows, [a, bm, c, m, n, *vals[5:9], b.trunc(vals[9], I1)])

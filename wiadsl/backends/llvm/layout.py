@@ -22,6 +22,8 @@ class Layout:
     libraries: list[dict[str, Any]] = field(default_factory=list)  #: library.py specs to load first
     #: [input, axis] per extent read at run time, in the last slots (a shape-generic entry)
     dynamic: list[list[int]] = field(default_factory=list)
+    #: cells of the entry's state (prepacked.py): its address is the last slot
+    state: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -31,7 +33,7 @@ class Layout:
         return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
                       [list(r) for r in d["results"]], int(d["n_slots"]),
                       [dict(s) for s in d.get("libraries", [])],
-                      [list(a) for a in d.get("dynamic", [])])
+                      [list(a) for a in d.get("dynamic", [])], int(d.get("state", 0)))
 
     def errors(self, sources: dict[str, SourceFile]) -> list[tuple[str, Span | None]]:
         """The runtime error messages with their spans rebuilt on ``sources`` (file

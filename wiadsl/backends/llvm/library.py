@@ -1,7 +1,8 @@
 """Helper kernels compiled once per process and linked by symbol: the thread pool
 (parallel.py) and the gemm and conv drivers.
 
-The packed gemm (gemm.py) and the implicit-GEMM convolution (conv.py) are the
+The packed gemm (gemm.py; also its variant on a B packed once, ``gemm_packed``, and
+that packing, ``gemm_prepack``) and the implicit-GEMM convolution (conv.py) are the
 same LLVM code in every kernel that uses them (they depend only on dtype, the
 gemm config and the conv stride), and they are most of the code LLVM would
 optimize and compile per kernel. So a kernel module only *declares* them
@@ -60,6 +61,9 @@ from .threads import LIMIT, MAX_THREADS
 from .types import I1, I64, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
+#: ``gemm_prepack(B, P, n, k, ldb)``: B into the panels ``gemm_packed`` reads (gemm.py)
+PREPACK_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+_TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 #: symbol -> address of every helper loaded into this process's engine
 _LOADED = OnceTable()
@@ -102,7 +106,7 @@ def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
         specs.append(spec)
     fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, GEMM_TYPE if kind == "gemm" else CONV_TYPE, name)
+        fn = ir.Function(mod, _TYPES.get(kind, CONV_TYPE), name)
     return fn
 
 
@@ -123,6 +127,10 @@ def library_ir(spec: Spec) -> str:
     with use_config(GemmConfig(**spec["config"])):
         if spec["kind"] == "gemm":
             fn = GemmBuilder(mod, dtype).driver(symbol(spec))
+        elif spec["kind"] == "gemm_packed":
+            fn = GemmBuilder(mod, dtype).driver(symbol(spec), prepacked=True)
+        elif spec["kind"] == "gemm_prepack":
+            fn = GemmBuilder(mod, dtype).prepack(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"

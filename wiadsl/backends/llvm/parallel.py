@@ -49,6 +49,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
+from .runtime import ARENA_WORDS
 from .threads import MAX_THREADS, THREADS
 from .types import I1, I32, I64, PTR
 
@@ -480,8 +481,8 @@ def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) ->
     fn.linkage = "internal"
     ctx, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    arena = b.alloca(I64, size=3)
-    for j in range(3):
+    arena = b.alloca(I64, size=ARENA_WORDS)  # (no state: frozen data is the kernel's)
+    for j in range(ARENA_WORDS):
         b.store(_i(0), b.gep(arena, [_i(j)], source_etype=I64))
     results = b.alloca(I64, size=1)
     vals = [from_slot(b, b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64), t)

@@ -14,7 +14,8 @@ per input, a data pointer (scalars: a pointer to the value), followed by the
 result slots of the kernel (codegen.py; at least one), followed by a
 (destination pointer, byte count) pair per tensor result for the optional
 copy-out (``_copy_out``; zeros: none), followed by one extent per dynamic axis
-of the inputs (``dynamic_axes``: input order, then axis order). An input axis
+of the inputs (``dynamic_axes``: input order, then axis order), followed, for an
+entry with frozen inputs (prepacked.py), by the address of its state. An input axis
 whose extent the specialization fixed is compiled in and has no slot, so a
 fully static entry takes exactly the slots it always took; a shape-generic one
 (backend.py) reads the others at run time.
@@ -41,7 +42,10 @@ from .types import I1, I8, I32, I64, PTR, itemsize, scalar_type
 
 HUGE_BYTES = 4 << 20
 MADV_HUGEPAGE = 14  # Linux
-#: The arena is three i64 slots on the wrapper's stack: pointer array, count, capacity.
+#: The arena is four i64 slots on the wrapper's stack: pointer array, count, capacity,
+#: and the entry's state (prepacked.py; 0 for an entry without one).
+ARENA_WORDS = 4
+ARENA_STATE = 3
 
 
 def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -129,15 +133,16 @@ def extent_base(param_types: Sequence[IRType], result_types: Sequence[IRType]) -
 
 
 def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRType],
-                  shapes: Sequence[Sequence[int | None]], result_types: Sequence[IRType]
-                  ) -> ir.Function:
-    """``i32 @wia_entry(ptr %args)``: unpack inputs, call the kernel, free the arena."""
+                  shapes: Sequence[Sequence[int | None]], result_types: Sequence[IRType],
+                  stateful: bool = False) -> ir.Function:
+    """``i32 @wia_entry(ptr %args)``: unpack inputs, call the kernel, free the arena;
+    ``stateful``: the last argument slot is the entry's state (the arena's fourth word)."""
     fn = ir.Function(mod, ir.FunctionType(I32, [PTR]), "wia_entry")
     (args,) = fn.args
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    arena = b.alloca(I64, size=3)
-    for i in range(3):
+    arena = b.alloca(I64, size=ARENA_WORDS)
+    for i in range(ARENA_WORDS):
         b.store(ir.Constant(I64, 0), b.gep(arena, [ir.Constant(I64, i)], source_etype=I64))
     flat: list[ir.Value] = []
     next_extent = extent_base(param_types, result_types)
@@ -157,6 +162,9 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
             st = scalar_type(t)
             v = b.load(ptr, typ=I8 if st == I1 else st)
             flat.append(b.trunc(v, I1) if st == I1 else v)
+    if stateful:
+        state = b.load(b.gep(args, [ir.Constant(I64, next_extent)], source_etype=I64), typ=I64)
+        b.store(state, b.gep(arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64))
     results = b.gep(args, [ir.Constant(I64, len(param_types))], source_etype=I64)
     rc = b.call(kernel, [arena, *flat, results])
     n_slots = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)

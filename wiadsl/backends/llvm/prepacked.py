@@ -1,0 +1,74 @@
+"""Data derived once from a kernel's frozen inputs and kept across calls: a gemm's B
+packed into the micro-kernel's panels (gemm.py ``prepack``), as ONNX Runtime packs
+a model's weights when its session is created.
+
+A kernel compiled with frozen inputs (the ``frozen`` option: the positions of inputs
+whose contents never change between calls, such as the weights an imported model
+binds) gets a *state*: an array of pointer cells, one per product whose B is a
+frozen input read the same way on every call (codegen.py ``frozen_operand``),
+owned by the entry (backend.py ``Native``: one state per kernel instance and input
+shape, so two models of the same architecture never share one) and reached
+through the arena's fourth word (runtime.py's entry ABI). The first call that
+finds its cell empty packs B into a fresh 64-byte aligned buffer and publishes it
+with a compare-and-swap; a thread that loses the race frees its copy and uses the
+winner's. The buffers live as long as the state (freed with it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...dtypes import DType
+from .runtime import ARENA_STATE, _declare
+from .types import I64, PTR
+
+if TYPE_CHECKING:
+    from .codegen import FunctionEmitter
+
+
+def _cell(e: FunctionEmitter) -> ir.Value:
+    """A new state cell of this module (an i64 word holding a pointer, 0 while empty)."""
+    slot = e.mod.state_cells
+    e.mod.state_cells += 1
+    state = e.b.load(e.b.gep(e.arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64), typ=I64)
+    return e.b.gep(e.b.inttoptr(state, PTR), [ir.Constant(I64, slot)], source_etype=I64)
+
+
+def prepacked_b(e: FunctionEmitter, dtype: DType, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
+                ldb: ir.Value) -> ir.Value:
+    """The packed panels of B (``gemm_prepack``'s layout), packed by the first call."""
+    from .gemm import GemmBuilder
+    from .library import declare
+
+    nr = GemmBuilder(e.mod.ll, dtype).nr
+    size = 4 if dtype is DType.F32 else 8
+    cell = _cell(e)
+    b = e.b
+    have = b.load_atomic(cell, "acquire", 8, typ=I64)
+    before = b.block
+    pack_bb = b.append_basic_block("prepack")
+    done_bb = b.append_basic_block("prepacked")
+    b.cbranch(b.icmp_signed("!=", have, ir.Constant(I64, 0)), done_bb, pack_bb)
+    b.position_at_end(pack_bb)
+    panels = b.mul(b.sdiv(b.add(n, ir.Constant(I64, nr - 1)), ir.Constant(I64, nr)),
+                   ir.Constant(I64, nr))
+    nbytes = b.add(b.mul(b.mul(panels, k), ir.Constant(I64, size)), ir.Constant(I64, 127))
+    nbytes = b.and_(nbytes, ir.Constant(I64, -64))  # a multiple of 64, at least 64
+    fresh = b.call(_declare(e.mod.ll, "aligned_alloc", PTR, [I64, I64]),
+                   [ir.Constant(I64, 64), nbytes])
+    b.call(declare(e.mod.ll, e.mod.libraries, "gemm_prepack", dtype), [b_ptr, fresh, n, k, ldb])
+    fresh_word = b.ptrtoint(fresh, I64)
+    swapped = b.cmpxchg(cell, ir.Constant(I64, 0), fresh_word, "acq_rel", "acquire")
+    won = b.extract_value(swapped, 1)
+    with b.if_then(b.not_(won)):  # another thread published first: use its copy
+        b.call(_declare(e.mod.ll, "free", ir.VoidType(), [PTR]), [fresh])
+    chosen = b.select(won, fresh_word, b.extract_value(swapped, 0))
+    after_pack = b.block
+    b.branch(done_bb)
+    b.position_at_end(done_bb)
+    word = b.phi(I64)
+    word.add_incoming(have, before)
+    word.add_incoming(chosen, after_pack)
+    return b.inttoptr(word, PTR)
