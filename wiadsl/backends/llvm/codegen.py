@@ -513,8 +513,13 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(ta, TensorType) and isinstance(tc, TensorType)
     a, b, c = (e.buf(v) for v in op.operands[:3])
     ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
-    e.b.call(qgemm_function(e.mod.ll), [e.element_ptr(a, ta, ao), e.element_ptr(b, ta, bo),
-                                        e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])
+    bp = e.element_ptr(b, ta, bo)
+    frozen = frozen_operand(e, op, 1, (4, 7, 8, 10))
+    if frozen:  # B never changes: packed once, kept
+        from .prepacked import prepacked_qb
+        bp = prepacked_qb(e, bp, n, k, ldb)
+    e.b.call(qgemm_function(e.mod.ll, prepacked=frozen),
+             [e.element_ptr(a, ta, ao), bp, e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])
     return []
 
 

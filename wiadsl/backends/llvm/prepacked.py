@@ -1,6 +1,6 @@
 """Data derived once from a kernel's frozen inputs and kept across calls: a gemm's B
-packed into the micro-kernel's panels (gemm.py ``prepack``), as ONNX Runtime packs
-a model's weights when its session is created.
+packed into the micro-kernel's panels (gemm.py's and qgemm.py's ``prepack``), as
+ONNX Runtime packs a model's weights when its session is created.
 
 A kernel compiled with frozen inputs (the ``frozen`` option: the positions of inputs
 whose contents never change between calls, such as the weights an imported model
@@ -16,13 +16,14 @@ winner's. The buffers live as long as the state (freed with it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
 from ...dtypes import DType
 from .runtime import ARENA_STATE, _declare
-from .types import I64, PTR
+from .types import I64, PTR, itemsize
 
 if TYPE_CHECKING:
     from .codegen import FunctionEmitter
@@ -38,12 +39,32 @@ def _cell(e: FunctionEmitter) -> ir.Value:
 
 def prepacked_b(e: FunctionEmitter, dtype: DType, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
                 ldb: ir.Value) -> ir.Value:
-    """The packed panels of B (``gemm_prepack``'s layout), packed by the first call."""
+    """The float gemm's B packed (``gemm_prepack``'s layout, a library helper)."""
     from .gemm import GemmBuilder
     from .library import declare
 
     nr = GemmBuilder(e.mod.ll, dtype).nr
-    size = 4 if dtype is DType.F32 else 8
+    panels = e.b.mul(e.b.sdiv(e.b.add(n, ir.Constant(I64, nr - 1)), ir.Constant(I64, nr)),
+                     ir.Constant(I64, nr))
+    nbytes = e.b.mul(e.b.mul(panels, k), ir.Constant(I64, itemsize(dtype)))
+    prepack = declare(e.mod.ll, e.mod.libraries, "gemm_prepack", dtype)
+    return once(e, nbytes, lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))
+
+
+def prepacked_qb(e: FunctionEmitter, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
+                 ldb: ir.Value) -> ir.Value:
+    """The int8 gemm's B packed (its builder's ``prepack``, emitted in this module)."""
+    from .qgemm import qgemm_builder
+
+    builder = qgemm_builder(e.mod.ll)
+    prepack = builder.prepack()
+    return once(e, builder.packed_bytes(e.b, n, k),
+                lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))
+
+
+def once(e: FunctionEmitter, nbytes: ir.Value, fill: Callable[[ir.Value], object]) -> ir.Value:
+    """A buffer of ``nbytes`` that ``fill`` writes, made by the first call that finds
+    its state cell empty and kept in the cell for every later call."""
     cell = _cell(e)
     b = e.b
     have = b.load_atomic(cell, "acquire", 8, typ=I64)
@@ -52,13 +73,10 @@ def prepacked_b(e: FunctionEmitter, dtype: DType, b_ptr: ir.Value, n: ir.Value, 
     done_bb = b.append_basic_block("prepacked")
     b.cbranch(b.icmp_signed("!=", have, ir.Constant(I64, 0)), done_bb, pack_bb)
     b.position_at_end(pack_bb)
-    panels = b.mul(b.sdiv(b.add(n, ir.Constant(I64, nr - 1)), ir.Constant(I64, nr)),
-                   ir.Constant(I64, nr))
-    nbytes = b.add(b.mul(b.mul(panels, k), ir.Constant(I64, size)), ir.Constant(I64, 127))
-    nbytes = b.and_(nbytes, ir.Constant(I64, -64))  # a multiple of 64, at least 64
+    size = b.and_(b.add(nbytes, ir.Constant(I64, 127)), ir.Constant(I64, -64))  # 64 | size > 0
     fresh = b.call(_declare(e.mod.ll, "aligned_alloc", PTR, [I64, I64]),
-                   [ir.Constant(I64, 64), nbytes])
-    b.call(declare(e.mod.ll, e.mod.libraries, "gemm_prepack", dtype), [b_ptr, fresh, n, k, ldb])
+                   [ir.Constant(I64, 64), size])
+    fill(fresh)
     fresh_word = b.ptrtoint(fresh, I64)
     swapped = b.cmpxchg(cell, ir.Constant(I64, 0), fresh_word, "acq_rel", "acquire")
     won = b.extract_value(swapped, 1)

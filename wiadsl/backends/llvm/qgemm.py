@@ -21,9 +21,14 @@ Invariants:
 - Column tails use masked loads/stores; leftover rows run the 1-row kernel.
 - Above ``PARALLEL_MACS`` rows are split over the thread pool (parallel.py),
   one chunk per thread, each packing its own A rows and B panels.
+- A frozen B (prepacked.py) is packed once by ``prepack``: every k block in the
+  layout ``rows`` packs per call, the blocks one after another; the ``packed``
+  driver reads them in place.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -63,6 +68,8 @@ class QGemmBuilder:
     def __init__(self, mod: ir.Module):
         self.mod = mod
         self.mr = MR  # rows of the micro-kernel (the unit of a thread's row chunk)
+        self.nr, self.tag = NR, "pmaddwd"
+        self.k_group, self.kc = 2, KCP  # k values per packed unit (a pair), units per block
 
     # ------------------------------------------------------------ micro-kernel
 
@@ -178,11 +185,74 @@ class QGemmBuilder:
             for_range(b, _i(0), npad, NR, panel, "pn")
         for_range(b, _i(0), kcp, 1, pair, "pp")
 
+    # ------------------------------------------------------------ B blocks
+    # B is packed a k block at a time (``kc`` units of ``k_group`` rows); each block
+    # is ``block_bytes`` long at most: per call into one scratch block (``rows``),
+    # or once for all calls (prepacked.py: ``prepack``, the blocks one after another).
+
+    def npad(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """n rounded up to whole panels."""
+        return b.mul(b.sdiv(b.add(n, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
+
+    def k_units(self, b: ir.IRBuilder, k: ir.Value) -> ir.Value:
+        return b.sdiv(b.add(k, _i(self.k_group - 1)), _i(self.k_group))
+
+    def block_bytes(self, b: ir.IRBuilder, npad: ir.Value) -> ir.Value:
+        """The bytes of one whole k block of packed B (a multiple of 64)."""
+        return b.mul(npad, _i(self.kc * 4))
+
+    def packed_bytes(self, b: ir.IRBuilder, n: ir.Value, k: ir.Value) -> ir.Value:
+        """The bytes of all of B packed (``prepack``)."""
+        blocks = b.sdiv(b.add(self.k_units(b, k), _i(self.kc - 1)), _i(self.kc))
+        return b.mul(blocks, self.block_bytes(b, self.npad(b, n)))
+
+    def pack_block(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+                   npad: ir.Value, pc: ir.Value, kc: ir.Value, block: ir.Value) -> None:
+        """The k block from unit ``pc`` (``kc`` units) of B into ``block``."""
+        self.pack_b(b, bm, ldb, k, n, npad, pc, kc, block)
+
+    def block_at(self, b: ir.IRBuilder, packed: ir.Value, npad: ir.Value, pc: ir.Value) -> ir.Value:
+        """Where the k block from unit ``pc`` starts in all of B packed."""
+        return b.gep(packed, [b.mul(b.sdiv(pc, _i(self.kc)), self.block_bytes(b, npad))],
+                     source_etype=I8)
+
+    def prepack(self) -> ir.Function:
+        """``qgemm.prepack(B, P, n, k, ldb)``: every k block of B into P (``packed_bytes``
+        long, 64-byte aligned), as ``rows(prepacked=True)`` reads them."""
+        name = f"wia.qgemm.{self.tag}.prepack"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]), name)
+        fn.linkage = "internal"
+        bm, packed, n, k, ldb = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        units, npad = self.k_units(b, k), self.npad(b, n)
+        for_range(b, _i(0), units, self.kc, lambda pc: self.pack_block(
+            b, bm, ldb, k, n, npad, pc, imin(b, b.sub(units, pc), _i(self.kc)),
+            self.block_at(b, packed, npad, pc)), "pb")
+        b.ret_void()
+        return fn
+
+    def b_blocks(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+                 npad: ir.Value, prepacked: bool) -> tuple[Callable[[ir.Value, ir.Value], ir.Value],
+                                                           list[ir.Value]]:
+        """(block for (pc, kc), buffers to free): B's packed k blocks for ``rows``."""
+        if prepacked:  # B is ``prepack``'s output
+            return lambda pc, kc: self.block_at(b, bm, npad, pc), []
+        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
+        scratch = b.call(alloc, [_i(64), b.add(self.block_bytes(b, npad), _i(64))])
+
+        def packed_block(pc: ir.Value, kc: ir.Value) -> ir.Value:
+            self.pack_block(b, bm, ldb, k, n, npad, pc, kc, scratch)
+            return scratch
+        return packed_block, [scratch]
+
     # ------------------------------------------------------------ blocked rows
 
-    def rows(self) -> ir.Function:
-        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows."""
-        name = "wia.qgemm.rows"
+    def rows(self, prepacked: bool = False) -> ir.Function:
+        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows
+        (``prepacked``: B is ``prepack``'s output)."""
+        name = f"wia.qgemm.{'packed.' if prepacked else ''}rows"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
@@ -191,17 +261,17 @@ class QGemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
         free = _declare(self.mod, "free", ir.VoidType(), [PTR])
-        kp = b.sdiv(b.add(k, _i(1)), _i(2))
-        npad = b.mul(b.sdiv(b.add(n, _i(NR - 1)), _i(NR)), _i(NR))
+        kp = self.k_units(b, k)
+        npad = self.npad(b, n)
         apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kp), _i(4)), _i(64))])
-        bpack = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(KCP * 4)), _i(64))])
+        block_for, scratch = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
         self.pack_a(b, a, m, k, lda, kp, apack)
         big, small = self.ukernel(MR), self.ukernel(1)
         full_end = b.sub(m, b.srem(m, _i(MR)))
 
         def per_pc(pc: ir.Value) -> None:
             kcp = imin(b, b.sub(kp, pc), _i(KCP))
-            self.pack_b(b, bm, ldb, k, n, npad, pc, kcp, bpack)
+            bpack = block_for(pc, kcp)
             load_c = b.icmp_signed(">", pc, _i(0))
 
             def per_jr(jr: ir.Value) -> None:
@@ -217,8 +287,8 @@ class QGemmBuilder:
             for_range(b, _i(0), n, NR, per_jr, "jr")
         for_range(b, _i(0), kp, KCP, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
-        b.call(free, [apack])
-        b.call(free, [bpack])
+        for buf in [apack, *scratch]:
+            b.call(free, [buf])
         b.ret_void()
         return fn
 
@@ -234,11 +304,13 @@ class QGemmBuilder:
 
     # ------------------------------------------------------------ threads
 
-    def driver(self) -> ir.Function:
-        name = "wia.qgemm"
+    def driver(self, prepacked: bool = False) -> ir.Function:
+        """``qgemm(A, B, C, m, n, k, lda, ldb, ldc)``, rows split over the pool when
+        large (``prepacked``: B is ``prepack``'s output)."""
+        name = f"wia.qgemm{'.packed' if prepacked else ''}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        rows = self.rows()
+        rows = self.rows(prepacked)
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
         fn.linkage = "internal"
         a, bm, c, m, n, k, lda, ldb, ldc = fn.args
@@ -255,14 +327,14 @@ class QGemmBuilder:
         ctx = b.alloca(I64, size=9)
         for j, v in enumerate(fn.args):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
-        # one chunk per thread: every chunk packs all of B
+        # one chunk per thread: every chunk packs all of B (unless prepacked)
         b.call(parallel_for(self.mod), [self.worker(rows), ctx, _i(0), m, _i(self.mr), _i(THREADS)])
         b.ret_void()
         return fn
 
     def worker(self, rows: ir.Function) -> ir.Function:
         """``i32 worker(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: rows [lo, hi)."""
-        name = "wia.qgemm.worker"
+        name = f"{rows.name}.worker"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, WORKER_TYPE, name)
@@ -289,6 +361,8 @@ def qgemm_builder(mod: ir.Module, features: str | None = None) -> QGemmBuilder:
     return VnniQGemmBuilder(mod, bits) if bits else QGemmBuilder(mod)
 
 
-def qgemm_function(mod: ir.Module, features: str | None = None) -> ir.Function:
-    """The ``wia.qgemm`` driver in ``mod`` (emitted once per module)."""
-    return qgemm_builder(mod, features).driver()
+def qgemm_function(mod: ir.Module, features: str | None = None,
+                   prepacked: bool = False) -> ir.Function:
+    """The ``wia.qgemm`` driver in ``mod`` (emitted once per module; ``prepacked``: its
+    variant on a B that ``qgemm_builder(...).prepack()`` packed)."""
+    return qgemm_builder(mod, features).driver(prepacked)

@@ -65,6 +65,7 @@ class VnniQGemmBuilder(QGemmBuilder):
         self.kcq = 16384 // (4 * self.nr)  # k quads per panel block: a 16 KiB panel
         self.vt = ir.VectorType(I32, self.w)
         self.tag = f"vnni{bits}"
+        self.k_group, self.kc = 4, self.kcq
 
     # ------------------------------------------------------------ micro-kernel
 
@@ -203,11 +204,25 @@ class VnniQGemmBuilder(QGemmBuilder):
             dst = b.gep(comp, [_i(v * w)], source_etype=I32)
             vector_store(b, b.call(dot, [vector_load(b, dst, vt, 4), bytes128, quads]), dst, 4)
 
+    # ------------------------------------------------------------ B blocks
+    # A block is the k block's compensation (npad i32) followed by its panels.
+
+    def block_bytes(self, b: ir.IRBuilder, npad: ir.Value) -> ir.Value:
+        return b.mul(npad, _i(4 * (self.kcq + 1)))
+
+    def pack_block(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
+                   npad: ir.Value, pc: ir.Value, kc: ir.Value, block: ir.Value) -> None:
+        for_range(b, _i(0), npad, 1, lambda j: b.store(
+            ir.Constant(I32, 0), b.gep(block, [j], source_etype=I32)), "cz")
+        self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kc, b.gep(block, [npad], source_etype=I32),
+                          block)
+
     # ------------------------------------------------------------ blocked rows
 
-    def rows(self) -> ir.Function:
-        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows."""
-        name = f"wia.qgemm.{self.tag}.rows"
+    def rows(self, prepacked: bool = False) -> ir.Function:
+        """``qgemm.rows(A, B, C, m, n, k, lda, ldb, ldc)``: one thread's rows
+        (``prepacked``: B is ``prepack``'s output)."""
+        name = f"wia.qgemm.{self.tag}.{'packed.' if prepacked else ''}rows"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6), name)
@@ -217,20 +232,18 @@ class VnniQGemmBuilder(QGemmBuilder):
         alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
         free = _declare(self.mod, "free", ir.VoidType(), [PTR])
         nr = self.nr
-        kq = b.sdiv(b.add(k, _i(3)), _i(4))
-        npad = b.mul(b.sdiv(b.add(n, _i(nr - 1)), _i(nr)), _i(nr))
+        kq = self.k_units(b, k)
+        npad = self.npad(b, n)
         apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kq), _i(4)), _i(64))])
-        bpack = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(self.kcq * 4)), _i(64))])
-        comp = b.call(alloc, [_i(64), b.add(b.mul(npad, _i(4)), _i(64))])
+        block_for, scratch = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
         self.pack_a_quads(b, a, m, k, lda, kq, apack)
         big = self.ukernel(self.mr)
         full_end = b.sub(m, b.srem(m, _i(self.mr)))
 
         def per_pc(pc: ir.Value) -> None:
             kcq = imin(b, b.sub(kq, pc), _i(self.kcq))
-            for_range(b, _i(0), npad, 1, lambda j: b.store(
-                ir.Constant(I32, 0), b.gep(comp, [j], source_etype=I32)), "cz")
-            self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kcq, bpack, comp)
+            comp = block_for(pc, kcq)
+            bpack = b.gep(comp, [npad], source_etype=I32)
             load_c = b.icmp_signed(">", pc, _i(0))
 
             def per_jr(jr: ir.Value) -> None:
@@ -247,7 +260,7 @@ class VnniQGemmBuilder(QGemmBuilder):
             for_range(b, _i(0), n, nr, per_jr, "jr")
         for_range(b, _i(0), kq, self.kcq, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
-        for buf in (apack, bpack, comp):
+        for buf in [apack, *scratch]:
             b.call(free, [buf])
         b.ret_void()
         return fn
