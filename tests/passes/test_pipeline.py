@@ -65,3 +65,40 @@ def test_print_after_change_only_prints_changes() -> None:
     stream = io.StringIO()
     run_pipeline(IR, "cse,canonicalize", print_ir_after_change=True, stream=stream)
     assert "After canonicalize" in stream.getvalue() and "After cse" not in stream.getvalue()
+
+
+def _break_simplify_cfg(monkeypatch) -> None:
+    """``simplify-cfg`` (-O1's last pass) leaves a use before its definition (the
+    verifier's dominance check)."""
+    cls = PASSES["simplify-cfg"]
+    original = cls.run
+
+    def broken(self, module, ctx) -> None:
+        original(self, module, ctx)
+        ops = module.funcs[0].body.blocks[0].ops
+        ops.insert(0, ops.pop(len(ops) - 2))  # the op before the return moves to the front
+    monkeypatch.setattr(cls, "run", broken)
+
+
+BROKEN = """
+func @f(%a: tensor<4xf32>) -> tensor<4xf32> attributes {kernel, outputs = ["y"]} {
+^entry:
+  %b = tensor.add %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = tensor.mul %b, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+"""
+
+
+def test_the_jit_verifies_its_passes_once_and_names_the_pass_on_request(monkeypatch) -> None:
+    from wiadsl.backends.llvm.compile import tensor_passes
+    from wiadsl.diagnostics import WiaIRError
+    from wiadsl.ir import parse_module
+
+    _break_simplify_cfg(monkeypatch)
+    monkeypatch.delenv("WIADSL_VERIFY_EACH", raising=False)
+    with pytest.raises(WiaIRError, match="after the -O1 passes"):
+        tensor_passes(parse_module(BROKEN), 1)
+    monkeypatch.setenv("WIADSL_VERIFY_EACH", "1")
+    with pytest.raises(WiaIRError, match="after pass 'simplify-cfg'"):
+        tensor_passes(parse_module(BROKEN), 1)
