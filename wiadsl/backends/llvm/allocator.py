@@ -20,7 +20,6 @@ or ``MALLOC_TRIM_THRESHOLD_`` itself keeps its settings.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 #: glibc's ``mallopt`` parameters (malloc.h)
@@ -37,8 +36,9 @@ def keep_freed_memory() -> bool:
     if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # the process's own symbols (the C library the interpreter and the kernels
+        # link): ctypes.util.find_library would run ldconfig, milliseconds per start
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc: nothing to tune
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
