@@ -146,6 +146,9 @@ CASES = [
     OpCase("pad_negative_crops", "Pad", [_r(4, 5), _i64(-1, 2, 1, -3)]),
     OpCase("pad_edge", "Pad", [_r(1, 3, 4), _i64(0, 2, 1, 0, 1, 3)], {"mode": "edge"}),
     OpCase("pad_reflect", "Pad", [_r(2, 4, 5), _i64(0, 3, 4, 0, 2, 4)], {"mode": "reflect"}),
+    # wrap: periodic, pads longer than the axis (4 and 5 on an axis of 3) and a crop
+    OpCase("pad_wrap", "Pad", [_r(2, 3, 4), _i64(0, 4, 1, 0, 5, 2)], {"mode": "wrap"}, opset=19),
+    OpCase("pad_wrap_crop", "Pad", [_r(3, 5), _i64(-1, 6, 2, -2)], {"mode": "wrap"}, opset=19),
     OpCase("pad_axes_opset18", "Pad", [_r(2, 3, 4), _i64(1, 2), Const(np.array(0.0, F32)),
                                        _i64(-1)], {"mode": "constant"}, opset=18),
     OpCase("range_int64", "Range", [Const(np.array(2, np.int64)), Const(np.array(-7, np.int64)),

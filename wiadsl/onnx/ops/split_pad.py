@@ -126,8 +126,8 @@ def _bands(n: Node, x: Val, axis: int, count: int, side: str, mode: str, fill: s
 def _pad(n: Node) -> list[Val]:
     x = n.x()
     mode = n.attr("mode", "constant")
-    if mode not in ("constant", "edge", "reflect"):
-        raise n.fail(f"mode={mode} is not supported (constant, edge, reflect)")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise n.fail(f"mode={mode} is not supported (constant, edge, reflect, wrap)")
     before, after = _pads(n, x.rank)
     fill = _fill_value(n, x)
     padded = [a for a in range(x.rank) if before[a] or after[a]]
@@ -160,12 +160,26 @@ def _pad_axis(n: Node, x: Val, axis: int, before: int, after: int, mode: str, fi
         before, after = max(0, before), max(0, after)
         if not before and not after:
             return x
-    parts = []
-    if before:
-        parts.append(_bands(n, x, axis, before, "before", mode, fill, shape))
-    parts.append(n.ref(x))
-    if after:
-        parts.append(_bands(n, x, axis, after, "after", mode, fill, shape))
+    if mode == "wrap":
+        parts = _wrapped(n, x, axis, before, after)
+    else:
+        parts = []
+        if before:
+            parts.append(_bands(n, x, axis, before, "before", mode, fill, shape))
+        parts.append(n.ref(x))
+        if after:
+            parts.append(_bands(n, x, axis, after, "after", mode, fill, shape))
     shape[axis] = Dim(shape[axis].value + before + after)
     return n.em.bind(f"concat([{', '.join(parts)}], axis={axis})", x.dtype, tuple(shape),
                      "padded")
+
+
+def _wrapped(n: Node, x: Val, axis: int, before: int, after: int) -> list[str]:
+    """The pieces of ``x`` padded periodically along ``axis`` (``mode=wrap``: element
+    ``j`` of the result is ``x[(j - before) mod extent]``): its runs of consecutive
+    source elements, each one slice (pads longer than the axis repeat it whole)."""
+    extent = x.shape[axis].value
+    idx = np.arange(-before, extent + after) % extent
+    cuts = np.flatnonzero(np.diff(idx) != 1) + 1
+    return [f"{n.ref(x)}[{_slice_text(x.rank, axis, f'{run[0]}:{run[-1] + 1}')}]"
+            for run in np.split(idx, cuts)]
