@@ -133,14 +133,15 @@ def _gather_nd(n: Node) -> list[Val]:
     the index tuples become flat rows of the data viewed as ``[P, rest...]``, a slice
     when they are consecutive, else ``Gather``'s loop of slice copies."""
     x = n.x(0)
-    if int(n.attr("batch_dims", 0)):
-        raise n.fail(f"batch_dims={n.attr('batch_dims')} is not supported (only 0)")
+    batch = int(n.attr("batch_dims", 0))
     if n.x(1).const is None:
-        return [_gather_nd_loop(n, x, n.x(1))]
+        return [_gather_nd_loop(n, x, n.x(1), batch)]
     idx = n.const(1, "the indices")
     assert idx is not None
     if idx.ndim < 1 or not np.issubdtype(idx.dtype, np.integer):
         raise n.fail("the indices must be an integer tensor of rank >= 1")
+    if batch:
+        idx = _with_batch_coordinates(n, x, idx, batch)
     r = int(idx.shape[-1])
     if r > x.rank or not all(d.is_static for d in x.shape[:r]):
         raise n.fail(f"the indices address {r} leading axes; they must be static axes of the data")
@@ -166,27 +167,55 @@ def _gather_nd(n: Node) -> list[Val]:
     return [n.out(n.ref(v), v.dtype, v.shape)]
 
 
-def _gather_nd_loop(n: Node, x: Val, idx: Val) -> Val:
+def _with_batch_coordinates(n: Node, x: Val, idx: np.ndarray, batch: int) -> np.ndarray:
+    """``batch_dims`` leading axes shared by data and indices as explicit coordinates:
+    each index tuple gets its own batch position in front, so ``batch_dims=0`` on the
+    result addresses the same elements with the same output shape."""
+    if not 0 < batch < min(x.rank, idx.ndim):
+        raise n.fail(f"batch_dims={batch} must be below the ranks of the data ({x.rank}) and "
+                     f"the indices ({idx.ndim})")
+    if [d.value if d.is_static else None for d in x.shape[:batch]] != list(idx.shape[:batch]):
+        raise n.fail(f"the first {batch} axes of the data {list(x.shape[:batch])} and the "
+                     f"indices {list(idx.shape[:batch])} must agree")
+    lead = idx.shape[:-1]
+    grid = np.indices(idx.shape[:batch]).reshape(batch, *idx.shape[:batch], *[1] * (len(lead) - batch))
+    coords = np.broadcast_to(np.moveaxis(grid, 0, -1), (*lead, batch))
+    return np.concatenate([coords, idx.astype(np.int64)], axis=-1)
+
+
+def _gather_nd_loop(n: Node, x: Val, idx: Val, batch: int) -> Val:
     """``GatherND`` with run-time indices (torch's advanced indexing ``mask[rows, cols]``):
-    one copy per index tuple, ``out[t, ...] = x[i0, i1, ..., :]``, where the DSL's own
+    one copy per index tuple, ``out[b, t, ...] = x[b, i0, i1, ..., :]`` over the
+    ``batch_dims`` leading axes flattened into one (static) ``b``, where the DSL's own
     indexing wraps negative indices and stops the call on one out of range."""
     _index_dtype_ok(n, idx)
     r = idx.shape[-1].value if idx.rank and idx.shape[-1].is_static else None
-    if r is None or not 1 <= r <= x.rank:
-        raise n.fail("the run-time indices need a static last axis of 1 to the data's rank")
+    if r is None or not 1 <= r <= x.rank - batch or not 0 <= batch < idx.rank:
+        raise n.fail(f"the run-time indices need a static last axis of 1 to the data's rank "
+                     f"({x.rank}) less batch_dims ({batch})")
+    if batch and not all(d.is_static for d in x.shape[:batch]):
+        raise n.fail(f"batch_dims={batch} with run-time indices needs static batch axes")
     em, names = n.em, n.em.names
-    lead, rest = idx.shape[:-1], x.shape[r:]
-    count = numel(lead)
-    tuples = em.bind(f"reshape(cast({n.ref(idx)}, i64), [{count.text()}, {r}])", DType.I64,
-                     (count, Dim(r)), "gather_tuples")
-    out, t = names.fresh("gathered"), names.fresh("t")
-    picks = ", ".join([f"{tuples.ref}[{t}, {j}]" for j in range(r)] + [":"] * len(rest))
-    em.body += [
-        f"    {out} = zeros({_dims((count, *rest))}, {x.dtype});",
-        f"    for {t} in range(dim({tuples.ref}, 0)) {{",
-        f"        {out}[{', '.join([t] + [':'] * len(rest))}] = {n.ref(x)}[{picks}];",
-        "    }",
-    ]
+    lead, rest = idx.shape[:-1], x.shape[batch + r:]
+    batches, count = numel(x.shape[:batch]), numel(lead[batch:])
+    b, t = names.fresh("b"), names.fresh("t")
+    # no batch axes: x as it is, so an index out of range names the caller's axis
+    per = [b] if batch else []
+    rows = [batches] if batch else []
+    tuples = em.bind(f"reshape(cast({n.ref(idx)}, i64), {_dims((*rows, count, Dim(r)))})",
+                     DType.I64, (*rows, count, Dim(r)), "gather_tuples")
+    src = em.bind(f"reshape({n.ref(x)}, {_dims((batches, *x.shape[batch:]))})", x.dtype,
+                  (batches, *x.shape[batch:]), "gather_src") if batch else x
+    out = names.fresh("gathered")
+    picks = ", ".join(per + [f"{tuples.ref}[{', '.join(per + [t])}, {j}]" for j in range(r)]
+                      + [":"] * len(rest))
+    inner = [f"for {t} in range(dim({tuples.ref}, {len(per)})) {{",
+             f"    {out}[{', '.join(per + [t] + [':'] * len(rest))}] = {n.ref(src)}[{picks}];",
+             "}"]
+    loops = [f"for {b} in range({batches.text()}) {{", *["    " + ln for ln in inner], "}"] \
+        if batch else inner
+    em.body += [f"    {out} = zeros({_dims((*rows, count, *rest))}, {x.dtype});",
+                *["    " + ln for ln in loops]]
     shape = lead + rest
     return n.out(f"reshape({out}, {_dims(shape)})", x.dtype, shape)
 
