@@ -7,8 +7,10 @@ summed over their own summed letters, transposed to ``[batch, free, contracted]`
 and ``[batch, contracted, free]``, flattened to 3-D, multiplied with ``@`` and
 reshaped and transposed to the output's letter order: what ``torch.einsum`` and
 NumPy's ``optimize`` do for these equations. A one-operand equation is a
-transpose plus a sum. Repeated letters in one operand (diagonals) and ellipses are
-refused by name.
+transpose plus a sum. An ellipsis stands for fresh letters, one per axis it covers
+(right-aligned across the operands, as NumPy broadcasts them); a letter repeated in
+one operand takes that operand's diagonal first (the two axes moved last, flattened,
+every ``n+1``-th element: one strided slice).
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ def _dims(shape: Shape) -> str:
     return "[" + ", ".join(d.text() for d in shape) + "]"
 
 
-def _parse(n: Node, count: int) -> tuple[list[str], str]:
-    equation = str(n.attr("equation")).replace(" ", "")
-    if "." in equation:
-        raise n.fail(f"equation '{equation}': an ellipsis (...) is not supported")
+def _parse(n: Node, ranks: list[int]) -> tuple[list[str], str]:
+    equation = _without_ellipsis(n, str(n.attr("equation")).replace(" ", ""), ranks)
+    count = len(ranks)
     lhs, arrow, out = equation.partition("->")
     terms = lhs.split(",")
     if len(terms) != count:
@@ -34,12 +35,61 @@ def _parse(n: Node, count: int) -> tuple[list[str], str]:
         letters = "".join(terms)
         out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     for term in [*terms, out]:
-        if (term and not term.isalpha()) or len(set(term)) != len(term):
-            raise n.fail(f"equation '{equation}': '{term}' repeats a letter or is not letters "
-                         "(diagonals are not supported)")
+        if term and not term.isalpha():
+            raise n.fail(f"equation '{equation}': '{term}' is not letters")
+    if len(set(out)) != len(out):
+        raise n.fail(f"equation '{equation}': the output '{out}' repeats a letter")
     if set(out) - set("".join(terms)):
         raise n.fail(f"equation '{equation}': the output has a letter no input has")
     return terms, out
+
+
+def _without_ellipsis(n: Node, equation: str, ranks: list[int]) -> str:
+    """``equation`` with each ``...`` spelled as fresh letters: the ellipsis of an
+    operand of rank r with k letters covers its r - k leading axes, aligned to the
+    right with the others' (and the implicit output starts with them all)."""
+    if "..." not in equation:
+        if "." in equation:
+            raise n.fail(f"equation '{equation}': a '.' outside an ellipsis (...)")
+        return equation
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise n.fail(f"equation '{equation}' names {len(terms)} operands, the node has {len(ranks)}")
+    covered = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    if min(covered) < 0:
+        raise n.fail(f"equation '{equation}': an operand has more letters than axes")
+    fresh = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in equation]
+    letters = "".join(fresh[:max(covered)])
+    terms = [t.replace("...", letters[len(letters) - k:]) for t, k in zip(terms, covered)]
+    if arrow:
+        out = out.replace("...", letters)
+    else:  # NumPy's implicit output: the ellipsis axes, then the letters used once
+        singles = "".join(terms).replace("...", "")
+        out = letters + "".join(sorted(c for c in set(singles) if singles.count(c) == 1
+                                       and c not in letters))
+    return ",".join(terms) + "->" + out
+
+
+def _diagonals(n: Node, x: Val, term: str) -> tuple[Val, str]:
+    """``x`` with each letter repeated in ``term`` reduced to its diagonal (the term
+    then names each letter once)."""
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        p, q = term.index(c), term.index(c, term.index(c) + 1)
+        extent = x.shape[p]
+        if extent != x.shape[q] or not extent.is_static:
+            raise n.fail(f"the diagonal of letter '{c}' needs equal static extents, "
+                         f"got {x.shape[p]} and {x.shape[q]}")
+        others = [i for i in range(x.rank) if i not in (p, q)]
+        moved = f"transpose({n.ref(x)}, {others + [p, q]})"
+        flat = tuple(x.shape[i] for i in others) + (Dim(extent.value ** 2),)
+        lead = ":, " * len(others)
+        shape = tuple(x.shape[i] for i in others) + (extent,)
+        x = n.em.bind(f"reshape({moved}, {_dims(flat)})[{lead}::{extent.value + 1}]", x.dtype,
+                      shape, "diagonal")
+        term = "".join(term[i] for i in others) + c
+    return x, term
 
 
 def _prepare(n: Node, x: Val, term: str, keep: str, order: str) -> tuple[str, dict[str, Dim]]:
@@ -71,7 +121,11 @@ def _einsum(n: Node) -> list[Val]:
     xs = [n.x(i) for i in range(len(n.vals))]
     if len(xs) not in (1, 2):
         raise n.fail(f"{len(xs)} operands (only 1 or 2 are supported)")
-    terms, out = _parse(n, len(xs))
+    terms, out = _parse(n, [x.rank for x in xs])
+    for i, (x, term) in enumerate(zip(xs, terms)):
+        if len(term) != x.rank:
+            raise n.fail(f"operand '{term}' has {len(term)} letters, the tensor rank {x.rank}")
+        xs[i], terms[i] = _diagonals(n, x, term)
     if len(xs) == 1:
         return [_one_operand(n, xs[0], terms[0], out)]
     (a, b), (ta, tb) = xs, terms
