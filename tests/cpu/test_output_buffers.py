@@ -183,3 +183,33 @@ def test_allocation_returned_directly_takes_the_first_buffer_only() -> None:
 def test_allocation_in_a_loop_never_takes_a_buffer() -> None:
     func = lower_module(parse_module(CARRIED), {"f": [(8,), ()]})["f"]
     assert result_allocations(func) == {}
+
+
+@pytest.mark.parametrize("n", [16384, 16385, 70001])
+def test_a_large_result_computed_in_place_takes_a_fresh_array_every_call(n: int) -> None:
+    """A result of WRAP_BYTES (64 KiB) or more is handed over without a copy on the
+    first call; when the entry computes it in the caller's buffer (``fused``), every
+    later call gives it a fresh array instead (no copy either way, and the native
+    call path): each result owns its memory and keeps its values."""
+    mod = module(3)
+    results = []
+    for seed in range(4):
+        a, b = rand(n, seed=seed), rand(n, seed=seed + 10)
+        results.append((mod.fused(a, b), np.maximum(a * b + 1, 0)))
+    assert all(y.flags.owndata for y, _ in results[1:])
+    for y, want in results:
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_large_result_not_in_place_is_still_handed_over() -> None:
+    """``carried``'s result comes out of a loop (never the caller's buffer): large, it
+    is handed over as the kernel allocated it, call after call."""
+    mod = module(3)
+    a = rand(20000)
+    for _ in range(3):
+        y = mod.carried(a, 3)
+        assert not y.flags.owndata
+        want = a.copy()
+        for _ in range(3):
+            want = want * 0.5 + a
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

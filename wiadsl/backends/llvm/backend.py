@@ -90,14 +90,17 @@ class OutSlot:
     """One tensor result's copy-out pair (runtime.py) and the buffer shape for it.
 
     ``shape`` is None until the first call shows the result is small (below
-    ``WRAP_BYTES``); from then on every call passes a fresh ``np.empty(shape)``.
+    ``WRAP_BYTES``) or computed in the caller's buffer (``Layout.in_place``: never
+    copied, whatever its size); from then on every call passes a fresh
+    ``np.empty(shape)``.
     """
 
-    __slots__ = ("slot", "dtype", "shape", "extents", "nbytes")
+    __slots__ = ("slot", "dtype", "shape", "extents", "nbytes", "in_place")
 
-    def __init__(self, slot: int, dtype: np.dtype):
+    def __init__(self, slot: int, dtype: np.dtype, in_place: bool = False):
         self.slot = slot  #: the destination pointer's slot; the byte count follows it
         self.dtype = dtype
+        self.in_place = in_place  #: computed in the given buffer (no copy at any size)
         self.shape: tuple[int, ...] | None = None
         self.extents: list[int] = []  #: ``list(shape)``: what the result slots must hold
         self.nbytes = 0
@@ -331,7 +334,7 @@ class Native:
                 out.append(array if array.shape == shape else array.reshape(shape))
             else:
                 result = _tensor(ptr, shape, dtype, owned, ptr in in_ptrs)
-                if result.nbytes < WRAP_BYTES:
+                if result.nbytes < WRAP_BYTES or self.outs[j].in_place:
                     self.outs[j].learn(shape)
                 out.append(result)
             j += 1
@@ -355,7 +358,8 @@ class Code:
         n_in = len(layout.in_dtypes)
         plan = [(int(k), int(rank), np.dtype(dt)) for k, rank, dt in layout.results]
         first = n_in + max(1, sum(1 + max(rank, 0) for _, rank, _ in plan))
-        outs = [OutSlot(first + 2 * j, dt) for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
+        outs = [OutSlot(first + 2 * j, dt, j in layout.in_place)
+                for j, (_, _, dt) in enumerate(p for p in plan if p[1] >= 0)]
         in_dtypes = [np.dtype(d) for d in layout.in_dtypes]
         specs = tuple((i, dt, shape, math.prod(shape) > 0)
                       for i, (dt, shape) in enumerate(zip(in_dtypes, shapes, strict=True)))

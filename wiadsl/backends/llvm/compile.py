@@ -29,6 +29,7 @@ from ...loops import lower_module
 from ...loops.passes import default_loop_pipeline, run_loop_passes
 from ...runtime.cache_log import Stages
 from .codegen import ModuleEmitter, slot_count
+from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
 from .layout import Layout
 from .parallel import THREADS
@@ -51,6 +52,8 @@ class LoweredKernel:
     dynamic: list[tuple[int, int]] = field(default_factory=list)
     #: cells of the entry's state (prepacked.py; 0: the entry takes none)
     state_cells: int = 0
+    #: tensor results computed in the caller's buffer when given (destinations.py)
+    in_place: list[int] = field(default_factory=list)
 
     @property
     def result_slots(self) -> int:
@@ -86,7 +89,8 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
                   stateful=emitter.state_cells > 0)
     return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
                          list(func.result_types), loops, emitter.libraries,
-                         dynamic_axes(list(func.arg_types), shapes), emitter.state_cells)
+                         dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
+                         sorted(set(result_allocations(func).values())))
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
@@ -128,7 +132,8 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
     dynamic = [list(a) for a in lowered.dynamic]
     n_slots = base + len(dynamic) + (1 if lowered.state_cells else 0)
     return Layout(symbol, messages, [str(storage(t)) for t in lowered.param_types],
-                  results, n_slots, lowered.libraries, dynamic, lowered.state_cells)
+                  results, n_slots, lowered.libraries, dynamic, lowered.state_cells,
+                  lowered.in_place)
 
 
 def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],

@@ -24,6 +24,9 @@ class Layout:
     dynamic: list[list[int]] = field(default_factory=list)
     #: cells of the entry's state (prepacked.py): its address is the last slot
     state: int = 0
+    #: tensor results (their index among them) the entry computes in the caller's
+    #: buffer when one of the right size is given (destinations.py): never copied
+    in_place: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -33,7 +36,8 @@ class Layout:
         return Layout(d["symbol"], [list(m) for m in d["messages"]], list(d["in_dtypes"]),
                       [list(r) for r in d["results"]], int(d["n_slots"]),
                       [dict(s) for s in d.get("libraries", [])],
-                      [list(a) for a in d.get("dynamic", [])], int(d.get("state", 0)))
+                      [list(a) for a in d.get("dynamic", [])], int(d.get("state", 0)),
+                      [int(j) for j in d.get("in_place", [])])
 
     def errors(self, sources: dict[str, SourceFile]) -> list[tuple[str, Span | None]]:
         """The runtime error messages with their spans rebuilt on ``sources`` (file
