@@ -136,17 +136,13 @@ class Native:
     #: it back, so calls from several threads (the GIL is released while native code
     #: runs) never share one
     pool: list[tuple[Any, int]] = field(default_factory=list)
-    #: cells of this entry's state (prepacked.py): data derived from its frozen inputs,
-    #: this entry's own (another kernel with other weights has another), its address
-    #: in the last slot of every argument array
-    state_cells: int = 0
-    _state: Any = field(default=None, init=False, repr=False)
+    #: the state of this entry's code (``EntryState``), its address in the last slot
+    #: of every argument array
+    state: EntryState | None = None
 
     def __post_init__(self) -> None:
-        if self.state_cells:
-            self._state = (ctypes.c_int64 * self.state_cells)()
-            weakref.finalize(self, _free_cells, self._state)
-            self.extents += ((self.n_slots - 1, ctypes.addressof(self._state)),)
+        if self.state is not None:
+            self.extents += ((self.n_slots - 1, self.state.address),)
 
     def new_args(self) -> tuple[Any, int]:
         args = (ctypes.c_int64 * self.n_slots)()
@@ -350,6 +346,8 @@ class Code:
     compile_ms: float
     source: str  #: the compile cache's word: "compiled", "disk" or "memory"
     messages: list[tuple[str, Any]]  #: (message, source span or None) per error code
+    #: the entries' state, when the layout has one (``EntryState``)
+    state: EntryState | None = None
 
     def native_at(self, shapes: Shapes, fresh: bool) -> Native:
         """An entry for calls at ``shapes`` (which this code's pattern serves);
@@ -370,12 +368,24 @@ class Code:
                  "cache": self.source if fresh else "memory",
                  "code": "generic" if generic else "static", "pattern": self.pattern}
         return Native(self.loaded.fn, self.messages, layout.n_slots, n_in, in_dtypes, plan, outs, specs,
-                      extents, stats, state_cells=layout.state)
+                      extents, stats, state=self.state)
+
+
+class EntryState:
+    """The cells of an entry's state (prepacked.py: data derived from the frozen
+    inputs, such as a packed weight matrix). One per code of one kernel: the entries
+    of every shape that code serves share it (the same weights, packed once), another
+    kernel with other weights has its own. Freed with the last entry that uses it."""
+
+    def __init__(self, cells: int):
+        self.cells = (ctypes.c_int64 * cells)()
+        self.address = ctypes.addressof(self.cells)
+        weakref.finalize(self, _free_cells, self.cells)
 
 
 def _free_cells(cells: Any) -> None:
-    """Free the buffers an entry's state holds (prepacked.py; allocated by C's
-    ``aligned_alloc``, so freed by C's ``free``)."""
+    """Free the buffers a state holds (allocated by C's ``aligned_alloc``, so freed by
+    C's ``free``)."""
     for address in cells:
         if address:
             _FREE(ctypes.c_void_p(address))
@@ -570,7 +580,9 @@ class CpuKernel:
         if spec is not None and found is None:
             source_cache.store_spec(spec, {"parts": parts.components(),
                                            "config": None if config is None else config.as_dict()})
-        return Code(loaded, pattern, record["ms"], record["source"], self._errors(loaded.layout))
+        state = EntryState(loaded.layout.state) if loaded.layout.state else None
+        return Code(loaded, pattern, record["ms"], record["source"], self._errors(loaded.layout),
+                    state)
 
     def _ir_key(self, pattern: Pattern, dtypes: list[np.dtype]
                 ) -> tuple[KeyParts, GemmConfig | None]:

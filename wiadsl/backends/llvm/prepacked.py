@@ -6,9 +6,10 @@ A kernel compiled with frozen inputs (the ``frozen`` option: the positions of in
 whose contents never change between calls, such as the weights an imported model
 binds) gets a *state*: an array of pointer cells, one per product whose B is a
 frozen input read the same way on every call (codegen.py ``frozen_operand``),
-owned by the entry (backend.py ``Native``: one state per kernel instance and input
-shape, so two models of the same architecture never share one) and reached
-through the arena's fourth word (runtime.py's entry ABI). The first call that
+owned by the kernel's code (backend.py ``EntryState``: one per kernel instance and
+compiled code, shared by the shapes that code serves; two models of the same
+architecture never share one) and reached through the arena's fourth word
+(runtime.py's entry ABI). The first call that
 finds its cell empty packs B into a fresh 64-byte aligned buffer and publishes it
 with a compare-and-swap; a thread that loses the race frees its copy and uses the
 winner's. The buffers live as long as the state (freed with it).
