@@ -104,9 +104,11 @@ def quantize_fn(dtype: DType) -> ScalarFn:
 
 
 def dequantize(lb: LoopBuilder, q: Value, scale: Value, zp: Value) -> Value:
+    """``(f32(q) - f32(zp)) * f32(scale)``, the product ``exact``: never contracted into
+    an FMA with what consumes it (``x - fake_quant(x)`` rounds as NumPy's)."""
     f = ScalarType(DType.F32)
     d = lb.op("arith.sub", [cast(lb, q, DType.F32), cast(lb, zp, DType.F32)], f)
-    return lb.op("arith.mul", [d, cast(lb, scale, DType.F32)], f)
+    return lb.op("arith.mul", [d, cast(lb, scale, DType.F32)], f, {"exact": True})
 
 
 def quant_fn(kind: str, in_dtype: DType) -> ScalarFn:

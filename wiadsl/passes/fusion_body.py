@@ -121,7 +121,8 @@ def quant_ops(block: Block, kind: str, args: Sequence[Value], xd: DType, loc: An
             return x
     f32 = DType.F32
     d = op("arith.sub", [cast(x, f32), cast(zp, f32)], f32)
-    return op("arith.mul", [d, cast(scale, f32)], f32)
+    # exact: never contracted into an FMA with what consumes it (loops/scalar.py)
+    return op("arith.mul", [d, cast(scale, f32)], f32, {"exact": True})
 
 
 def make_body(inputs: Sequence[Value], ops: Sequence[Operation], outputs: Sequence[Value],
