@@ -375,7 +375,8 @@ class EntryState:
     """The cells of an entry's state (prepacked.py: data derived from the frozen
     inputs, such as a packed weight matrix). One per code of one kernel: the entries
     of every shape that code serves share it (the same weights, packed once), another
-    kernel with other weights has its own. Freed with the last entry that uses it."""
+    kernel with other weights has its own. Freed with the code and the last entry
+    that uses it."""
 
     def __init__(self, cells: int):
         self.cells = (ctypes.c_int64 * cells)()

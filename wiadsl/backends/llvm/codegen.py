@@ -38,6 +38,7 @@ from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
 from .destinations import result_allocations
 from .mathlib import type_suffix
+from .prepacked import prepacked_b, prepacked_qb
 from .runtime import alloc_function, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
@@ -485,8 +486,7 @@ def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
     acc = ir.Constant(I1, int(bool(op.attributes.get("accumulate", False))))
     bp = e.element_ptr(b, t, bo)
-    if frozen_operand(e, op, 1, (4, 7, 8, 10)):  # B never changes: packed once, kept
-        from .prepacked import prepacked_b
+    if frozen_operand(e, op, 1, B_PLACEMENT):  # B never changes: packed once, kept
         bp = prepacked_b(e, t.dtype, bp, n, k, ldb)
         fn = declare(e.mod.ll, e.mod.libraries, "gemm_packed", t.dtype)
     else:
@@ -494,6 +494,10 @@ def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     e.b.call(fn, [e.element_ptr(a, t, ao), bp, e.element_ptr(c, t, co),
                   m, n, k, lda, ldb, ldc, acc])
     return []
+
+
+#: the operands of ``loop.gemm``/``loop.qgemm`` that place B: its offset, n, k and ldb
+B_PLACEMENT = (4, 7, 8, 10)
 
 
 def frozen_operand(e: FunctionEmitter, op: Operation, buffer: int, scalars: tuple[int, ...]) -> bool:
@@ -514,9 +518,8 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     a, b, c = (e.buf(v) for v in op.operands[:3])
     ao, bo, co, m, n, k, lda, ldb, ldc = (e.get(v) for v in op.operands[3:])
     bp = e.element_ptr(b, ta, bo)
-    frozen = frozen_operand(e, op, 1, (4, 7, 8, 10))
+    frozen = frozen_operand(e, op, 1, B_PLACEMENT)
     if frozen:  # B never changes: packed once, kept
-        from .prepacked import prepacked_qb
         bp = prepacked_qb(e, bp, n, k, ldb)
     e.b.call(qgemm_function(e.mod.ll, prepacked=frozen),
              [e.element_ptr(a, ta, ao), bp, e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])

@@ -54,7 +54,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
 )
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .runtime import offset_align, vector_load, vector_store
-from .types import F32, F64, I1, I32, I64, PTR
+from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
 GEMV_COLS = 2048
@@ -311,7 +311,7 @@ class GemmBuilder:
         name = name or f"wia.gemm.prepack.{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]), name)
+        fn = ir.Function(self.mod, PREPACK_TYPE, name)
         fn.linkage = "internal"
         bm, pk, n, k, ldb = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -58,11 +58,9 @@ from .fastcall import C_API, METH_FASTCALL, ObjectLayout, call_ir, probe
 from .gemm_config import GemmConfig, current_config
 from .parallel import LIMIT_SYMBOL, LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, pool_glue, pool_module
 from .threads import LIMIT, MAX_THREADS
-from .types import I1, I64, PTR
+from .types import I1, I64, PREPACK_TYPE, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
-#: ``gemm_prepack(B, P, n, k, ldb)``: B into the panels ``gemm_packed`` reads (gemm.py)
-PREPACK_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 #: symbol -> address of every helper loaded into this process's engine

@@ -35,7 +35,7 @@ from llvmlite import ir
 from .gemm import _i, for_range, imin, k_loop
 from .parallel import THREADS, WORKER_TYPE, parallel_for
 from .runtime import offset_align, vector_load, vector_store
-from .types import I1, I8, I32, I64, PTR
+from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR
 
 I16 = ir.IntType(16)
 MR, NV, W = 4, 2, 8          # 4 rows x 2 vectors of 8 i32 lanes: NR = 16 columns
@@ -222,7 +222,7 @@ class QGemmBuilder:
         name = f"wia.qgemm.{self.tag}.prepack"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64]), name)
+        fn = ir.Function(self.mod, PREPACK_TYPE, name)
         fn.linkage = "internal"
         bm, packed, n, k, ldb = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -20,6 +20,9 @@ from ...ir.types import IndexType, IRType, ScalarType, VectorType
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
+#: ``prepack(B, P, n, k, ldb)``: B into the layout a packed-B product reads (gemm.py's
+#: and qgemm.py's), called once per frozen B (prepacked.py)
+PREPACK_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
 
 _REG = {DType.BOOL: I1, DType.I8: I8, DType.I32: I32, DType.I64: I64,
         DType.F16: F16, DType.BF16: F32, DType.F32: F32, DType.F64: F64}
