@@ -4,6 +4,7 @@ sizes, against NumPy (tests/reference/numpy_ref.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.e2e.harness import assert_matches, rand
@@ -33,6 +34,18 @@ kernel k(input x: f32[N, C, H, W], input m: f32[C], input v: f32[C], input g: f3
          input b: f32[C], output y: f32[N, C, H, W], output z: f32[N, C, H, W]) {
     y = nn.batch_norm(x, m, v, g, b);
     z = nn.batch_norm(x, m, v, g, b, eps=0.5);
+}"""
+
+LINALG_NORMS = """import linalg;
+func sum_sq(x, axis=none) { return reduce_sum(x * x, axis=axis); }
+kernel k(input x: f32[B, M, N], output a: f32, output r: f32[B, M], output c: f32[N],
+         output f: f32[B], output n: f32, output s: f32[M]) {
+    a = linalg.norm(x);
+    r = linalg.norm(x, axis=-1);
+    c = linalg.norm(x, axis=[0, 1]);
+    f = linalg.norm(x, [1, 2]);
+    n = linalg.norm(x, axis=none);
+    s = sum_sq(x, axis=[0, 2]);
 }"""
 
 ATTENTION = """import nn;
@@ -72,6 +85,21 @@ def test_batch_norm_eps(target: str, c: int) -> None:
     y, z = kernel(BATCH_NORM, target)(x, m, v, g, b)
     assert_matches(y, ref.batch_norm(x, m, v, g, b))
     assert_matches(z, ref.batch_norm(x, m, v, g, b, eps=0.5))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", SIZES)
+def test_linalg_norm_by_axis(target: str, n: int) -> None:
+    """`axis=` an int, a list, positional, `none`; the default is every axis; a func
+    of the user's that defaults its axis to none."""
+    x = rand((2, 3, n), seed=n)
+    a, r, c, f, whole, s = kernel(LINALG_NORMS, target)(x)
+    assert_matches(a, ref.norm(x))
+    assert_matches(r, ref.norm(x, axis=-1))
+    assert_matches(c, ref.norm(x, axis=[0, 1]))
+    assert_matches(f, ref.norm(x, axis=[1, 2]))
+    assert_matches(whole, ref.norm(x))
+    assert_matches(s, np.sum(x * x, axis=(0, 2)))
 
 
 @pytest.mark.parametrize("target", TARGETS)

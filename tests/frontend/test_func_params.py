@@ -84,3 +84,36 @@ def test_calls_bind_by_position_then_name(call, want):
     k = wiadsl.jit(kernel_calling(call), target="interp").k
     x = np.array([1.0, 2.0, 5.0], np.float32)
     np.testing.assert_allclose(k(x), want(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("src, expected", [
+    ("kernel k(input x: f32[N], output y: f32) {\n    y = reduce_sum(x) + none;\n}\n",
+     "t.wia:2:25: error: 'none' (all axes) can only be an axis argument, as in "
+     "reduce_sum(x, axis=none), or a func's argument or default\n"
+     "        y = reduce_sum(x) + none;\n"
+     "                            ^^^^"),
+    ("func f(x, a=none) {\n    return x * a;\n}\n"
+     "kernel k(input x: f32[N], output y: f32[N]) {\n    y = f(x);\n}\n",
+     "t.wia:2:16: error: 'a' is none (all axes) here, and none can only be an axis "
+     "argument, as in reduce_sum(x, axis=none), or a func's argument or default\n"
+     "        return x * a;\n"
+     "                   ^"),
+    ("kernel k(input x: f32[N], output y: f32) {\n    y = reduce_sum(x, axis=[0, none]);\n}\n",
+     "t.wia:2:32: error: 'none' (all axes) can only be an axis argument, as in "
+     "reduce_sum(x, axis=none), or a func's argument or default\n"
+     "        y = reduce_sum(x, axis=[0, none]);\n"
+     "                                   ^^^^"),
+    ("const C = none;\nkernel k(input x: f32[N], output y: f32[N]) {\n    y = x;\n}\n",
+     "t.wia:1:11: error: 'none' (all axes) can only be an axis argument, as in "
+     "reduce_sum(x, axis=none), or a func's argument or default\n"
+     "    const C = none;\n"
+     "              ^^^^"),
+], ids=["operand", "param-read-as-value", "in-a-list", "const"])
+def test_none_is_only_an_axis(src, expected):
+    assert rendered(src) == expected
+
+
+def test_a_local_named_none_is_a_value():
+    mod = wiadsl.jit("kernel k(input x: f32[N], output y: f32[N]) {\n"
+                     "    none = 2.0;\n    y = x * none;\n}\n", target="interp")
+    np.testing.assert_array_equal(mod.k(np.ones(3, np.float32)), np.full(3, 2.0, np.float32))

@@ -78,3 +78,22 @@ def test_a_list_default_is_a_compile_time_axis_list():
     CHECK-LABEL: func @total.1(%x: tensor<?x?x?xf32>)
     CHECK:       tensor.reduce_sum %x {axes = [0, 1]}
     """)
+
+
+def test_a_none_default_reduces_every_axis_and_is_never_passed():
+    """``none`` folds like a constant: the default and an explicit none share an
+    instance, which reduces every axis; an int axis makes another instance."""
+    check("""
+    func sum_sq(x, axis=none) { return reduce_sum(x * x, axis=axis); }
+    kernel k(input x: f32[A, B], output y: f32, output z: f32, output r: f32[A]) {
+        y = sum_sq(x); z = sum_sq(x, axis=none); r = sum_sq(x, 1);
+    }""", """
+    CHECK:       %y = func.call @sum_sq(%x) : (tensor<?x?xf32>) -> f32
+    CHECK-NEXT:  %z = func.call @sum_sq(%x) : (tensor<?x?xf32>) -> f32
+    CHECK-NEXT:  %r = func.call @sum_sq.1(%x) : (tensor<?x?xf32>) -> tensor<?xf32>
+    CHECK-LABEL: func @sum_sq(%x: tensor<?x?xf32>)
+    CHECK:       tensor.reduce_sum {{.*}} {axes = [0, 1]}
+    CHECK-LABEL: func @sum_sq.1(%x: tensor<?x?xf32>)
+    CHECK:       tensor.reduce_sum {{.*}} {axes = [1]}
+    CHECK-NOT:   func @sum_sq.2
+    """)

@@ -585,10 +585,15 @@ def mlp(x, w1, b1, w2, b2):
 # ------------------------------------------------------------------ stdlib: linalg
 
 
-def norm(x):
-    """sqrt of the sum of squares of all elements (2-norm / Frobenius)."""
+def norm(x, axis=None):
+    """sqrt of the sum of squares over ``axis`` (all elements by default: the 2-norm
+    / Frobenius norm)."""
     x = np.asarray(x)
-    return np.sqrt(np.sum(x * x))
+    return np.sqrt(np.sum(x * x, axis=None if axis is None else _axes(axis)))
+
+
+def _axes(axis):
+    return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
 
 def gemm(a, b, c, alpha, beta):

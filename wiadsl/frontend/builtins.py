@@ -46,7 +46,19 @@ class Sym:
     name: str
 
 
-#: A compile-time value: a number, a bool, a dim name, or a (nested) tuple of those.
+class AllAxes:
+    """The compile-time value of ``none``: "every axis", what a reduction does without
+    ``axis=``. A func passes it on (``func norm(x, axis=none)``), so a wrapper's default
+    can be its builtin's; it is no value, so it goes nowhere else."""
+
+    def __repr__(self) -> str:
+        return "none"
+
+
+ALL_AXES = AllAxes()
+
+#: A compile-time value: a number, a bool, a dim name, ``ALL_AXES``, or a (nested)
+#: tuple of those.
 Static = Any
 
 

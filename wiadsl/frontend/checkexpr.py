@@ -17,6 +17,7 @@ from . import ast
 from . import shaperules as sr
 from . import typerules as tr
 from .builtins import (
+    ALL_AXES,
     BUILTINS,
     BParam,
     Builtin,
@@ -68,7 +69,20 @@ class ExprTyper:
         handler = self._handlers.get(type(e))
         if handler is None:
             raise TypeError(f"checker: unknown expression node {type(e).__name__}")
-        return handler(e, env)
+        op = handler(e, env)
+        if op.static is ALL_AXES:
+            what = "'none' (all axes)" if op.label == "none" else \
+                f"'{op.label}' is none (all axes) here, and none"
+            self.ctx.report(WiaTypeError(f"{what} can only be an axis argument, as in "
+                                         "reduce_sum(x, axis=none), or a func's argument or "
+                                         "default", e.span))
+            return Operand(UNKNOWN, None, op.label)
+        return op
+
+    def argument(self, e: ast.Expr, env: Env) -> Operand:
+        """A func argument or default: any value, or ``none`` (directly, or a parameter
+        holding it), which only an ``axis=`` or another func may take."""
+        return self.name(e, env) if isinstance(e, ast.Name) else self.expr(e, env)
 
     # -------------------------------------------------------------- atoms
 
@@ -118,6 +132,8 @@ class ExprTyper:
             return Operand(ValueType(DType.I64, (), True), ctx.dims[n], n)
         elif n in ctx.scope.consts:
             return ctx.services.const_value(ctx.scope.name, n, e.span)
+        elif n == "none":  # a plain name, so a local named none shadows it
+            return Operand(UNKNOWN, ALL_AXES, n)
         elif n in DTYPE_NAMES:
             ctx.report(WiaTypeError(f"dtype '{n}' is not a value; dtype names are arguments "
                                     f"such as cast(x, {n})", e.span))
@@ -261,7 +277,7 @@ class ExprTyper:
     def _call_func(self, e: ast.Call, env: Env, module: str, func: ast.Func) -> Operand:
         name = self.ctx.services.scopes[module].qualify(func.name)
         # every argument is typed, in source order, even when the call is bad
-        typed = {id(a): self.expr(a, env) for a in (*e.args, *(k.value for k in e.keywords))}
+        typed = {id(a): self.argument(a, env) for a in (*e.args, *(k.value for k in e.keywords))}
         bound, errors = bind_func_args(e, func, name)
         for err in errors:
             self.ctx.report(err)
@@ -324,7 +340,9 @@ class ExprTyper:
 
     def _static(self, b: Builtin, p: BParam, e: ast.Expr, env: Env) -> Any:
         expected, ok = self._STATIC_KINDS[p.kind]
-        op = self.expr(e, env)
+        op = self.argument(e, env) if p.kind == "axis" else self.expr(e, env)
+        if op.static is ALL_AXES:
+            return None  # the reduction's own default
         if op.type is UNKNOWN:
             return _UNRESOLVED
         return op.static if ok(op.static) else self._bad_arg(b, p, e, expected)

@@ -38,10 +38,10 @@ from ..ir.core import Block, OpResult, Value
 from ..ir.module import FuncOp
 from . import ast
 from . import typerules as tr
-from .builtins import BUILTINS, Sym
+from .builtins import ALL_AXES, BUILTINS, Sym
 from .funcargs import bind_func_args
 from .lower_expr import Env, ExprLowerer, rule_error
-from .lower_values import Emitter, TypedValue, ir_type
+from .lower_values import Emitter, TypedValue, all_axes, ir_type
 from .scope import assigned_names
 from .typerules import ValueType
 
@@ -88,6 +88,8 @@ class BodyLowerer:
         consts = self.program.consts.get(self.module, {})
         if name in consts:
             return self._const(consts[name])
+        if name == "none":
+            return all_axes()
         raise WiaNameError(f"unknown name '{name}'", span)
 
     def module_const(self, module: str, name: str, span: Span) -> TypedValue:
@@ -150,6 +152,9 @@ class BodyLowerer:
                 args.append(values[id(a)])
             else:
                 default = self.program.checked.defaults[(module, func.name, p.name)]
+                if default.static is ALL_AXES:
+                    args.append(all_axes())
+                    continue
                 assert isinstance(default.type, ValueType), "a checked default has a type"
                 args.append(self.em.constant(default.static, default.type, default.static))
         return self.program.call_func(self.em.b, module, e.name, args, e.span)

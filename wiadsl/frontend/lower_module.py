@@ -22,7 +22,7 @@ from ..ir.builder import Builder
 from ..ir.core import Value
 from ..ir.module import FuncOp, ModuleOp
 from . import ast
-from .builtins import Sym
+from .builtins import ALL_AXES, Sym
 from .loader import MAIN_MODULE
 from .lower import BodyLowerer
 from .lower_values import TypedValue, ir_type
@@ -42,7 +42,10 @@ class FuncInstance:
 
 def _folds(tv: TypedValue) -> bool:
     """Whether an argument is folded into the instance rather than passed: numbers
-    and (nested) lists of numbers, which ``axis=`` or ``perm`` may need constant."""
+    and (nested) lists of numbers, which ``axis=`` or ``perm`` may need constant, and
+    ``none``, which has no run-time value."""
+    if tv.static is ALL_AXES:
+        return True
     if isinstance(tv.static, tuple):
         return _numbers(tv.static)
     return isinstance(tv.static, (bool, int, float)) and tv.type.is_scalar
@@ -151,6 +154,8 @@ class ProgramLowerer:
             if i in passed:
                 static = a.static if isinstance(a.static, Sym) else None
                 env[param.name] = TypedValue(next(ir_args), a.type, static)
+            elif a.static is ALL_AXES:
+                env[param.name] = a
             else:
                 env[param.name] = body.em.constant(a.static, a.type)
         body.block_stmts(func.body, env)

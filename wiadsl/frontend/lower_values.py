@@ -17,6 +17,7 @@ from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import OpResult, Value
 from ..ir.types import INDEX, IndexType, IRType, ScalarType, TensorType
+from .builtins import ALL_AXES
 from .constfold import convert
 from .typerules import ValueType
 
@@ -26,6 +27,12 @@ class TypedValue:
     value: Value
     type: ValueType
     static: Any = None
+
+
+def all_axes() -> TypedValue:
+    """What ``none`` lowers to: only a compile-time value (the checker lets it reach an
+    ``axis=`` and func parameters, nothing that would read its IR value)."""
+    return TypedValue(Value(ScalarType(DType.BOOL), "none"), ValueType(DType.BOOL), ALL_AXES)
 
 
 def ir_type(t: ValueType) -> IRType:

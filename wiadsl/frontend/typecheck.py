@@ -124,7 +124,7 @@ class Checker:
                                       param.default.span)])
             return Operand(UNKNOWN, None, param.name)
         self._default_active.add(key)
-        value = StmtChecker(ctx).exprs.expr(param.default, Env())
+        value = StmtChecker(ctx).exprs.argument(param.default, Env())
         self._default_active.discard(key)
         self.report(ctx.errors)
         # UNKNOWN: an error was reported already (here, or where the value came from)

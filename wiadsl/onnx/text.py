@@ -26,7 +26,7 @@ class LiteralError(ValueError):
 
 
 _RESERVED = frozenset({"kernel", "func", "const", "import", "input", "output", "if", "else",
-                       "for", "in", "while", "return", "true", "false", "range", "tensor",
+                       "for", "in", "while", "return", "true", "false", "none", "range", "tensor",
                        "nn", "linalg", *(d.value for d in DType), *BUILTINS})
 
 

@@ -24,7 +24,7 @@ from .commands import COMMANDS
 from .session import Session
 
 KEYWORDS = ("kernel", "func", "const", "import", "input", "output", "if", "else", "for",
-            "in", "while", "return", "true", "false", "range", "tensor")
+            "in", "while", "return", "true", "false", "none", "range", "tensor")
 REPL_HELPERS = ("randn", "rand")
 HISTORY_LENGTH = 2000
 #: Characters that end a word: ``:`` and ``.`` stay inside words so ``:ti`` and
