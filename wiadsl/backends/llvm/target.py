@@ -16,11 +16,14 @@ Invariants (PERFORMANCE.md, llvmlite 0.50):
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
+
+from ...diagnostics import WiaUsageError
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,45 @@ class HostInfo:
         return 512 if self.avx512 else 256 if "+avx2" in self.features.split(",") else 128
 
 
+#: ``WIADSL_ISA`` levels below the host's own: the LLVM feature prefixes each turns off.
+#: One machine can then build and run the code paths of the x86 hosts we support
+#: (AMD AVX2; AVX-512 without VNNI; the host itself), as the tests need.
+ISA_LEVELS: dict[str, tuple[str, ...]] = {
+    "avx2": ("avx512", "avxvnni", "avxifma", "avxneconvert", "amx", "evex512", "avx10"),
+    "avx512": ("avx512vnni", "avx512bf16", "avx512fp16", "avxvnni", "amx", "avx10"),
+}
+
+
+def restrict_features(features: str, level: str) -> str:
+    """The host's LLVM ``features`` with those above ISA ``level`` turned off."""
+    off = ISA_LEVELS[level]
+    return ",".join("-" + f[1:] if f.startswith("+") and f[1:].startswith(off) else f
+                    for f in features.split(","))
+
+
+def _isa_level(features: str) -> str | None:
+    level = os.environ.get("WIADSL_ISA", "").strip().lower()
+    if level in ("", "native"):
+        return None
+    if level not in ISA_LEVELS:
+        raise WiaUsageError(f"WIADSL_ISA={level!r} is not an ISA level; use one of "
+                            f"{', '.join(ISA_LEVELS)} or native")
+    if "+avx2" not in features.split(",") or \
+            (level == "avx512" and "+avx512f" not in features.split(",")):
+        raise WiaUsageError(f"WIADSL_ISA={level}: this host's CPU has no {level}")
+    return level
+
+
 @cache
 def host() -> HostInfo:
+    """The CPU code is built for: this one, or (``WIADSL_ISA``) a lower ISA level of it."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return HostInfo(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
-                    llvm.get_process_triple())
+    features = llvm.get_host_cpu_features().flatten()
+    level = _isa_level(features)
+    if level is not None:
+        features = restrict_features(features, level)
+    return HostInfo(llvm.get_host_cpu_name(), features, llvm.get_process_triple())
 
 
 def target_machine(jit: bool = True) -> llvm.TargetMachine:
