@@ -114,7 +114,11 @@ def _defined_in(v: Value, inside: set[int]) -> bool:
 
 def outline(module: ModuleOp, func: FuncOp, header: Block, dom: DominanceInfo, preds: Preds,
             index: int) -> bool:
-    """Outline the parallel loop at ``header``; False (nothing changed) when it does not qualify."""
+    """Outline the parallel loop at ``header``; False (nothing changed) when it does not
+    qualify. ``preds`` is kept up to date and ``dom`` stays right for the blocks left in
+    ``func`` (a single-entry, single-exit loop becomes an edge from its entry to its exit:
+    the dominance between the other blocks is unchanged), so one analysis serves every
+    loop of a function (recomputed per loop, it grew with loops x blocks)."""
     blocks = natural_loop(header, dom, preds)
     branch = header.terminator
     if blocks is None or branch is None or len(header.args) != 1 or len(header.ops) != 2:
@@ -175,6 +179,7 @@ def outline(module: ModuleOp, func: FuncOp, header: Block, dom: DominanceInfo, p
     call = pb.create("func.call", [lo, hi, *captured], [], {"callee": name, "parallel": cost})
     call.loc = branch.loc
     pb.br(exit_block, [])
+    preds[id(exit_block)] = [pre if p is header else p for p in preds[id(exit_block)]]
     module.add(new)
     return True
 
@@ -205,7 +210,6 @@ def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
         index = sum(1 for f in module if f.name.startswith(f"{func.name}.par"))
         if outline(module, func, header, dom, preds, index):
             count += 1
-            dom, preds = DominanceInfo(func), predecessors(func)
     return count
 
 
