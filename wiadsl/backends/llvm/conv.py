@@ -183,9 +183,10 @@ class ConvBuilder(GemmBuilder):
         span = b.sub(p_hi, p_lo)
         nblk = imax(b, b.sdiv(b.add(span, _i(self.nb - 1)), _i(self.nb)), _i(1))
         blk = b.sdiv(b.add(span, b.sub(nblk, _i(1))), nblk)
-        blk = b.mul(b.sdiv(b.add(blk, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
+        blk = self.round_up(b, blk)
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
-        packed = b.call(alloc, [_i(64), _i(self.nb * self.kc * self.size + 64)])
+        # one block's panels at this K block (not NB x KC: see gemm's rows)
+        packed = b.call(alloc, [_i(64), b.add(b.mul(b.mul(blk, kcb), _i(self.size)), _i(64))])
         big = self.ukernel(self.mr)
 
         def per_block(pb: ir.Value) -> None:

@@ -330,10 +330,13 @@ class GemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
         nc_max = max(self.nr, NC // self.nr * self.nr)
-        packed = b.call(alloc, [_i(64), _i(nc_max * self.kc * self.size + 64)])
-        big = self.ukernel(self.mr)
         kcb = self.k_block(b, k)
         few = b.icmp_signed("<=", m, _i(self.mr))
+        # as many panels as the call packs (few rows: the tail one), not a whole NC x KC
+        # block: glibc consolidates its free lists on every free of 64 KiB or more
+        cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
+        packed = b.call(alloc, [_i(64), b.add(b.mul(b.mul(cols, kcb), _i(self.size)), _i(64))])
+        big = self.ukernel(self.mr)
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
             kc = imin(b, b.sub(k, pc), kcb)
@@ -474,6 +477,10 @@ class GemmBuilder:
                 self.tail_rows(b, full_end, iend, call)
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
         for_range(b, _i(0), m, self.mc, per_ic, "ic")
+
+    def round_up(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """``n`` rounded up to whole NR-wide panels."""
+        return b.mul(b.sdiv(b.add(n, _i(self.nr - 1)), _i(self.nr)), _i(self.nr))
 
     def k_block(self, b: ir.IRBuilder, k: ir.Value) -> ir.Value:
         """The k block for depth ``k``: ``k`` cut into equal blocks of at most KC
