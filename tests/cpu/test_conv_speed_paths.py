@@ -1,7 +1,9 @@
 """conv2d's implicit GEMM on flat pixel panels (backends/llvm/conv.py): panels that
 cross output rows (one masked load per row part), rows narrower than a vector
 (per-lane loads), strides (per-lane loads), f64 (4-lane vectors), ragged last panels, pixel chunks split
-over the pool, equal K blocks, and channel counts that leave 4/2/1-row tails."""
+over the pool, equal K blocks, channel counts that leave 4/2/1-row tails, and 1x1
+kernels at stride 1 whose patch panels are the input planes, read in place (a ragged
+last panel packed), or packed when many long panels would share one L1 set."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ kernel c21(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N
 }
 kernel d12(input x: f64[N, C, H, W], input w: f64[O, C, KH, KW], output y: f64[N, O, P, Q]) {
     y = conv2d(x, w, stride=1, padding=2);
+}
+kernel d10(input x: f64[N, C, H, W], input w: f64[O, C, KH, KW], output y: f64[N, O, P, Q]) {
+    y = conv2d(x, w, stride=1, padding=0);
 }
 kernel d3(input x: f64[N, C, H, W], input w: f64[O, C, KH, KW], output y: f64[N, O, P, Q]) {
     y = conv2d(x, w, stride=3, padding=0);
@@ -99,3 +104,24 @@ def test_repeated_calls_are_stable(mod):
     want = ref(x, w, (1, 1), 1)
     for _ in range(20):
         check(mod.c11(x, w), want)
+
+
+@pytest.mark.parametrize("shape,o", [
+    ((2, 16, 7, 9), 33),     # in place, a ragged last panel (63 pixels), 4/2/1-row tails
+    ((3, 5, 1, 1), 7),       # one pixel per image: only the packed tail
+    ((1, 64, 32, 32), 40),   # planes 4 KiB apart, K 64, 40 channels: packed
+    ((1, 64, 32, 32), 32),   # the same planes, few channels: in place
+    ((1, 300, 16, 16), 33),  # two K blocks of 150 rows, 1 KiB planes: in place
+    ((1, 64, 57, 57), 70),   # in place, split over the pool
+])
+def test_unit_kernels_read_their_input_in_place(mod, shape, o):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((o, shape[1], 1, 1)).astype(np.float32)
+    check(mod.c10(x, w), ref(x, w, (1, 1), 0))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 33, 16, 16), (1, 20, 33, 1)])
+def test_f64_unit_kernels(mod, shape):
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((19, shape[1], 1, 1))
+    check(mod.d10(x, w), ref(x, w, (1, 1), 0))

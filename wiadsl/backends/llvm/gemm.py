@@ -453,13 +453,15 @@ class GemmBuilder:
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
                         c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
                         big: ir.Function,
-                        panel_at: Callable[[ir.Value], ir.Value] | None = None) -> None:
+                        panel_at: Callable[[ir.Value], ir.Value] | None = None,
+                        row_stride: ir.Value | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
         those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
         ``valid_end``): MC-row blocks of MR-row micro-kernel calls, leftovers by
         ``tail_rows``. Shared by gemm (B panels) and conv2d (patch panels).
         ``panel_at(col)``: where column ``col``'s panel starts (default: the panels of
-        ``packed`` in order, ``kc`` rows each)."""
+        ``packed`` in order, ``kc`` rows each); ``row_stride``: elements between its
+        rows (default NR, a packed panel's)."""
         def per_ic(ic: ir.Value) -> None:
             iend = imin(b, b.add(ic, _i(self.mc)), m)
             full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
@@ -472,7 +474,7 @@ class GemmBuilder:
                 def call(kernel: ir.Function, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, _i(self.nr)])
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr)])
                 for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
                 self.tail_rows(b, full_end, iend, call)
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
