@@ -213,3 +213,48 @@ def test_a_large_result_not_in_place_is_still_handed_over() -> None:
         for _ in range(3):
             want = want * 0.5 + a
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_calls_into_buffers_take_the_call_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After one checked call into buffers, calls like it run through the call plan
+    (no binding, no checks in Python beyond the plan's), with the same results; a
+    buffer the plan does not take goes the checking way, which refuses it as before."""
+    mod = module(3)
+    fn = mod.kernels["two"]
+    checked = []
+    original = type(fn)._call_checked
+    monkeypatch.setattr(type(fn), "_call_checked",
+                        lambda self, args, kwargs: checked.append(1) or original(self, args, kwargs))
+    for seed in range(4):
+        a, b = rand(7, 33, seed=seed), rand(33, 129, seed=seed + 1)
+        y, s = np.full((7, 129), np.nan, np.float32), np.full(7, np.nan, np.float32)
+        got = mod.two(a, b, y=y, s=s)
+        assert got[0] is y and got[1] is s
+        np.testing.assert_allclose(y, a @ b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(s, a.sum(axis=1), rtol=1e-4, atol=1e-4)
+        y2, s2 = mod.two(a, b, s=s)  # one buffer, one fresh result
+        assert s2 is s and y2 is not y
+        np.testing.assert_allclose(y2, a @ b, rtol=1e-4, atol=1e-4)
+    assert len(checked) == 1
+    with pytest.raises(wiadsl.WiaCallError, match="output 'y'"):
+        mod.two(a, b, y=np.empty((7, 129), np.float64))
+    with pytest.raises(wiadsl.WiaCallError, match="dim 'N' is 129 .* but 128 from argument 'y'"):
+        mod.two(a, b, y=np.empty((7, 128), np.float32))
+    with pytest.raises(wiadsl.WiaCallError, match="C-contiguous"):
+        mod.two(a, b, y=np.empty((129, 7), np.float32).T)
+    shared = np.full(7, -1.0, np.float32)
+    with pytest.raises(wiadsl.WiaCallError, match=r"outputs 'y' and 'z'.*same buffer"):
+        mod.both(a[0, :7].copy(), y=shared, z=shared)
+    mod.both(a[0, :7], y=np.empty(7, np.float32), z=np.empty(7, np.float32))  # plans both
+    with pytest.raises(wiadsl.WiaCallError, match=r"outputs 'y' and 'z'.*same buffer"):
+        mod.both(a[0, :7].copy(), y=shared, z=shared)
+    np.testing.assert_array_equal(shared, -1.0)
+
+
+def test_a_planned_call_into_an_input_buffer_gets_the_right_result() -> None:
+    mod = module(3)
+    for seed in range(3):
+        a, b = rand(129, seed=seed), rand(129, seed=seed + 5)
+        want = np.maximum(a * b + 1, 0)
+        assert mod.fused(a, b, y=a) is a
+        np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)

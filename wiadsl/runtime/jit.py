@@ -15,6 +15,11 @@ would pass unchanged -- and anything else goes the checking way, which then
 looks up the plan for what it made of the arguments (Python scalars as arrays,
 strided views made dense). So a repeated call costs a dict lookup at most,
 pointer writes and one native call, and no argument reaches native code unchecked.
+A call that passes output buffers by keyword (``f(a, b, c=out)``) takes the same
+plans when each buffer is a plain, C-contiguous, writable ndarray of exactly the
+dtype and shape the plan delivers for that output; the result is computed in it
+(or copied there when it overlaps an input), and any other buffer goes the
+checking way, which says what is wrong with it.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ class CallPlan:
     against ``bound``, the plan's own checked call (its dims, no output buffers).
     """
 
-    call: Callable[[Sequence[object]], list[object] | None]
+    call: Callable[[Sequence[object], Sequence[np.ndarray | None]], list[object] | None]
     outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
     bound: BoundCall
     stats: dict[str, Any]
@@ -159,7 +164,59 @@ class KernelFunction:
                         self._plan = other
             if result is not NOT_RUN:
                 return result  # type: ignore[return-value]
+        else:
+            buffers = self._output_buffers(kwargs)
+            plan = self._plan
+            if buffers is not None and plan is not None:
+                result = self._planned_into(plan, args, buffers)
+                if result is NOT_RUN:
+                    key = _shapes_key(args)
+                    other = self._plans.get(key) if key is not None else None
+                    if other is not None and other is not plan:
+                        result = self._planned_into(other, args, buffers)
+                        if result is not NOT_RUN:
+                            self._plan = other
+                if result is not NOT_RUN:
+                    return result  # type: ignore[return-value]
         return self._call_checked(args, kwargs)
+
+    def _output_buffers(self, kwargs: dict[str, object]) -> list[object] | None:
+        """The keywords as one buffer (or None) per output, in declaration order, when
+        they name outputs only; else None."""
+        outputs = self.signature.outputs
+        if len(kwargs) > len(outputs):
+            return None
+        buffers = [kwargs.get(p.name) for p in outputs]
+        return buffers if sum(b is not None for b in buffers) == len(kwargs) else None
+
+    def _planned_into(self, plan: CallPlan, args: tuple[object, ...],
+                      buffers: list[object]) -> object:
+        """``plan`` run on ``args`` with the caller's output ``buffers`` (None: a fresh
+        result), delivered as the checking way would; NOT_RUN, having run nothing,
+        for a buffer that is not exactly what the plan delivers there."""
+        given: list[np.ndarray] = []
+        for b, (dtype, shape) in zip(buffers, plan.outputs, strict=True):
+            if b is None:
+                continue
+            if not (type(b) is np.ndarray and b.dtype == dtype and b.shape == shape
+                    and b.flags.carray) or any(np.may_share_memory(b, g) for g in given):
+                return NOT_RUN  # the checking way says what is wrong with it
+            given.append(b)
+        results = plan.call(args, buffers)  # type: ignore[arg-type]
+        if results is None:
+            return NOT_RUN
+        self.stats = plan.stats
+        fresh = [r for r, b in zip(results, buffers, strict=True) if b is None]
+        delivered = iter(self._deliver_all(plan, fresh, [b is None for b in buffers]))
+        out: list[object] = []
+        for r, b in zip(results, buffers, strict=True):
+            if b is None:
+                out.append(next(delivered))
+                continue
+            if r is not b:  # not computed in place (it overlaps an input): as _deliver does
+                np.copyto(b, r)  # type: ignore[call-overload]
+            out.append(b)
+        return out[0] if len(out) == 1 else tuple(out)
 
     def _planned(self, plan: CallPlan, args: tuple[object, ...], try_fast: bool) -> object:
         """``plan`` run on ``args`` (its fast call first when ``try_fast``), delivered;
@@ -198,7 +255,9 @@ class KernelFunction:
             raw = compiled.run(inputs)
         self.stats = dict(compiled.stats)
         outputs = [self._deliver(p, r, bound) for p, r in zip(sig.outputs, raw, strict=True)]
-        if not into_buffers:
+        # a call into buffers plans the calls like it when every buffer got its result
+        # computed in place: then each delivered output is the result as it came
+        if all(b is None or r is b for r, b in zip(raw, bound.out_buffers.values(), strict=True)):
             self._make_plan(inputs, compiled, bound, outputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -234,8 +293,16 @@ class KernelFunction:
             if (type(r) is np.ndarray and r.dtype == dtype and r.shape == shape
                     and r.flags.c_contiguous):
                 return r if shape else r[()]
+        out = self._deliver_all(plan, results, [True] * len(outputs))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _deliver_all(self, plan: CallPlan, results: Sequence[object],
+                     which: list[bool]) -> list[KernelOutput]:
+        """``results`` delivered as the outputs ``which`` marks, in order."""
+        chosen = [(p, o) for p, o, w in zip(self.signature.outputs, plan.outputs, which,
+                                            strict=True) if w]
         out: list[KernelOutput] = []
-        for param, r, (dtype, shape) in zip(self.signature.outputs, results, outputs, strict=True):
+        for (param, (dtype, shape)), r in zip(chosen, results, strict=True):
             if (type(r) is np.ndarray and r.dtype == dtype and r.shape == shape
                     and r.flags.c_contiguous):
                 out.append(r if shape else r[()])
@@ -243,7 +310,7 @@ class KernelFunction:
                 out.append(r)  # type: ignore[arg-type]
             else:
                 out.append(self._deliver(param, r, plan.bound))
-        return out[0] if len(out) == 1 else tuple(out)
+        return out
 
     def compiled_for(self, inputs: list[np.ndarray]) -> CompiledKernel:
         """The kernel compiled for this call's specialization (cached).
