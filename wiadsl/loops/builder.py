@@ -213,13 +213,16 @@ class LoopBuilder:
     def nest(self, extents: Sequence[Value], body: Callable[[LoopBuilder, list[Value]], None],
              parallel: bool = False) -> None:
         """A perfect nest over ``extents`` (outermost first); ``body(lb, ivs)``.
-        ``parallel`` marks the outermost loop (see ``loop``)."""
+        ``parallel`` marks the outermost loop that is not of the static extent 1 (see
+        ``loop``): a batch of one image splits over its channels, not over nothing."""
+        split = next((k for k, e in enumerate(extents) if const_value(e) != 1), 0)
+
         def level(lb: LoopBuilder, ivs: list[Value], rest: Sequence[Value]) -> None:
             if not rest:
                 body(lb, ivs)
                 return
             lb.loop(lb.idx(0), rest[0], lambda lb2, iv, _: (level(lb2, [*ivs, iv], rest[1:]), [])[1],
-                    parallel=parallel and not ivs)
+                    parallel=parallel and len(ivs) == split)
         level(self, [], list(extents))
 
     def if_then(self, cond: Value, then: Callable[[LoopBuilder], None]) -> None:

@@ -516,7 +516,9 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
             chunks = b.sdiv(work, _i(max(1, MIN_PARALLEL_WORK // 2)))
             chunks = b.select(b.icmp_signed("<", chunks, _i(THREADS)), _i(THREADS), chunks)
             chunks = b.select(b.icmp_signed(">", chunks, _i(4 * THREADS)), _i(4 * THREADS), chunks)
-            rc_par = b.call(parallel_for(b.module), [worker, ctx, lo, hi, _i(8), chunks])
+            # chunks of any whole number of iterations: an outlined loop is often the
+            # outer one of a nest (images, channels), of a few iterations to share
+            rc_par = b.call(parallel_for(b.module), [worker, ctx, lo, hi, _i(1), chunks])
             par_block = b.block
         with serial:
             rc_ser = b.call(callee, [arena, *flat, slots])
