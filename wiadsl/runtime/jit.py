@@ -69,7 +69,8 @@ class CallPlan:
     against ``bound``, the plan's own checked call (its dims, no output buffers).
     """
 
-    call: Callable[[Sequence[object], Sequence[np.ndarray | None]], list[object] | None]
+    #: ``call(args)`` or ``call(args, buffers)`` (a buffer, or None, per output)
+    call: Callable[..., list[object] | None]
     outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
     bound: BoundCall
     stats: dict[str, Any]
@@ -202,7 +203,7 @@ class KernelFunction:
                     and b.flags.carray) or any(np.may_share_memory(b, g) for g in given):
                 return NOT_RUN  # the checking way says what is wrong with it
             given.append(b)
-        results = plan.call(args, buffers)  # type: ignore[arg-type]
+        results = plan.call(args, buffers)
         if results is None:
             return NOT_RUN
         self.stats = plan.stats
@@ -214,7 +215,7 @@ class KernelFunction:
                 out.append(next(delivered))
                 continue
             if r is not b:  # not computed in place (it overlaps an input): as _deliver does
-                np.copyto(b, r)  # type: ignore[call-overload]
+                np.copyto(b, r)  # type: ignore[arg-type]
             out.append(b)
         return out[0] if len(out) == 1 else tuple(out)
 

@@ -1,7 +1,8 @@
 """``keep_freed_memory``: stop glibc from unmapping every freed intermediate buffer.
 
-Compiled kernels allocate their intermediate tensors with ``aligned_alloc`` on
-every call and free them before returning. glibc serves a block above its mmap
+Compiled kernels allocate their intermediate tensors with ``aligned_alloc`` and
+free them before returning, or keep them for their next call (runtime.py's pool,
+up to ``POOL_BYTES`` a kernel). glibc serves a block above its mmap
 threshold (128 KiB at start, raised dynamically) with a fresh ``mmap`` and gives
 it back with ``munmap`` on free, and it trims the top of the heap back to the OS
 past its trim threshold: each call then page-faults its buffers in again. On the

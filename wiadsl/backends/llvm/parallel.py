@@ -49,7 +49,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
-from .runtime import ARENA_WORDS
+from .runtime import ARENA_WORDS, free_table
 from .threads import MAX_THREADS, THREADS
 from .types import I1, I32, I64, PTR
 
@@ -449,24 +449,8 @@ def from_slot(b: ir.IRBuilder, raw: ir.Value, t: ir.Type) -> ir.Value:
 
 def free_arena(b: ir.IRBuilder, arena: ir.Value) -> None:
     """Free every buffer recorded in ``arena`` (runtime.py's layout) and its table."""
-    mod = b.module
-    free = _declare(mod, "free", ir.VoidType(), [PTR])
     table = b.load(b.gep(arena, [_i(0)], source_etype=I64), typ=PTR)
-    count = b.load(b.gep(arena, [_i(1)], source_etype=I64), typ=I64)
-    fn = b.function
-    head, body, done = (fn.append_basic_block(f"arena.{n}") for n in ("head", "body", "done"))
-    pre = b.block
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(_i(0), pre)
-    b.cbranch(b.icmp_signed("<", i, count), body, done)
-    b.position_at_end(body)
-    b.call(free, [b.load(b.gep(table, [i], source_etype=PTR), typ=PTR)])
-    i.add_incoming(b.add(i, _i(1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
-    b.call(free, [table])
+    free_table(b, table, b.load(b.gep(arena, [_i(1)], source_etype=I64), typ=I64))
 
 
 def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) -> ir.Function:

@@ -2,12 +2,20 @@
 the entry wrapper that Python calls.
 
 Memory plan: every buffer a kernel allocates (``loop.alloc``) comes from
-``wia.alloc``, which records it in a per-call arena (a growable pointer array
-on the wrapper's stack frame). When the kernel returns, the wrapper frees every
-arena buffer except those returned as results; those belong to the caller
-(Python wraps or copies them and frees them with libc ``free``). On an error
-everything is freed. So no path leaks, and no buffer outlives its call unless
-it is an output.
+``wia.alloc``, which records it (address and size) in a per-call arena: a growable
+table of (pointer, bytes) pairs, its pair 0 a header, whose address, count and
+capacity sit on the wrapper's stack frame. When the kernel returns, the buffers
+returned as results belong to the caller (Python wraps or copies them and frees
+them with libc ``free``); the others are kept for the next call, when they add up
+to at most ``POOL_BYTES``: the table becomes the module's *pool* (the global
+``POOL_SYMBOL``, taken by an atomic exchange when a call starts and given back by a
+compare-and-swap when it ends, so calls from several threads never share one; a
+call that finds it taken allocates as before). The next call's ``i``-th allocation
+takes the pool's ``i``-th buffer when it has exactly the size (a steady-state call
+makes the same allocations in the same order): it allocates only its outputs.
+Buffers of the pool that a call does not take are freed at its end. On an error
+everything is freed. So no path leaks, and no buffer outlives its call unless it
+is an output or waits in the pool.
 
 Entry ABI: ``i32 @wia_entry(ptr %args)``; ``%args`` is an i64 array holding,
 per input, a data pointer (scalars: a pointer to the value), followed by the
@@ -33,7 +41,7 @@ take their alignment as an operand, which the callers also set to what they know
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
@@ -42,10 +50,18 @@ from .types import I1, I8, I32, I64, PTR, itemsize, scalar_type
 
 HUGE_BYTES = 4 << 20
 MADV_HUGEPAGE = 14  # Linux
-#: The arena is four i64 slots on the wrapper's stack: pointer array, count, capacity,
-#: and the entry's state (prepacked.py; 0 for an entry without one).
-ARENA_WORDS = 4
+#: The arena is six i64 slots on the wrapper's stack: the (pointer, bytes) table, its
+#: count, its capacity, the entry's state (prepacked.py; 0 for an entry without one),
+#: the pool this call took (0: none) and the pool's count.
+ARENA_WORDS = 6
 ARENA_STATE = 3
+ARENA_POOL = 4
+ARENA_POOL_COUNT = 5
+#: A kernel module's pool of intermediate buffers kept between calls (a table, or 0).
+POOL_SYMBOL = "wia.arena.pool"
+#: The most bytes of intermediates a kernel keeps for its next call; a call with more
+#: frees them as it always did (a process with many kernels keeps at most this each).
+POOL_BYTES = 32 << 20
 
 
 def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -79,41 +95,99 @@ def offset_align(base_align: int, offset_bytes: int) -> int:
 
 
 def alloc_function(mod: ir.Module) -> ir.Function:
-    """``ptr @wia.alloc(ptr %arena, i64 %bytes)``: 64-byte aligned, recorded in the arena."""
+    """``ptr @wia.alloc(ptr %arena, i64 %bytes)``: 64-byte aligned, recorded in the arena;
+    the pool's buffer at this position when it has this size."""
     if "wia.alloc" in mod.globals:
         return mod.globals["wia.alloc"]
     fn = ir.Function(mod, ir.FunctionType(PTR, [PTR, I64]), "wia.alloc")
     fn.linkage = "internal"
     fn.return_value.add_attribute("noalias")
     arena, nbytes = fn.args
-    entry, grow, record = (fn.append_basic_block(n) for n in ("entry", "grow", "record"))
-    b = ir.IRBuilder(entry)
-    size = b.and_(b.add(b.select(b.icmp_signed("<", nbytes, ir.Constant(I64, 1)), ir.Constant(I64, 1), nbytes),
-                        ir.Constant(I64, 63)), ir.Constant(I64, -64))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    got = b.alloca(PTR)
+    size = b.and_(b.add(b.select(b.icmp_signed("<", nbytes, _i(1)), _i(1), nbytes), _i(63)), _i(-64))
     # Large buffers: 2 MiB aligned and advised to use huge pages (as NumPy does),
     # so first-touch page faults do not dominate streaming kernels.
-    large = b.icmp_signed(">=", size, ir.Constant(I64, HUGE_BYTES))
-    align = b.select(large, ir.Constant(I64, 1 << 21), ir.Constant(I64, 64))
-    size = b.select(large, b.and_(b.add(size, ir.Constant(I64, (1 << 21) - 1)), ir.Constant(I64, -(1 << 21))), size)
-    p = b.call(_declare(mod, "aligned_alloc", PTR, [I64, I64]), [align, size])
-    with b.if_then(large):
-        b.call(_declare(mod, "madvise", I32, [PTR, I64, I32]), [p, size, ir.Constant(I32, MADV_HUGEPAGE)])
-    slots = [b.gep(arena, [ir.Constant(I64, i)], source_etype=I64) for i in range(3)]
+    large = b.icmp_signed(">=", size, _i(HUGE_BYTES))
+    align = b.select(large, _i(1 << 21), _i(64))
+    size = b.select(large, b.and_(b.add(size, _i((1 << 21) - 1)), _i(-(1 << 21))), size)
+    slots = [b.gep(arena, [_i(i)], source_etype=I64) for i in range(ARENA_WORDS)]
     count, cap = b.load(slots[1], typ=I64), b.load(slots[2], typ=I64)
-    b.cbranch(b.icmp_signed("==", count, cap), grow, record)
-    b.position_at_end(grow)
-    new_cap = b.add(b.mul(cap, ir.Constant(I64, 2)), ir.Constant(I64, 16))
-    old = b.load(slots[0], typ=PTR)
-    grown = b.call(_declare(mod, "realloc", PTR, [PTR, I64]), [old, b.mul(new_cap, ir.Constant(I64, 8))])
-    b.store(grown, slots[0])
-    b.store(new_cap, slots[2])
-    b.branch(record)
-    b.position_at_end(record)
-    table = b.load(slots[0], typ=PTR)
-    b.store(p, b.gep(table, [count], source_etype=PTR))
-    b.store(b.add(count, ir.Constant(I64, 1)), slots[1])
+    at = b.add(count, _i(1))  # this allocation's pair, in the pool as in the table
+    pool, pool_count = b.load(slots[ARENA_POOL], typ=I64), b.load(slots[ARENA_POOL_COUNT], typ=I64)
+    b.store(ir.Constant(PTR, None), got)
+    with b.if_then(b.and_(b.icmp_unsigned("!=", pool, _i(0)), b.icmp_signed("<", count, pool_count))):
+        pair = b.gep(b.inttoptr(pool, PTR), [b.mul(at, _i(2))], source_etype=I64)
+        kept = b.load(pair, typ=I64)
+        fits = b.and_(b.icmp_unsigned("!=", kept, _i(0)),
+                      b.icmp_signed("==", b.load(b.gep(pair, [_i(1)], source_etype=I64), typ=I64), size))
+        with b.if_then(fits):
+            b.store(b.inttoptr(kept, PTR), got)
+            b.store(_i(0), pair)  # taken: the pool no longer owns it
+    with b.if_then(b.icmp_unsigned("==", b.load(got, typ=PTR), ir.Constant(PTR, None))):
+        fresh = b.call(_declare(mod, "aligned_alloc", PTR, [I64, I64]), [align, size])
+        with b.if_then(large):
+            b.call(_declare(mod, "madvise", I32, [PTR, I64, I32]), [fresh, size, _i32(MADV_HUGEPAGE)])
+        b.store(fresh, got)
+    with b.if_then(b.icmp_signed("==", count, cap)):  # grow the table (pair 0 is its header)
+        new_cap = b.add(b.mul(cap, _i(2)), _i(16))
+        old = b.load(slots[0], typ=PTR)
+        grown = b.call(_declare(mod, "realloc", PTR, [PTR, I64]),
+                       [old, b.mul(b.add(new_cap, _i(1)), _i(16))])
+        b.store(grown, slots[0])
+        b.store(new_cap, slots[2])
+    p = b.load(got, typ=PTR)
+    pair = b.gep(b.load(slots[0], typ=PTR), [b.mul(at, _i(2))], source_etype=I64)
+    b.store(b.ptrtoint(p, I64), pair)
+    b.store(size, b.gep(pair, [_i(1)], source_etype=I64))
+    b.store(at, slots[1])
     b.ret(p)
     return fn
+
+
+def _i(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _i32(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def pool_global(mod: ir.Module) -> ir.GlobalVariable:
+    """The module's pool cell (``POOL_SYMBOL``): a table of kept buffers, or 0."""
+    g = mod.globals.get(POOL_SYMBOL)
+    if g is None:
+        g = ir.GlobalVariable(mod, I64, POOL_SYMBOL)
+        g.linkage = "internal"
+        g.initializer = _i(0)
+        g.align = 64
+    return g
+
+
+def for_pairs(b: ir.IRBuilder, table: ir.Value, count: ir.Value,
+              body: Callable[[ir.IRBuilder, ir.Value], None]) -> None:
+    """``body(b, pair)`` for the pairs 1..count of ``table`` (a pointer to i64 pairs)."""
+    fn = b.function
+    head, loop, done = (fn.append_basic_block(f"pairs.{n}") for n in ("head", "body", "done"))
+    pre = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(_i(1), pre)
+    b.cbranch(b.icmp_signed("<=", i, count), loop, done)
+    b.position_at_end(loop)
+    body(b, b.gep(table, [b.mul(i, _i(2))], source_etype=I64))
+    i.add_incoming(b.add(i, _i(1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def free_table(b: ir.IRBuilder, table: ir.Value, count: ir.Value) -> None:
+    """Free every buffer of an arena table (null entries are skipped by ``free``) and
+    the table."""
+    free = _declare(b.module, "free", ir.VoidType(), [PTR])
+    for_pairs(b, table, count, lambda bb, pair: bb.call(free, [bb.inttoptr(bb.load(pair, typ=I64), PTR)]))
+    b.call(free, [table])
 
 
 def dynamic_axes(param_types: Sequence[IRType],
@@ -165,6 +239,11 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
     if stateful:
         state = b.load(b.gep(args, [ir.Constant(I64, next_extent)], source_etype=I64), typ=I64)
         b.store(state, b.gep(arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64))
+    # this call's pool (no other call can take it until it is given back)
+    pool = b.atomic_rmw("xchg", pool_global(mod), _i(0), "acquire")
+    with b.if_then(b.icmp_unsigned("!=", pool, _i(0))):
+        b.store(pool, b.gep(arena, [_i(ARENA_POOL)], source_etype=I64))
+        b.store(b.load(b.inttoptr(pool, PTR), typ=I64), b.gep(arena, [_i(ARENA_POOL_COUNT)], source_etype=I64))
     results = b.gep(args, [ir.Constant(I64, len(param_types))], source_etype=I64)
     rc = b.call(kernel, [arena, *flat, results])
     n_slots = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)
@@ -212,36 +291,47 @@ def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: S
 
 def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.Value,
                 result_types: Sequence[IRType], rc: ir.Value) -> None:
+    """The end of a call: the results leave the table (the caller owns them), the
+    buffers of the pool this call did not take are freed, and the table becomes the
+    pool when the call succeeded, kept at most POOL_BYTES and the pool cell is empty;
+    else its buffers are freed too (the results as well, after an error)."""
     mod = b.module
-    free = _declare(mod, "free", ir.VoidType(), [PTR])
     ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
     kept: list[ir.Value] = []
     k = 0
     for t in result_types:
         if isinstance(t, TensorType):
-            kept.append(b.load(b.gep(results, [ir.Constant(I64, k)], source_etype=I64), typ=I64))
+            kept.append(b.load(b.gep(results, [_i(k)], source_etype=I64), typ=I64))
             k += 1 + t.rank
         else:
             k += 1
-    table = b.load(b.gep(arena, [ir.Constant(I64, 0)], source_etype=I64), typ=PTR)
-    count = b.load(b.gep(arena, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
-    head, body, done = (fn.append_basic_block(n) for n in ("free.head", "free.body", "free.done"))
-    pre = b.block
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(ir.Constant(I64, 0), pre)
-    b.cbranch(b.icmp_signed("<", i, count), body, done)
-    b.position_at_end(body)
-    p = b.load(b.gep(table, [i], source_etype=PTR), typ=PTR)
-    pi = b.ptrtoint(p, I64)
-    keep = ir.Constant(I1, 0)
-    for r in kept:
-        keep = b.or_(keep, b.icmp_unsigned("==", pi, r))
-    keep = b.and_(keep, ok)
-    with b.if_then(b.not_(keep)):
-        b.call(free, [p])
-    i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
-    b.call(free, [table])
+    word = [b.gep(arena, [_i(i)], source_etype=I64) for i in range(ARENA_WORDS)]
+    pool = b.load(word[ARENA_POOL], typ=I64)
+    with b.if_then(b.icmp_unsigned("!=", pool, _i(0))):
+        free_table(b, b.inttoptr(pool, PTR), b.load(word[ARENA_POOL_COUNT], typ=I64))
+    table = b.load(word[0], typ=PTR)
+    count = b.load(word[1], typ=I64)
+    total = b.alloca(I64)
+    b.store(_i(0), total)
+
+    def leave(bb: ir.IRBuilder, pair: ir.Value) -> None:  # a result is the caller's now
+        p = bb.load(pair, typ=I64)
+        out = ir.Constant(I1, 0)
+        for r in kept:
+            out = bb.or_(out, bb.icmp_unsigned("==", p, r))
+        with bb.if_then(bb.and_(out, ok)):
+            bb.store(_i(0), pair)
+        with bb.if_then(bb.not_(bb.and_(out, ok))):
+            size = bb.load(bb.gep(pair, [_i(1)], source_etype=I64), typ=I64)
+            bb.store(bb.add(bb.load(total, typ=I64), size), total)
+    with b.if_then(b.icmp_unsigned("!=", table, ir.Constant(PTR, None))):
+        for_pairs(b, table, count, leave)
+        keep = b.and_(ok, b.icmp_signed("<=", b.load(total, typ=I64), _i(POOL_BYTES)))
+        pooled = b.alloca(I1)
+        b.store(ir.Constant(I1, 0), pooled)
+        with b.if_then(keep):
+            b.store(count, table)  # the header: how many pairs
+            pair = b.cmpxchg(pool_global(mod), _i(0), b.ptrtoint(table, I64), "acq_rel", "monotonic")
+            b.store(b.extract_value(pair, 1), pooled)
+        with b.if_then(b.not_(b.load(pooled, typ=I1))):
+            free_table(b, table, count)
