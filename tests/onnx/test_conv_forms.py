@@ -1,8 +1,10 @@
-"""A convolution with a constant weight and at most FEW_PIXELS output pixels imports as
-a matmul over channels x taps (ops/conv.py ``_few_pixels``): the patches of the
-(padded) input @ the weight transposed. Every geometry against ONNX Runtime, on
-the interpreter and the CPU backend, and the source it imports to on both sides of
-the threshold."""
+"""The form a convolution imports to by its shape (ops/conv.py), each against ONNX
+Runtime on the interpreter and the CPU backend, and the source on both sides of
+each threshold:
+- a constant weight and at most FEW_PIXELS output pixels: a matmul over channels x
+  taps (``_few_pixels``), the patches of the (padded) input @ the weight transposed;
+- a strided depthwise convolution with output rows of at most NARROW_ROWS: strided
+  windows of the padded input (wider rows: the input split into stride phases)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ require_onnx()
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from wiadsl.onnx.importer import load_onnx, onnx_to_source  # noqa: E402
-from wiadsl.onnx.ops.conv import FEW_PIXELS  # noqa: E402
+from wiadsl.onnx.ops.conv import FEW_PIXELS, NARROW_ROWS  # noqa: E402
 
 
 def _conv(x_shape: tuple[int, ...], w_shape: tuple[int, ...], bias: bool = False,
@@ -71,3 +73,32 @@ def test_the_threshold_picks_the_form() -> None:
     assert "conv2d(" not in few and "@" in few and "f32[36, 8]" in few
     many = onnx_to_source(_conv((1, 4, 3, 3), (8, 4, 3, 3), pads=[1, 1, 1, 1])[0])
     assert "conv2d(" in many and "@" not in many
+
+
+#: id -> (input, weight, attributes): depthwise (group = channels), strided
+DEPTHWISE = {
+    "s2_narrow": ((1, 48, 16, 16), (48, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s2_wide": ((2, 5, 33, 40), (5, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s2_narrow_odd": ((3, 7, 9, 7), (7, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s3_dilated_asymmetric": ((1, 4, 13, 11), (4, 1, 3, 3),
+                              {"strides": [3, 2], "dilations": [2, 1], "pads": [2, 1, 0, 1]}),
+    "s2_5x5_narrow": ((1, 6, 12, 12), (6, 1, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}),
+}
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_strided_depthwise_matches_onnxruntime(case: str, target: str) -> None:
+    x_shape, w_shape, attrs = DEPTHWISE[case]
+    model, x = _conv(x_shape, w_shape, group=x_shape[1], **attrs)
+    (want,) = ort_run(model, {"x": x}, optimize=False)
+    assert_close(load_onnx(model, target=target)(x=x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_narrow_depthwise_rows_read_strided_windows() -> None:
+    narrow = onnx_to_source(_conv((1, 8, 2 * NARROW_ROWS, 2 * NARROW_ROWS), (8, 1, 3, 3),
+                                  group=8, strides=[2, 2], pads=[1, 1, 1, 1])[0])
+    assert "phase" not in narrow and ":2]" in narrow
+    wide = onnx_to_source(_conv((1, 8, 2 * NARROW_ROWS + 2, 2 * NARROW_ROWS + 2), (8, 1, 3, 3),
+                                group=8, strides=[2, 2], pads=[1, 1, 1, 1])[0])
+    assert "phase" in wide
