@@ -9,10 +9,10 @@ checked against the extent at run time; slice bounds follow Python's
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..ir.core import Operation, Value
+from ..ir.core import Operation, OpResult, Value
 from ..ir.ops import AxisSpec
 from ..ir.types import TensorType
-from .builder import LoopBuilder, contiguous_strides
+from .builder import LoopBuilder, const_value, contiguous_strides
 from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .lower_elementwise import index_value
@@ -143,12 +143,60 @@ def _insert(ctx: Ctx, op: Operation) -> list[Lowered]:
     return [dest]
 
 
+def filled_around(ctx: Ctx, op: Operation, parts: list[Value]) -> Leaf | None:
+    """The destination of ``insert_slice`` into a ``full(v)`` that nothing else reads
+    (a zero-padded copy: ``padded = full(...); padded[1:33, 1:33] = x``) as a buffer
+    holding ``v`` around the slice only: the slice is about to overwrite the rest, so
+    filling it first wrote the whole buffer twice. Unit-step slices (no integer
+    indices); None for anything else."""
+    fill = op.operands[1]
+    if not isinstance(fill, OpResult) or fill.op.name != "tensor.full":
+        return None
+    expr = ctx.operand(fill)
+    if isinstance(expr, Leaf):  # materialized: something else reads it
+        return None
+    rank = len(expr.extents)
+    specs = op.layout()  # type: ignore[attr-defined]
+    specs = specs + [AxisSpec(False)] * (rank - len(specs))
+    if any(spec.is_index or spec.step for spec in specs):
+        return None
+    lb = ctx.lb
+    extents = list(expr.extents)
+    value = cast(lb, ctx.scalar(fill.op.operands[0]), expr.dtype)
+    buf = lb.alloc(expr.dtype, extents)
+    dest = buffer_leaf(lb, buf, True)
+    starts, lengths, pos = [], [], 0
+    for axis, spec in enumerate(specs):
+        mine = parts[pos:pos + spec.num_operands]
+        pos += spec.num_operands
+        if spec == AxisSpec(False):
+            starts.append(lb.idx(0))
+            lengths.append(extents[axis])
+            continue
+        start, length, _ = slice_axis(ctx, op, spec, mine, extents[axis], axis)
+        starts.append(start)
+        lengths.append(length)
+    for k in range(rank):  # the bands before and after the slice along axis k
+        end = lb.add(starts[k], lengths[k])
+        for lo, count in ((lb.idx(0), starts[k]), (end, lb.sub(extents[k], end))):
+            if const_value(count) == 0:
+                continue
+            box_lo = [*starts[:k], lo, *[lb.idx(0)] * (rank - k - 1)]
+
+            def band(lb2: LoopBuilder, ivs: list[Value], box_lo: list[Value] = box_lo) -> None:
+                at = [lb2.add(i, o) for i, o in zip(ivs, box_lo, strict=True)]
+                lb2.store(value, buf, lb2.linear(at, dest.strides))
+            lb.nest([*lengths[:k], count, *extents[k + 1:]], band)
+    return dest
+
+
 @lowering("tensor.insert_slice")
 def _insert_slice(ctx: Ctx, op: Operation) -> list[Lowered]:
     lb = ctx.lb
     src = ctx.operand(op.operands[0])
-    dest = destination(ctx, op)
-    view = slice_view(ctx, op, dest, [index_value(ctx, v) for v in op.operands[2:]])
+    parts = [index_value(ctx, v) for v in op.operands[2:]]
+    dest = filled_around(ctx, op, parts) or destination(ctx, op)
+    view = slice_view(ctx, op, dest, parts)
     if _reads(src, dest.buf):
         src = copy_leaf(lb, src)  # the source overlaps what we are about to overwrite
     if src.rank > view.rank:
