@@ -155,31 +155,31 @@ class KernelFunction:
                 if result is not NOT_RUN:
                     self.stats = plan.stats  # type: ignore[union-attr]
                     return result  # type: ignore[return-value]
-            result = self._planned(plan, args, fast is None) if plan is not None else NOT_RUN
-            if result is NOT_RUN:  # the plan of these shapes (calls that alternate shapes)
-                key = _shapes_key(args)
-                other = self._plans.get(key) if key is not None else None
-                if other is not None and other is not plan:
-                    result = self._planned(other, args, True)
-                    if result is not NOT_RUN:
-                        self._plan = other
+            result = self._from_plans(args, lambda p: self._planned(p, args, p is not plan or fast is None))
             if result is not NOT_RUN:
                 return result  # type: ignore[return-value]
         else:
             buffers = self._output_buffers(kwargs)
-            plan = self._plan
-            if buffers is not None and plan is not None:
-                result = self._planned_into(plan, args, buffers)
-                if result is NOT_RUN:
-                    key = _shapes_key(args)
-                    other = self._plans.get(key) if key is not None else None
-                    if other is not None and other is not plan:
-                        result = self._planned_into(other, args, buffers)
-                        if result is not NOT_RUN:
-                            self._plan = other
+            if buffers is not None:
+                result = self._from_plans(args, lambda p: self._planned_into(p, args, buffers))
                 if result is not NOT_RUN:
                     return result  # type: ignore[return-value]
         return self._call_checked(args, kwargs)
+
+    def _from_plans(self, args: tuple[object, ...], run: Callable[[CallPlan], object]) -> object:
+        """``run`` on the last plan used, then on the plan of these argument shapes
+        (calls that alternate shapes), which becomes the last one; NOT_RUN when neither
+        takes the call."""
+        plan = self._plan
+        result = run(plan) if plan is not None else NOT_RUN
+        if result is NOT_RUN:
+            key = _shapes_key(args)
+            other = self._plans.get(key) if key is not None else None
+            if other is not None and other is not plan:
+                result = run(other)
+                if result is not NOT_RUN:
+                    self._plan = other
+        return result
 
     def _output_buffers(self, kwargs: dict[str, object]) -> list[object] | None:
         """The keywords as one buffer (or None) per output, in declaration order, when

@@ -40,9 +40,9 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .gemm import GemmBuilder, _i, for_range, imax, imin
+from .gemm import GemmBuilder, _i, imax, imin
 from .parallel import THREADS, WORKER_TYPE, parallel_for, worth_threads
-from .runtime import vector_load, vector_store
+from .runtime import for_range, vector_load, vector_store
 from .types import I1, I32, I64, PTR
 
 NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2

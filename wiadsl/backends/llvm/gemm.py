@@ -53,7 +53,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     use_config,
 )
 from .parallel import THREADS, WORKER_TYPE, parallel_for
-from .runtime import offset_align, vector_load, vector_store
+from .runtime import for_range, offset_align, vector_load, vector_store
 from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
@@ -72,25 +72,6 @@ def imin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 def imax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed(">", x, y), x, y)
-
-
-def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
-              body: Callable[[ir.Value], None], name: str = "l") -> None:
-    """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position
-    (``step`` > 0: a constant, or a run-time value)."""
-    fn = b.function
-    head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
-    pre = b.block
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(lo, pre)
-    b.cbranch(b.icmp_signed("<", i, hi), loop, done)
-    b.position_at_end(loop)
-    body(i)
-    i.add_incoming(b.add(i, _i(step) if isinstance(step, int) else step), b.block)
-    b.branch(head)
-    b.position_at_end(done)
 
 
 def k_loop(b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, count: int,

@@ -32,9 +32,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from .gemm import _i, for_range, imin, k_loop
+from .gemm import _i, imin, k_loop
 from .parallel import THREADS, WORKER_TYPE, parallel_for
-from .runtime import offset_align, vector_load, vector_store
+from .runtime import for_range, offset_align, vector_load, vector_store
 from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR
 
 I16 = ir.IntType(16)

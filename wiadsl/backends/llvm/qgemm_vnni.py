@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, for_range, imin, k_loop, tail_rows
+from .gemm import _i, imin, k_loop, tail_rows
 from .qgemm import QGemmBuilder, _declare
-from .runtime import vector_load, vector_store
+from .runtime import for_range, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)

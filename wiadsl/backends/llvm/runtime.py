@@ -164,22 +164,30 @@ def pool_global(mod: ir.Module) -> ir.GlobalVariable:
     return g
 
 
-def for_pairs(b: ir.IRBuilder, table: ir.Value, count: ir.Value,
-              body: Callable[[ir.IRBuilder, ir.Value], None]) -> None:
-    """``body(b, pair)`` for the pairs 1..count of ``table`` (a pointer to i64 pairs)."""
+def for_range(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
+              body: Callable[[ir.Value], None], name: str = "l") -> None:
+    """Emit ``for i in range(lo, hi, step): body(i)`` at the builder's position
+    (``step`` > 0: a constant, or a run-time value)."""
     fn = b.function
-    head, loop, done = (fn.append_basic_block(f"pairs.{n}") for n in ("head", "body", "done"))
+    head, loop, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
     pre = b.block
     b.branch(head)
     b.position_at_end(head)
     i = b.phi(I64)
-    i.add_incoming(_i(1), pre)
-    b.cbranch(b.icmp_signed("<=", i, count), loop, done)
+    i.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", i, hi), loop, done)
     b.position_at_end(loop)
-    body(b, b.gep(table, [b.mul(i, _i(2))], source_etype=I64))
-    i.add_incoming(b.add(i, _i(1)), b.block)
+    body(i)
+    i.add_incoming(b.add(i, _i(step) if isinstance(step, int) else step), b.block)
     b.branch(head)
     b.position_at_end(done)
+
+
+def for_pairs(b: ir.IRBuilder, table: ir.Value, count: ir.Value,
+              body: Callable[[ir.IRBuilder, ir.Value], None]) -> None:
+    """``body(b, pair)`` for the pairs 1..count of ``table`` (a pointer to i64 pairs)."""
+    for_range(b, _i(1), b.add(count, _i(1)), 1,
+              lambda i: body(b, b.gep(table, [b.mul(i, _i(2))], source_etype=I64)), "pairs")
 
 
 def free_table(b: ir.IRBuilder, table: ir.Value, count: ir.Value) -> None:
