@@ -258,3 +258,24 @@ def test_a_planned_call_into_an_input_buffer_gets_the_right_result() -> None:
         want = np.maximum(a * b + 1, 0)
         assert mod.fused(a, b, y=a) is a
         np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [7, 33, 20000])
+def test_a_first_call_into_a_buffer_leaves_the_native_plan(n: int) -> None:
+    """A kernel first called into a buffer learns its result's shape from it, so its
+    plan has the whole-call native path (for calls with and without buffers); plain
+    calls then get fresh arrays, never the buffer of an earlier call."""
+    mod = module(3)
+    a, b = rand(n), rand(n, seed=1)
+    y = np.full(n, np.nan, np.float32)
+    assert mod.fused(a, b, y=y) is y
+    assert mod.kernels["fused"]._plan.fast is not None
+    before = y.copy()
+    for seed in range(3):
+        a2, b2 = rand(n, seed=seed + 2), rand(n, seed=seed + 3)
+        fresh = mod.fused(a2, b2)
+        assert fresh is not y
+        np.testing.assert_allclose(fresh, np.maximum(a2 * b2 + 1, 0), rtol=1e-5, atol=1e-6)
+        assert mod.fused(a2, b2, y=y) is y
+        np.testing.assert_allclose(y, fresh, rtol=0, atol=0)
+    np.testing.assert_array_equal(mod.fused(a, b, y=y), before)

@@ -74,8 +74,9 @@ class CallPlan:
     outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
     bound: BoundCall
     stats: dict[str, Any]
-    #: the whole call, delivery included, when the backend has one (``FastKernel.fast_for``)
-    fast: Callable[[tuple[object, ...]], object] | None = None
+    #: the whole call, delivery included, when the backend has one (``FastKernel.fast_for``):
+    #: ``fast(args)``, or ``fast(args, buffers)`` with checked output buffers
+    fast: Callable[..., object] | None = None
 
 
 def _shapes_key(args: tuple[object, ...]) -> tuple[tuple[int, ...], ...] | None:
@@ -203,6 +204,12 @@ class KernelFunction:
                     and b.flags.carray) or any(np.may_share_memory(b, g) for g in given):
                 return NOT_RUN  # the checking way says what is wrong with it
             given.append(b)
+        if plan.fast is not None and not any(
+                type(a) is np.ndarray and np.may_share_memory(a, g) for a in args for g in given):
+            result = plan.fast(args, buffers)  # the whole call in native code
+            if result is not NOT_RUN:
+                self.stats = plan.stats
+                return result
         results = plan.call(args, buffers)
         if results is None:
             return NOT_RUN

@@ -111,6 +111,13 @@ class OutSlot:
         self.extents = list(shape)
         self.shape = shape
 
+    def delivered(self, shape: tuple[int, ...]) -> None:
+        """The result came out in a buffer (the caller's, on a first call): learn its
+        shape by the same rule as a result's (small, or computed in place)."""
+        if self.shape is None and (self.in_place or
+                                   math.prod(shape) * self.dtype.itemsize < WRAP_BYTES):
+            self.learn(shape)
+
 
 @dataclass
 class Native:
@@ -212,6 +219,7 @@ class Native:
                 if (buffer is None or slots[k] != slots[dst.slot]
                         or slots[k + 1:k + 1 + rank] != extents):
                     return self._results(slots, pre)
+                dst.delivered(tuple(extents))
                 out.append(buffer)
                 j += 1
             return out
@@ -222,7 +230,10 @@ class Native:
         """The whole steady-state call in the native helper (fastcall.py): a function
         of a call's argument tuple that returns what the jit delivers (the output, or
         a tuple of them; a rank-0 one as a NumPy scalar), or ``NOT_RUN`` for arguments
-        this entry does not take. None when there can be none: a result whose buffer
+        this entry does not take. Its optional second argument gives an output buffer
+        (or None) per output, which the caller has checked (exactly the output's dtype
+        and shape, writable, C-contiguous, overlapping no input nor each other): the
+        result is delivered in it. None when there can be none: a result whose buffer
         this entry does not know yet (one of ``WRAP_BYTES`` or more is handed over,
         not copied), a scalar result, or other ``delivered`` outputs. (An interpreter
         whose object layout cannot be verified has no helper: the call is NOT_RUN.)"""
@@ -265,31 +276,35 @@ class Native:
             ((shape, dtype),) = shapes
             scalar = not shape
 
-            def fast_one(args: tuple[object, ...]) -> object:
+            def fast_one(args: tuple[object, ...], buffers: Sequence[Any] = ()) -> object:
                 helper = state[0] or helper_or_false()
                 if not helper:
                     return NOT_RUN
                 slots = slots_array()
-                out = empty(shape, dtype)
+                given = buffers[0] if buffers else None
+                out = empty(shape, dtype) if given is None else given
                 rc = helper(slots, args, (out,))
                 try:
                     if rc == 0:
-                        return out[()] if scalar else out
+                        return out[()] if scalar and given is None else out
                     return failed(rc, slots, (out,))
                 finally:
                     give(slots)
             return fast_one
 
-        def fast(args: tuple[object, ...]) -> object:
+        def fast(args: tuple[object, ...], buffers: Sequence[Any] = ()) -> object:
             helper = state[0] or helper_or_false()
             if not helper:
                 return NOT_RUN
             slots = slots_array()
-            outs = tuple([empty(shape, dtype) for shape, dtype in shapes])
+            given = list(buffers) or [None] * len(shapes)
+            outs = tuple([empty(shape, dtype) if g is None else g
+                          for (shape, dtype), g in zip(shapes, given, strict=True)])
             rc = helper(slots, args, outs)
             try:
                 if rc == 0:
-                    return tuple([o if o.ndim else o[()] for o in outs])
+                    return tuple([o if o.ndim or g is not None else o[()]
+                                  for o, g in zip(outs, given, strict=True)])
                 return failed(rc, slots, outs)
             finally:
                 give(slots)
@@ -328,6 +343,7 @@ class Native:
             array = pre[j] if pre else None
             if array is not None and ptr == slots[self.outs[j].slot]:  # copied out natively
                 out.append(array if array.shape == shape else array.reshape(shape))
+                self.outs[j].delivered(shape)
             else:
                 result = _tensor(ptr, shape, dtype, owned, ptr in in_ptrs)
                 if result.nbytes < WRAP_BYTES or self.outs[j].in_place:
