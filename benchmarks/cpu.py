@@ -201,10 +201,21 @@ def main() -> None:
     keyword = median_time(lambda: mod.add4(a4, b=b4), min_time=0.2)
     note("  a call by keyword (planned after two calls)", f"{keyword * 1e6:10.1f} us")
     into = np.empty_like(a4)
-    checked = median_time(lambda: mod.add4(a4, b4, c=into), min_time=0.2)
-    note("  the checking path (an output buffer)", f"{checked * 1e6:10.1f} us")
+    buffered = median_time(lambda: mod.add4(a4, b4, c=into), min_time=0.2)
+    note("  a call into an output buffer (c=)", f"{buffered * 1e6:10.1f} us")
+    wrong = np.empty(4, np.float64)  # refused: the checking way, then its error
+    checked = median_time(lambda: _refused(lambda: mod.add4(a4, b4, c=wrong)), min_time=0.2)
+    note("  the checking path (a buffer of another dtype, refused)", f"{checked * 1e6:10.1f} us")
     cold_compile()
     print(f"\nload average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def _refused(call) -> None:  # type: ignore[no-untyped-def]
+    try:
+        call()
+    except wiadsl.WiaCallError:
+        return
+    raise AssertionError("the call was not refused")
 
 
 def examples(rng: np.random.Generator) -> None:
