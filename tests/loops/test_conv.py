@@ -54,3 +54,23 @@ def test_loop_ir_runs_like_the_tensor_ir(dt, sh, sw, ph, pw, static):
     want = run_func(tensor, "f", [x, w])[0]
     got = run_func(lower_module(tensor, shapes), "f", [x, w])[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_splits_over_threads_image_by_image():
+    """The image loop is parallel and its cost is the convolution's multiply-adds
+    (o * c * kh * kw * ho * wo = 4 * 3 * 9 * 30), so ``parallelize`` outlines it; one
+    image is left to the convolution's own split over pixels."""
+    from wiadsl.loops.passes import run_loop_passes
+    module = lower_module(parse_module(conv()), {"f": [(2, 3, 5, 6), (4, 3, 3, 3)]})
+    run_loop_passes(module, "parallelize{min_cost=0}", verify_each=True)
+    filecheck(print_module(module), """
+    CHECK: func @f(
+    CHECK: func.call @f.par{{[0-9]+}}({{.*}}) {parallel = 32{{[0-9][0-9]}}}
+    CHECK: func @f.par{{[0-9]+}}(
+    CHECK: loop.conv2d
+    """)
+    one = lower_module(parse_module(conv()), {"f": [(1, 3, 5, 6), (4, 3, 3, 3)]})
+    run_loop_passes(one, "parallelize{min_cost=0}", verify_each=True)
+    text = print_module(one)
+    body = text[text.index("func @f("):]
+    assert "loop.conv2d" in body.split("\n}\n")[0]  # still in @f: nothing to split

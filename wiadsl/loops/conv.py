@@ -82,5 +82,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         yoff = lb2.mul(n, lb2.mul(o, lb2.mul(ho, wo)))
         lb2.b.create(NAME, [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo],
                      attributes={"stride": [sh, sw]})
-    lb.nest([nb], image)
+    # images write disjoint outputs: a batch splits over the threads image by image
+    # (each image's convolution then runs on its thread), one image over its pixels
+    lb.nest([nb], image, parallel=True)
 

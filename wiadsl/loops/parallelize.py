@@ -17,10 +17,11 @@ Invariants:
   static extents stay static for LLVM). Parameter 1 (``%hi``) replaces the
   header comparison's bound.
 - Only loops without iteration values, whose only exit is the header's false
-  edge and whose body holds no self-threaded kernel (``loop.gemm``, ``loop.conv2d``,
-  ``loop.qgemm``), are outlined; others stay as they are.
+  edge and whose body holds no self-threaded kernel (``loop.gemm``, ``loop.qgemm``),
+  are outlined; others stay as they are. A loop of one static iteration is not.
 - ``cost`` estimates scalar ops per iteration: ops per block times the static
-  trip counts of the inner loops around it (64 for a dynamic one).
+  trip counts of the inner loops around it (64 for a dynamic one); a
+  ``loop.conv2d`` counts its multiply-adds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import INDEX
 from .builder import const_value
 
-#: Ops that spawn their own threads: a loop around them stays serial.
-THREADED_OPS = frozenset({"loop.gemm", "loop.conv2d", "loop.qgemm"})
+#: Ops that spawn their own threads: a loop around them stays serial. (A parallel loop
+#: around a ``loop.conv2d`` -- a batch of images -- is outlined: inside a chunk the
+#: convolution finds the pool busy and runs on its chunk's thread.)
+THREADED_OPS = frozenset({"loop.gemm", "loop.qgemm"})
 DYNAMIC_TRIP = 64
 
 
@@ -102,7 +105,20 @@ def iteration_cost(blocks: list[Block], dom: DominanceInfo, preds: Preds) -> int
         trip = _trip(h, preds)
         for b in body[1:]:
             weight[id(b)] *= max(1, trip)
-    return max(1, sum(len(b.ops) * weight[id(b)] for b in blocks[1:]))
+    return max(1, sum((len(b.ops) + sum(_kernel_work(op) for op in b.ops)) * weight[id(b)]
+                      for b in blocks[1:]))
+
+
+def _kernel_work(op: Operation) -> int:
+    """Multiply-adds of a ``loop.conv2d`` beyond the one op it counts as (static
+    extents; DYNAMIC_TRIP per dynamic one); 0 for any other op."""
+    if op.name != "loop.conv2d":
+        return 0
+    work = 1
+    c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
+    for e in (c, o, kh, kw, ho, wo):
+        work *= int(e) if e is not None else DYNAMIC_TRIP
+    return work - 1
 
 
 def _defined_in(v: Value, inside: set[int]) -> bool:
@@ -205,7 +221,7 @@ def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
         if blocks is None:
             continue
         trip = _trip(header, preds)
-        if trip != DYNAMIC_TRIP and trip * iteration_cost(blocks, dom, preds) < min_cost:
+        if trip != DYNAMIC_TRIP and (trip < 2 or trip * iteration_cost(blocks, dom, preds) < min_cost):
             continue
         index = sum(1 for f in module if f.name.startswith(f"{func.name}.par"))
         if outline(module, func, header, dom, preds, index):
