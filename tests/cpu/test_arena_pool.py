@@ -45,23 +45,16 @@ def rand(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
 
 
-def test_results_of_earlier_calls_keep_their_values(mod):
+@pytest.mark.parametrize("sizes", [
+    [33, 33, 129, 33, 1, 129, 7, 33],   # small results (copied out), shapes changing
+    [300_000] * 3,                      # results handed over (64 KiB and up), pooled temporaries
+], ids=["small", "large"])
+def test_results_of_earlier_calls_keep_their_values(mod, sizes):
     kept = []
-    for seed, n in enumerate([33, 33, 129, 33, 1, 129, 7, 33]):
+    for seed, n in enumerate(sizes):
         a, b = rand(n, seed), rand(n, seed + 100)
         kept.append((mod.chain(a, b), want(a, b)))
     for (y, z), (wy, wz) in kept:
-        np.testing.assert_allclose(y, wy, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(z, wz, rtol=1e-5, atol=1e-5)
-
-
-def test_large_intermediates_are_reused_and_results_are_not(mod):
-    n = 300_000  # above the 64 KiB a result is handed over at, below the pool's limit
-    outs = []
-    for seed in range(3):
-        a, b = rand(n, seed), rand(n, seed + 7)
-        outs.append((mod.chain(a, b), want(a, b)))
-    for (y, z), (wy, wz) in outs:
         np.testing.assert_allclose(y, wy, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(z, wz, rtol=1e-5, atol=1e-5)
 

@@ -53,17 +53,13 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     use_config,
 )
 from .parallel import THREADS, WORKER_TYPE, parallel_for
-from .runtime import for_range, offset_align, vector_load, vector_store
+from .runtime import _i, for_range, offset_align, vector_load, vector_store
 from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
 GEMV_COLS = 2048
 #: rows of B a matrix-vector product adds into C per pass over it
 GEMV_ROWS = 4
-
-
-def _i(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
 
 
 def imin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
