@@ -1,6 +1,7 @@
 """The source-level cache (issue 21): a warm process builds its kernels from stored
 signatures and loads their object code without parsing, checking, lowering or
-optimizing, and without importing the parser, the passes or the code generator.
+optimizing, and without importing the parser, the passes, the code generator or
+llvmlite (backends/llvm/loader.py links the objects; host.py knows the CPU).
 Every input of the compile is in the key: editing an imported file, a new file
 that shadows an import, or a damaged index entry each take the slow path."""
 
@@ -41,7 +42,8 @@ except wiadsl.WiaError as exc:
     error = str(exc)
 heavy = [m for m in ("lark", "wiadsl.frontend.parser", "wiadsl.frontend.lower_module",
                      "wiadsl.passes.registry", "wiadsl.backends.llvm.codegen",
-                     "wiadsl.backends.llvm.compile", "wiadsl.loops.lower") if m in sys.modules]
+                     "wiadsl.backends.llvm.compile", "wiadsl.loops.lower", "llvmlite.binding",
+                     "llvmlite.ir", "wiadsl.ir.core") if m in sys.modules]
 print(json.dumps({{"y": y.tolist(), "stats": STATS.as_dict(), "heavy": heavy, "error": error}}))
 """
 

@@ -62,10 +62,10 @@ def test_micro_kernel_is_the_hosts_multiply_add():
     """The micro-kernel is the host's multiply-add: ``vpdpbusd`` on a VNNI host,
     ``vpmaddwd`` elsewhere (whichever the host's features allow)."""
     from wiadsl.backends.llvm.compile import build, lower_kernel
-    from wiadsl.backends.llvm.target import engine
+    from wiadsl.backends.llvm.target import jit_machine
     from wiadsl.passes import optimize
     module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
-    asm = engine().tm.emit_assembly(build(lower_kernel(module, "mm", [(64, 64), (64, 64)])))
+    asm = jit_machine().emit_assembly(build(lower_kernel(module, "mm", [(64, 64), (64, 64)])))
     allowed = madd_instructions(set(host().features.split(",")))
     counts = {name: asm.count(name) for name in allowed}
     assert sum(counts.values()) >= 8, counts  # the 4 x 2 (or 8 x 2) register block, at least once

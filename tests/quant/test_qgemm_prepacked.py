@@ -14,10 +14,10 @@ import pytest
 from llvmlite import ir
 
 import wiadsl
-from wiadsl.backends.llvm.library import jit_engine
+from wiadsl.backends.llvm.loader import symbol_address
 from wiadsl.backends.llvm.qgemm import ARGS, qgemm_builder
 from wiadsl.backends.llvm.qgemm_vnni import vnni_bits
-from wiadsl.backends.llvm.target import host, optimize, parse_and_verify
+from wiadsl.backends.llvm.target import host, load_module, optimize, parse_and_verify
 
 VARIANTS = {"pmaddwd": "+avx2"}
 if vnni_bits(host().features) >= 256:
@@ -46,10 +46,8 @@ def probe(variant: str):
         b.ret_void()
     llmod = parse_and_verify(str(mod))
     optimize(llmod, 3)
-    engine = jit_engine()
-    first = engine.add(llmod, names[0])
-    return (SIZE(first), PREPACK(engine.engine.get_function_address(names[1])),
-            QGEMM(engine.engine.get_function_address(names[2])))
+    first = load_module(llmod, names[0])
+    return SIZE(first), PREPACK(symbol_address(names[1])), QGEMM(symbol_address(names[2]))
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

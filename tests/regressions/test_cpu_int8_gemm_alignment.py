@@ -55,9 +55,8 @@ DRIVER = """
 import ctypes
 import numpy as np
 from llvmlite import ir
-from wiadsl.backends.llvm.library import jit_engine
 from wiadsl.backends.llvm.qgemm import ARGS, qgemm_function
-from wiadsl.backends.llvm.target import host, optimize, parse_and_verify
+from wiadsl.backends.llvm.target import host, load_module, optimize, parse_and_verify
 
 LEVEL = {level}
 mod = ir.Module(name="qgemm_probe")
@@ -68,7 +67,7 @@ b.call(qgemm_function(mod, {features!r}), list(fn.args))
 b.ret_void()
 llmod = parse_and_verify(str(mod))
 optimize(llmod, LEVEL)
-address = jit_engine().add(llmod, fn.name)
+address = load_module(llmod, fn.name)
 qgemm = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 3), *([ctypes.c_int64] * 6))(address)
 
 def at(buf, offset):
@@ -308,7 +307,7 @@ def test_the_audit_sees_a_missing_alignment() -> None:
 
 def _helper_ir() -> dict[str, str]:
     from wiadsl.backends.llvm.gemm import GemmConfig
-    from wiadsl.backends.llvm.library import library_ir
+    from wiadsl.backends.llvm.library_ir import library_ir
     from wiadsl.backends.llvm.target import host
     bits = host().vector_bits
     configs = [GemmConfig(vector_bits=b, nv=nv, mr=4) for b in (128, 256, 512) if b <= bits for nv in (1, 2, 3)]

@@ -27,7 +27,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..backends.llvm.gemm import THREADS
-from ..backends.llvm.target import engine, host, optimize, parse_and_verify
+from ..backends.llvm.loader import symbol_address
+from ..backends.llvm.target import host, load_module, optimize, parse_and_verify
 from ..runtime import cache_store
 from ..runtime.cache_key import sha256
 
@@ -120,10 +121,9 @@ def _probes() -> dict[str, Callable[..., None]]:
     optimize(mod, 2)
     fma_t = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
     mem_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-    eng = engine()
-    fma = fma_t(eng.add(mod, "wia_probe_fma"))
-    return {"fma": fma, "copy": mem_t(eng.engine.get_function_address("wia_probe_copy")),
-            "read": mem_t(eng.engine.get_function_address("wia_probe_read")), "w": w}  # type: ignore[dict-item]
+    fma = fma_t(load_module(mod, "wia_probe_fma"))
+    return {"fma": fma, "copy": mem_t(symbol_address("wia_probe_copy")),
+            "read": mem_t(symbol_address("wia_probe_read")), "w": w}  # type: ignore[dict-item]
 
 
 def _parallel(threads: int, job: Callable[[int], None]) -> float:

@@ -219,7 +219,7 @@ def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes
     """Object code of a helper (say, a gemm driver shared by many kernels) whose code
     depends only on ``identity`` text, the CPU and the compiler version: from memory,
     from disk, or ``build()`` (then stored). Same guarantees as ``get_or_compile``."""
-    from ..backends.llvm.target import host
+    from ..backends.llvm.host import host
     from .cache_key import sha256
 
     h = host()

@@ -25,7 +25,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,28 +46,35 @@ def sha256(data: str | bytes) -> str:
 def compiler_version() -> str:
     """``wiadsl`` version + digest of its code-generating sources + llvmlite/LLVM versions."""
     import llvmlite
-    import llvmlite.binding as llvm
 
     from .. import __version__
+    from ..backends.llvm.host import llvm_host
 
-    llvm_version = ".".join(map(str, llvm.llvm_version_info))
     return (f"wiadsl {__version__} src {_sources_digest()[:16]} llvmlite {llvmlite.__version__} "
-            f"LLVM {llvm_version}")
+            f"LLVM {llvm_host().llvm_version}")
 
 
-def _source_files() -> list[tuple[str, Path]]:
-    """(relative name, path) of every source the generated code depends on, sorted."""
-    root = Path(__file__).resolve().parent.parent
-    found: list[tuple[str, Path]] = []
-    for folder, subdirs, names in os.walk(root):
-        rel_folder = Path(folder).relative_to(root).as_posix()
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__"
-                            and f"{rel_folder}/{d}".lstrip("./") not in _NOT_CODEGEN)
-        found += [(f"{rel_folder}/{n}".lstrip("./"), Path(folder) / n)
-                  for n in names if n.endswith(".py")]
-    grammar = root.parent / "grammar"
-    if grammar.is_dir():
-        found += [(f"grammar/{p.name}", p) for p in grammar.glob("*.lark")]
+def _source_files() -> list[tuple[str, str]]:
+    """(relative name, path) of every source the generated code depends on, sorted.
+    Plain ``os.scandir`` and strings: a warm start walks this tree (issue 21), and
+    ``pathlib`` took 2 ms of it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found: list[tuple[str, str]] = []
+    todo = [""]
+    while todo:
+        rel_folder = todo.pop()
+        with os.scandir(os.path.join(root, rel_folder)) as entries:
+            for entry in entries:
+                rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+                if entry.is_dir():
+                    if entry.name != "__pycache__" and rel not in _NOT_CODEGEN:
+                        todo.append(rel)
+                elif entry.name.endswith(".py"):
+                    found.append((rel, entry.path))
+    grammar = os.path.join(os.path.dirname(root), "grammar")
+    if os.path.isdir(grammar):
+        found += [(f"grammar/{n}", os.path.join(grammar, n))
+                  for n in os.listdir(grammar) if n.endswith(".lark")]
     return sorted(found)
 
 
@@ -81,7 +87,7 @@ def _sources_digest() -> str:
     files = _source_files()
     stats = []
     for rel, path in files:
-        st = path.stat()
+        st = os.stat(path)
         stats.append([rel, st.st_size, st.st_ino, st.st_mtime_ns])
     memo = cache_store.root() / "version-memo" / f"{sha256(json.dumps(stats))}.txt"
     try:
@@ -95,7 +101,8 @@ def _sources_digest() -> str:
         pass
     h = hashlib.sha256()
     for rel, path in files:
-        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        with open(path, "rb") as f:
+            h.update(rel.encode() + b"\0" + f.read() + b"\0")
     digest = h.hexdigest()
     try:
         cache_store.atomic_write(memo, digest.encode())
@@ -156,7 +163,7 @@ def function_digests(module: ModuleOp, kernel: str) -> tuple[tuple[str, str], ..
 def cpu_key_parts(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
                   dtypes: Sequence[np.dtype], level: int, pipeline: str, gemm: str) -> KeyParts:
     """The key of ``kernel`` of the (unoptimized) ``module`` on the CPU backend."""
-    from ..backends.llvm.target import host
+    from ..backends.llvm.host import host
 
     h = host()
     return KeyParts(

@@ -19,14 +19,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..backends.llvm.gemm_config import GemmConfig
-from ..backends.llvm.target import host
-from ..ir.module import ModuleOp
+from ..backends.llvm.host import host
 from ..runtime import cache_store
 from ..runtime.cache_key import function_digests, sha256
+
+if TYPE_CHECKING:  # a warm start (issue 21) looks records up without the IR's modules
+    from ..ir.module import ModuleOp
 
 #: Ops that lower to ``loop.gemm`` (the tunable micro-kernel).
 GEMM_OPS = {"tensor.matmul": "matmul", "tensor.fused_matmul": "matmul",

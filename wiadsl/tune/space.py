@@ -19,7 +19,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..backends.llvm.gemm import GemmConfig, default_config
-from ..backends.llvm.target import host
+from ..backends.llvm.host import host
 
 MR = (1, 2, 3, 4, 6, 8, 12)
 NV = (1, 2, 3, 4)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..backends.llvm.backend import CpuKernel
 from ..backends.llvm.gemm import GemmConfig, default_config
-from ..backends.llvm.target import host
+from ..backends.llvm.host import host
 from ..diagnostics import WiaUsageError
 from ..profile import trace
 from ..profile.machine import peaks

@@ -54,7 +54,7 @@ from ...runtime.cache_log import Stages
 from .fastcall import MISS, UNDELIVERED
 from .gemm_config import GemmConfig, default_config
 from .layout import Layout
-from .library import ensure_loaded, jit_engine
+from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
 
 if TYPE_CHECKING:
@@ -411,7 +411,7 @@ def _free_cells(cells: Any) -> None:
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
     layout = Layout.from_dict(meta["layout"])
     ensure_loaded(layout.libraries)  # the gemm/conv helpers the object links against
-    return Loaded(_ENTRY(jit_engine().add_object(obj, layout.symbol)), layout)
+    return Loaded(_ENTRY(load_object(obj, layout.symbol)), layout)
 
 
 @dataclass(frozen=True)
@@ -551,7 +551,6 @@ class CpuKernel:
             native = self._natives.get(shapes)
             if native is not None:
                 return native
-            jit_engine()  # created by one thread, before any compile asks for it
             pattern = self._policy.pattern_for(shapes)
             code = self._code.get(pattern)
             fresh = code is None
@@ -688,7 +687,7 @@ class CpuBackend:
 
     def cache_host(self) -> str:
         """The host's part of a source-level cache key: its triple, CPU and features."""
-        from .target import host
+        from .host import host
 
         h = host()
         return f"{h.triple} {h.cpu} {h.features}"

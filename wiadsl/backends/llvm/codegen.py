@@ -479,7 +479,7 @@ def _copy(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 @handles("loop.gemm")
 def _gemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .library import declare
+    from .library_ir import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     a, b, c = (e.buf(v) for v in op.operands[:3])
@@ -528,7 +528,7 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 @handles("loop.conv2d")
 def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .library import declare
+    from .library_ir import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])

@@ -31,10 +31,11 @@ from ...runtime.cache_log import Stages
 from .codegen import ModuleEmitter, slot_count
 from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
+from .host import host
 from .layout import Layout
 from .parallel import THREADS
 from .runtime import dynamic_axes, entry_wrapper, extent_base
-from .target import engine, host, optimize, parse_and_verify
+from .target import emit_jit_object, optimize, parse_and_verify
 
 
 @dataclass
@@ -102,7 +103,7 @@ KERNEL_SPEED_LEVEL = 2
 
 
 def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
-    """Parse, verify and optimize the module (ready for the engine or for codegen)."""
+    """Parse, verify and optimize the module (ready for object code or assembly)."""
     mod = parse_and_verify(lowered.llvm_ir)
     optimize(mod, min(level, KERNEL_SPEED_LEVEL), unroll=False)
     return mod
@@ -153,7 +154,7 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
         mod = build(lowered, level)
         mod.get_function("wia_entry").name = symbol
     with stages.stage("codegen"):
-        obj = engine().emit_jit_object(mod)
+        obj = emit_jit_object(mod)
     return obj, layout_of(lowered, symbol)
 
 

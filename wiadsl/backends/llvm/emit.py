@@ -18,7 +18,8 @@ import llvmlite.binding as llvm
 
 from ...ir.module import ModuleOp
 from .compile import build, lower_kernel
-from .library import Spec, link_into, symbol
+from .library import Spec, symbol
+from .library_ir import link_into
 from .target import target_machine
 
 Shapes = Sequence[tuple[int | None, ...]]

@@ -8,7 +8,7 @@ import contextvars
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from .target import host
+from .host import host
 
 KC, MC = 256, 96
 #: columns of B per packed block (rounded down to a multiple of NR): KC x NC

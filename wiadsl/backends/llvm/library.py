@@ -6,16 +6,17 @@ that packing, ``gemm_prepack``) and the implicit-GEMM convolution (conv.py) are 
 same LLVM code in every kernel that uses them (they depend only on dtype, the
 gemm config and the conv stride), and they are most of the code LLVM would
 optimize and compile per kernel. So a kernel module only *declares* them
-(``declare``) under a symbol naming those parameters; the first use in a process
-builds that helper's own module, optimizes it at -O3, compiles it and loads it
-into the engine (``ensure_loaded``), after which every kernel object that
-references the symbol links against it.
+(library_ir.py's ``declare``) under a symbol naming those parameters; the first
+use in a process builds that helper's own module (``library_ir``), optimizes it
+at -O3, compiles it and loads it (``ensure_loaded``; from the disk cache when it
+is there, without importing llvmlite), after which every kernel object that
+references the symbol links against it (loader.py's symbol table).
 
 The thread pool (``POOL_SPEC``) is a helper too, one per process (its globals are
 the pool's state), but it is loaded on demand: modules never link against it.
-They call it through ``parallel.SLOT_SYMBOL``, a pointer cell owned by this module
-(registered with LLVM at import, so it always resolves), and when the cell is
-still null through ``parallel.LOAD_SYMBOL``, a ctypes callback that loads the
+They call it through ``threads.SLOT_SYMBOL``, a pointer cell owned by this module
+(registered with the loader at import, so it always resolves), and when the cell is
+still null through ``threads.LOAD_SYMBOL``, a ctypes callback that loads the
 pool (``ensure_pool``) and fills the cell; a null answer runs the region serially.
 So a process that never runs a parallel region never compiles the pool, and no
 object can fail to link for want of it.
@@ -49,24 +50,17 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
-import llvmlite.binding as llvm
-from llvmlite import ir
-
-from ...dtypes import DType
 from ...runtime.cache import OnceTable
-from .fastcall import C_API, METH_FASTCALL, ObjectLayout, call_ir, probe
-from .gemm_config import GemmConfig, current_config
-from .parallel import LIMIT_SYMBOL, LOAD_SYMBOL, POOL_SYMBOL, SLOT_SYMBOL, pool_glue, pool_module
-from .threads import LIMIT, MAX_THREADS
-from .types import I1, I64, PREPACK_TYPE, PTR
+from .allocator import keep_freed_memory
+from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
+from .gemm_config import GemmConfig
+from .loader import add_symbol, load
+from .threads import LIMIT, LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL
 
-GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
-_TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
-CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
-#: symbol -> address of every helper loaded into this process's engine
+#: symbol -> address of every helper loaded into this process
 _LOADED = OnceTable()
-_ENGINE_LOCK = threading.Lock()
-#: [whether glibc was tuned] once the engine exists (allocator.keep_freed_memory)
+_TUNE_LOCK = threading.Lock()
+#: [whether glibc was tuned] once the first object is loaded (allocator.keep_freed_memory)
 _MALLOC_TUNED: list[bool] = []
 
 Spec = dict[str, Any]
@@ -93,70 +87,17 @@ def symbol(spec: Spec) -> str:
     return name
 
 
-def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
-            stride: tuple[int, int] | None = None) -> ir.Function:
-    """An external declaration of the helper in ``mod``; its spec is added to ``specs``."""
-    spec: Spec = {"kind": kind, "dtype": dtype.value, "config": current_config().as_dict()}
-    if stride is not None:
-        spec["stride"] = [int(stride[0]), int(stride[1])]
-    name = symbol(spec)
-    if spec not in specs:
-        specs.append(spec)
-    fn = mod.globals.get(name)
-    if fn is None:
-        fn = ir.Function(mod, _TYPES.get(kind, CONV_TYPE), name)
-    return fn
-
-
-def library_ir(spec: Spec) -> str:
-    """LLVM IR text of one helper, exported under ``symbol(spec)``."""
-    from .conv import ConvBuilder
-    from .gemm import GemmBuilder, use_config
-    from .target import host
-    mod = ir.Module(name=symbol(spec))
-    mod.triple = host().triple
-    if spec["kind"] == "pool":
-        pool_module(mod, symbol(spec))
-        return str(mod)
-    if spec["kind"] == "call":
-        call_ir(mod, symbol(spec), ObjectLayout(**spec["layout"]))
-        return str(mod)
-    dtype = DType(spec["dtype"])
-    with use_config(GemmConfig(**spec["config"])):
-        if spec["kind"] == "gemm":
-            fn = GemmBuilder(mod, dtype).driver(symbol(spec))
-        elif spec["kind"] == "gemm_packed":
-            fn = GemmBuilder(mod, dtype).driver(symbol(spec), prepacked=True)
-        elif spec["kind"] == "gemm_prepack":
-            fn = GemmBuilder(mod, dtype).prepack(symbol(spec))
-        else:
-            fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
-    fn.linkage = "external"
-    return str(mod)
-
-
-def _optimized(spec: Spec) -> llvm.ModuleRef:
-    from .target import optimize, parse_and_verify
-    mod = parse_and_verify(library_ir(spec))
-    optimize(mod, 3)
-    return mod
-
-
-def jit_engine() -> Any:
-    """The process's engine (target.py), created by one thread only: ``engine()`` is a
-    plain ``functools.cache``, and two threads creating it at once would each get
-    an engine of their own (one of them soon collected, with the code loaded in it)."""
-    from .allocator import keep_freed_memory
-    from .target import engine
-
-    with _ENGINE_LOCK:
+def load_object(obj: bytes, symbol: str) -> int:
+    """Load object code into this process (loader.py); ``symbol``'s address. The first
+    load tunes glibc's malloc for the kernels' buffers (allocator.py)."""
+    with _TUNE_LOCK:
         if not _MALLOC_TUNED:
             _MALLOC_TUNED.append(keep_freed_memory())
-        return engine()
+    return load(obj, symbol)
 
 
 def ensure_loaded(specs: list[Spec]) -> None:
-    """Compile and load every helper of ``specs`` not yet in this process's engine."""
+    """Compile (or read from the cache) and load every helper of ``specs`` not yet loaded."""
     for spec in specs:
         name = symbol(spec)
         if name not in _LOADED:
@@ -167,16 +108,17 @@ def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock)."""
     from ...runtime.cache import cached_object
 
-    eng = jit_engine()
-
     # A helper's code depends only on its spec (and the CPU and compiler
     # version, which the cache key adds): a warm process loads it from the
     # compile cache instead of optimizing and compiling it again (~0.5 s).
     def build() -> bytes:
-        return eng.emit_jit_object(_optimized(spec))  # type: ignore[no-any-return]
+        from .library_ir import optimized
+        from .target import emit_jit_object
+
+        return emit_jit_object(optimized(spec))
     obj = cached_object(name, json.dumps(spec, sort_keys=True), build)
-    address: int = eng.add_object(obj, name)
-    llvm.add_symbol(name, address)
+    address = load_object(obj, name)
+    add_symbol(name, address)
     return address
 
 
@@ -208,9 +150,9 @@ def _load_pool() -> int:
 
 pool_address = ensure_pool
 _LOADER = ctypes.CFUNCTYPE(ctypes.c_void_p)(_load_pool)
-llvm.add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
-llvm.add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
-llvm.add_symbol(LIMIT_SYMBOL, ctypes.addressof(LIMIT))
+add_symbol(SLOT_SYMBOL, ctypes.addressof(_SLOT))
+add_symbol(LOAD_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value or 0)
+add_symbol(LIMIT_SYMBOL, ctypes.addressof(LIMIT))
 
 
 class _MethodDef(ctypes.Structure):
@@ -230,7 +172,7 @@ def call_helper() -> Any:
     if layout is None:
         return None
     for name, api in C_API.items():  # bound by name, so the object itself can be cached
-        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, api), ctypes.c_void_p).value or 0)
+        add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, api), ctypes.c_void_p).value or 0)
     spec = call_spec(layout)
     ensure_loaded([spec])
     method = _MethodDef(b"wia_call", _LOADED.peek(symbol(spec)), METH_FASTCALL, None)
@@ -240,20 +182,5 @@ def call_helper() -> Any:
     return new(ctypes.addressof(method), None, None)
 
 
-def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
-    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
-    and the pool's when anything in it runs a parallel region (with a slot that
-    points at it from the start: no loader outside this process)."""
-    for spec in specs:
-        mod.link_in(_optimized(spec))
-    if any(g.name == SLOT_SYMBOL and g.is_declaration for g in mod.global_variables):
-        from .target import parse_and_verify
-        mod.link_in(_optimized(POOL_SPEC))
-        glue = ir.Module(name="wia.lib.pool.glue")
-        glue.triple = mod.triple
-        pool_glue(glue)
-        mod.link_in(parse_and_verify(str(glue)))
-
-
-__all__ = ["POOL_SPEC", "call_helper", "declare", "ensure_loaded", "ensure_pool", "jit_engine", "library_ir", "link_into",
+__all__ = ["POOL_SPEC", "Spec", "call_helper", "call_spec", "ensure_loaded", "ensure_pool", "load_object",
            "loaded_address", "pool_address", "symbol"]

@@ -50,19 +50,11 @@ from llvmlite import ir
 
 from ...ir.core import Operation
 from .runtime import ARENA_WORDS, free_table
-from .threads import MAX_THREADS, THREADS
+from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
 from .types import I1, I32, I64, PTR
 
 WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
-POOL_SYMBOL = "wia.lib.pool.parallel_for"
-#: A process-wide cell holding POOL_SYMBOL's address once the pool is loaded (library.py).
-SLOT_SYMBOL = "wia.lib.pool.slot"
-#: ``ptr load()``: loads the pool and returns its ``parallel_for`` (null: run serially).
-LOAD_SYMBOL = "wia.lib.pool.load"
-#: A process-wide i64 cell: the threads of the next region (threads.LIMIT in a JIT
-#: process; an ahead-of-time object defines it, set to THREADS, for its host to change).
-LIMIT_SYMBOL = "wia.lib.pool.limit"
 #: Cycles (``llvm.readcyclecounter``) a worker spins for the next region before it
 #: sleeps, and the caller spins for the workers before it sleeps (~30-60 us).
 SPIN_CYCLES = 1 << 17

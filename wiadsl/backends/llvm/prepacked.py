@@ -42,7 +42,7 @@ def prepacked_b(e: FunctionEmitter, dtype: DType, b_ptr: ir.Value, n: ir.Value, 
                 ldb: ir.Value) -> ir.Value:
     """The float gemm's B packed (``gemm_prepack``'s layout, a library helper)."""
     from .gemm import GemmBuilder
-    from .library import declare
+    from .library_ir import declare
 
     nr = GemmBuilder(e.mod.ll, dtype).nr
     panels = e.b.mul(e.b.sdiv(e.b.add(n, ir.Constant(I64, nr - 1)), ir.Constant(I64, nr)),

@@ -355,7 +355,7 @@ def qgemm_builder(mod: ir.Module, features: str | None = None) -> QGemmBuilder:
     ``vpdpbusd`` where it has VNNI (qgemm_vnni.py), else ``pmaddwd`` pairs."""
     from .qgemm_vnni import VnniQGemmBuilder, vnni_bits
     if features is None:
-        from .target import host
+        from .host import host
         features = host().features
     bits = vnni_bits(features)
     return VnniQGemmBuilder(mod, bits) if bits else QGemmBuilder(mod)

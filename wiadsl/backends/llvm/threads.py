@@ -12,7 +12,8 @@ setting.
 - ``set_num_threads(n)`` / ``get_num_threads()``: change or read it at run time.
 
 This module imports neither llvmlite nor the compiler: ``library.py`` registers
-the cell's address with LLVM under ``parallel.LIMIT_SYMBOL``.
+the cell's address for loaded code under ``LIMIT_SYMBOL``; the pool's other
+symbols are named here too, so loading code needs no IR builder.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from ...diagnostics import WiaCallError, WiaUsageError
 #: The most threads a region may use (the pool's own bound; a setting above the
 #: host's CPUs is allowed, as in OpenMP, and only oversubscribes).
 MAX_THREADS = 256
+POOL_SYMBOL = "wia.lib.pool.parallel_for"
+#: A process-wide cell holding POOL_SYMBOL's address once the pool is loaded (library.py).
+SLOT_SYMBOL = "wia.lib.pool.slot"
+#: ``ptr load()``: loads the pool and returns its ``parallel_for`` (null: run serially).
+LOAD_SYMBOL = "wia.lib.pool.load"
+#: A process-wide i64 cell: the threads of the next region (``LIMIT`` in a JIT
+#: process; an ahead-of-time object defines it, set to THREADS, for its host to change).
+LIMIT_SYMBOL = "wia.lib.pool.limit"
 ENV = "WIADSL_NUM_THREADS"
 
 

@@ -1,0 +1,86 @@
+"""The helpers' LLVM IR (library.py loads them): declarations for kernel modules,
+each helper's own module, and linking them into ahead-of-time output."""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ...dtypes import DType
+from .fastcall import ObjectLayout
+from .fastcall_ir import call_ir
+from .gemm_config import GemmConfig, current_config
+from .library import POOL_SPEC, Spec, symbol
+from .parallel import SLOT_SYMBOL, pool_glue, pool_module
+from .types import I1, I64, PREPACK_TYPE, PTR
+
+GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
+_TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
+CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
+
+
+def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
+            stride: tuple[int, int] | None = None) -> ir.Function:
+    """An external declaration of the helper in ``mod``; its spec is added to ``specs``."""
+    spec: Spec = {"kind": kind, "dtype": dtype.value, "config": current_config().as_dict()}
+    if stride is not None:
+        spec["stride"] = [int(stride[0]), int(stride[1])]
+    name = symbol(spec)
+    if spec not in specs:
+        specs.append(spec)
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, _TYPES.get(kind, CONV_TYPE), name)
+    return fn
+
+
+def library_ir(spec: Spec) -> str:
+    """LLVM IR text of one helper, exported under ``symbol(spec)``."""
+    from .conv import ConvBuilder
+    from .gemm import GemmBuilder, use_config
+    from .host import host
+    mod = ir.Module(name=symbol(spec))
+    mod.triple = host().triple
+    if spec["kind"] == "pool":
+        pool_module(mod, symbol(spec))
+        return str(mod)
+    if spec["kind"] == "call":
+        call_ir(mod, symbol(spec), ObjectLayout(**spec["layout"]))
+        return str(mod)
+    dtype = DType(spec["dtype"])
+    with use_config(GemmConfig(**spec["config"])):
+        if spec["kind"] == "gemm":
+            fn = GemmBuilder(mod, dtype).driver(symbol(spec))
+        elif spec["kind"] == "gemm_packed":
+            fn = GemmBuilder(mod, dtype).driver(symbol(spec), prepacked=True)
+        elif spec["kind"] == "gemm_prepack":
+            fn = GemmBuilder(mod, dtype).prepack(symbol(spec))
+        else:
+            fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
+    fn.linkage = "external"
+    return str(mod)
+
+
+def optimized(spec: Spec) -> llvm.ModuleRef:
+    from .target import optimize, parse_and_verify
+    mod = parse_and_verify(library_ir(spec))
+    optimize(mod, 3)
+    return mod
+
+
+def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
+    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
+    and the pool's when anything in it runs a parallel region (with a slot that
+    points at it from the start: no loader outside this process)."""
+    for spec in specs:
+        mod.link_in(optimized(spec))
+    if any(g.name == SLOT_SYMBOL and g.is_declaration for g in mod.global_variables):
+        from .target import parse_and_verify
+        mod.link_in(optimized(POOL_SPEC))
+        glue = ir.Module(name="wia.lib.pool.glue")
+        glue.triple = mod.triple
+        pool_glue(glue)
+        mod.link_in(parse_and_verify(str(glue)))
+
+
+__all__ = ["CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]
