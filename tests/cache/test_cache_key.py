@@ -13,7 +13,7 @@ from wiadsl.dtypes import DType
 from wiadsl.ir.parser import parse_module
 from wiadsl.ir.printer import print_module
 from wiadsl.passes import default_pipeline
-from wiadsl.runtime.cache import cache_info, cache_why
+from wiadsl.runtime.cache_cli import cache_info, cache_why
 from wiadsl.runtime.cache_key import compiler_version, cpu_key_parts, diff_components
 
 from .helpers import AXPY, SOFTMAX
@@ -110,7 +110,7 @@ def test_why_names_the_changed_stdlib_callee():
 
 
 def test_clear_removes_everything(cache_dir):
-    from wiadsl.runtime.cache import cache_clear
+    from wiadsl.runtime.cache_cli import cache_clear
 
     wiadsl.jit(AXPY, kernel="axpy", target="cpu")(np.ones(3, np.float32), np.ones(3, np.float32),
                                                   np.float32(1))

@@ -282,8 +282,3 @@ def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
 
 __all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning", "cached_object",
            "clear_memory", "disk_enabled", "get_or_compile"]
-
-
-from .cache_cli import cache_clear, cache_info, cache_prune, cache_why  # noqa: E402  (for the CLI)
-
-__all__ += ["cache_clear", "cache_info", "cache_prune", "cache_why"]

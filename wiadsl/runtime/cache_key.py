@@ -19,7 +19,6 @@ a different key (no component is ever left out of ``components()``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -28,6 +27,8 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .cache_store import new_sha256
 
 if TYPE_CHECKING:
     from ..ir.module import ModuleOp
@@ -39,7 +40,7 @@ _NOT_CODEGEN = ("tools", "profile", "tune", "testing", "backends/ptx", "backends
 
 def sha256(data: str | bytes) -> str:
     raw = data.encode() if isinstance(data, str) else data
-    return hashlib.sha256(raw).hexdigest()
+    return new_sha256(raw).hexdigest()
 
 
 @cache
@@ -99,7 +100,7 @@ def _sources_digest() -> str:
             return digest
     except OSError:
         pass
-    h = hashlib.sha256()
+    h = new_sha256()
     for rel, path in files:
         with open(path, "rb") as f:
             h.update(rel.encode() + b"\0" + f.read() + b"\0")

@@ -24,7 +24,6 @@ checking way, which says what is wrong with it.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import os
@@ -424,6 +423,8 @@ class UnknownKernelError(WiaNameError, AttributeError):
 
 def unknown_kernel_message(name: str, known: Sequence[str], where: str) -> str:
     """"no kernel named 'matmull' in f.wia; did you mean 'matmul'? (kernels: ...)"."""
+    import difflib  # only for a name that is wrong (a warm start imports no more than it needs)
+
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     listed = ", ".join(known) or "none"

@@ -20,7 +20,6 @@ not part of the key. This module imports llvmlite only on a miss.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -29,6 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from ...diagnostics import WiaUsageError
+from ...runtime.cache_store import atomic_write, new_sha256, root
 
 #: The /proc/cpuinfo fields of the first processor that decide LLVM's answer.
 CPUINFO_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
@@ -119,13 +119,11 @@ def _llvmlite_build() -> list[object] | None:
         return None
     version = (folder.parent / "_version.py").read_bytes()
     st = libraries[0].stat()
-    return [hashlib.sha256(version).hexdigest(), libraries[0].name, st.st_size, st.st_mtime_ns]
+    return [new_sha256(version).hexdigest(), libraries[0].name, st.st_size, st.st_mtime_ns]
 
 
 def _record_path() -> Path | None:
     """Where this machine's record lives, None when its key cannot be formed."""
-    from ...runtime import cache_store
-
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             cpu = cpu_description(f.read(1 << 16))
@@ -134,8 +132,8 @@ def _record_path() -> Path | None:
         return None
     if cpu is None or build is None:
         return None
-    key = hashlib.sha256(json.dumps([FORMAT, cpu, build], sort_keys=True).encode()).hexdigest()
-    return cache_store.root() / "host" / f"{key}.json"
+    key = new_sha256(json.dumps([FORMAT, cpu, build], sort_keys=True).encode()).hexdigest()
+    return root() / "host" / f"{key}.json"
 
 
 def _read(path: Path) -> LlvmHost | None:
@@ -148,8 +146,6 @@ def _read(path: Path) -> LlvmHost | None:
 @cache
 def llvm_host() -> LlvmHost:
     """LLVM's answer for this machine, from its record when there is one."""
-    from ...runtime import cache_store
-
     path = _record_path()
     found = None if path is None else _read(path)
     if found is not None:
@@ -157,7 +153,7 @@ def llvm_host() -> LlvmHost:
     found = ask_llvm()
     if path is not None:
         try:
-            cache_store.atomic_write(path, json.dumps(asdict(found)).encode(), durable=False)
+            atomic_write(path, json.dumps(asdict(found)).encode(), durable=False)
         except OSError:
             pass  # the next process asks LLVM again
     return found
