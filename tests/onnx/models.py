@@ -154,6 +154,48 @@ def mobilenet_v2(channels: int = 3, size: int = 16, classes: int = 10, width: in
     return Built(model, _feeds("image", lambda b: (b, channels, size, size)))
 
 
+def resnet18(channels: int = 3, size: int = 224, classes: int = 1000, width: int = 64,
+             seed: int = 5) -> Built:
+    """torchvision's ResNet-18 as ``torch.onnx.export`` writes it in eval mode
+    (BatchNormalization folded into each Conv's weight and bias): a 7x7 stride-2
+    stem, 3x3 max pooling, four stages of two basic blocks (the first block of
+    stages 2-4 strided, with a 1x1 strided shortcut), global pooling, a classifier.
+    ``width`` is the stem's channels (64 in the paper). For benchmarks/first_result.py
+    (and one CPU test at a small size): too big for ``MODELS``, which every target runs."""
+    g = _Graph(seed)
+
+    def conv(x: str, name: str, c_in: int, c_out: int, k: int, stride: int = 1,
+             relu: bool = True) -> str:
+        h = g.node("Conv", [x, g.weight(f"{name}.w", (c_out, c_in, k, k)),
+                            g.weight(f"{name}.b", (c_out,), 0.1)],
+                   kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+        return g.node("Relu", [h]) if relu else h
+
+    def block(x: str, name: str, c_in: int, c_out: int, stride: int) -> str:
+        h = conv(x, f"{name}.conv1", c_in, c_out, 3, stride)
+        h = conv(h, f"{name}.conv2", c_out, c_out, 3, relu=False)
+        short = x if stride == 1 and c_in == c_out else \
+            conv(x, f"{name}.down", c_in, c_out, 1, stride, relu=False)
+        return g.node("Relu", [g.node("Add", [h, short])])
+
+    h = conv("image", "stem", channels, width, 7, 2)
+    h = g.node("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = width
+    for stage in range(4):
+        c_out = width * 2 ** stage
+        for b in range(2):
+            stride = 2 if stage > 0 and b == 0 else 1
+            h = block(h, f"layer{stage + 1}.{b}", c, c_out, stride)
+            c = c_out
+    h = g.node("Flatten", [g.node("GlobalAveragePool", [h])], axis=1)
+    g.node("Gemm", [h, g.weight("fc.w", (classes, c)), g.weight("fc.b", (classes,))],
+           "logits", transB=1)
+    model = g.model("resnet18", [helper.make_tensor_value_info(
+        "image", F32, ["N", channels, size, size])],
+        [helper.make_tensor_value_info("logits", F32, ["N", classes])], 17)
+    return Built(model, _feeds("image", lambda b: (b, channels, size, size)))
+
+
 def encoder(seq: int = 8, d: int = 32, heads: int = 4, ff: int = 64, seed: int = 2,
             gelu: str = "op") -> Built:
     """One post-norm encoder block; ``gelu="op"`` uses the opset-20 Gelu op,

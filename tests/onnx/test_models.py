@@ -153,3 +153,12 @@ def test_profile_takes_the_graph_inputs_of_an_imported_model() -> None:
     assert report.stats and "matmul" in report.report()
     with pytest.raises(wiadsl.WiaCallError):
         wiadsl.profile(mod.kernel, *feeds.values(), feeds["x"], runs=0)
+
+
+def test_resnet18_structure_matches_onnxruntime() -> None:
+    """The ResNet-18 of benchmarks/first_result.py (strided blocks with 1x1 shortcuts,
+    the 7x7 stem, padded max pooling), at a small width and size, on the CPU."""
+    built = models.resnet18(size=40, classes=10, width=8)
+    feeds = built.make_inputs(1)
+    got = load_onnx(built.model, target="cpu")(**feeds)
+    assert_close(got, ort_run(built.model, feeds)[0], rtol=1e-4, atol=1e-4)

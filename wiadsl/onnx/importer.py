@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from ..dtypes import DType
 from .graph import (
@@ -40,6 +37,7 @@ from .graph import (
     Val,
     const_val,
 )
+from .imported import ImportedModel
 from .ops import OPS, Translator
 from .ops.nn import LAYOUT_OPS, READS_SHIFTED
 from .shapes import Dim, substitute
@@ -50,26 +48,8 @@ from .text import LiteralError
 ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 #: Initializers up to this many elements are written as array literals.
 INLINE_LIMIT = 16
-
-
-@dataclass(frozen=True)
-class ImportedModel:
-    """A translated graph: the source, the weights it expects, name mappings."""
-
-    source: str
-    kernel: str
-    opset: int
-    #: (ONNX name, DSL name) of each graph input and output, in order.
-    inputs: tuple[tuple[str, str], ...]
-    outputs: tuple[tuple[str, str], ...]
-    weights: dict[str, np.ndarray] = field(repr=False)
-    #: DSL name -> the NumPy dtype callers use, for the graph inputs and outputs whose
-    #: ONNX element type the kernel holds in another dtype (``storage``)
-    boundary: dict[str, np.dtype] = field(default_factory=dict)
-
-    def save_weights(self, path: str | os.PathLike) -> None:
-        """The weights as an ``.npz`` (keys are the kernel's input names)."""
-        np.savez(path, **self.weights)  # type: ignore[arg-type]
+#: onnx.TensorProto.EXTERNAL: a tensor whose bytes live in another file
+_EXTERNAL = 1
 
 
 def _onnx() -> Any:
@@ -81,19 +61,33 @@ def _onnx() -> Any:
     return onnx
 
 
-def load_model(model: ModelLike) -> Any:
-    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto."""
+def load_model(model: ModelLike) -> tuple[Any, bool]:
+    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto, and whether
+    a tensor of it was stored in another file (it is loaded too, from beside the model)."""
     onnx = _onnx()
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, uses_external_data(model)
     if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model))
+        proto = onnx.load_from_string(bytes(model))
+        return proto, uses_external_data(proto)
     try:
-        return onnx.load(os.fspath(model))
+        proto = onnx.load(os.fspath(model), load_external_data=False)
+        external = uses_external_data(proto)
+        if external:
+            onnx.load_external_data_for_model(proto, os.path.dirname(os.fspath(model)))
     except OSError as exc:
         raise OnnxImportError(f"cannot read ONNX model '{model}': {exc.strerror or exc}") from None
     except Exception as exc:  # a malformed protobuf
         raise OnnxImportError(f"'{model}' is not an ONNX model: {exc}") from None
+    return proto, external
+
+
+def uses_external_data(model: Any) -> bool:
+    """Whether a tensor of ``model`` (an initializer or a Constant's) lives in another file."""
+    graph = model.graph
+    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute
+                                         if a.HasField("t")]
+    return any(t.data_location == _EXTERNAL for t in tensors)
 
 
 def default_opset(model: Any) -> int:
@@ -261,8 +255,34 @@ def supported_ops() -> list[str]:
 
 def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
                 kernel: str | None = None, inline_limit: int = INLINE_LIMIT) -> ImportedModel:
-    """Translate ``model`` (path, bytes or ModelProto) into a WIA DSL kernel."""
-    return _Importer(load_model(model), dims or {}, inline_limit).run(kernel)
+    """Translate ``model`` (path, bytes or ModelProto) into a WIA DSL kernel; a model
+    file or bytes imported before comes from the import cache (import_cache.py)."""
+    from . import import_cache
+
+    raw = _serialized(model)
+    key = None if raw is None else import_cache.model_key(raw, dims, kernel, inline_limit)
+    found = None if key is None else import_cache.load(key)
+    if found is not None:
+        return found
+    proto, external = load_model(model)
+    imported = _Importer(proto, dims or {}, inline_limit).run(kernel)
+    if key is not None and not external:  # the bytes do not identify another file's tensors
+        import_cache.store(key, imported)
+    return imported
+
+
+def _serialized(model: ModelLike) -> bytes | None:
+    """The bytes ``model`` was given as, or read from its file; None for a ModelProto
+    (or a path that cannot be read: ``load_model`` reports it)."""
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model)
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            with open(os.fspath(model), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+    return None
 
 
 def onnx_to_source(model: ModelLike, dims: Mapping[str, int] | None = None, *,

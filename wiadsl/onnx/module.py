@@ -34,9 +34,11 @@ from ..runtime.jit import (
     Module,
     kernel_docstring,
     python_signature,
+    source_key_for,
 )
 from ..runtime.signature import KernelSignature, signature_of
-from .importer import ImportedModel
+from ..runtime.source_cache import load_signatures, store_signatures
+from .imported import ImportedModel
 from .storage import from_kernel, to_kernel
 
 
@@ -170,20 +172,38 @@ class OnnxModule(Module):
 def compile_imported(imported: ImportedModel, target: str | None,
                      options: dict[str, Any]) -> OnnxModule:
     """Compile the imported source for ``target`` and bind its weights."""
-    backend = get_backend(target or DEFAULT_TARGET)
+    target = target or DEFAULT_TARGET
+    backend = get_backend(target)
     source = LazySource(imported.source, f"<onnx:{imported.kernel}>")
-    (decl,) = source.compiled.kernels
-    full = signature_of(decl)
+    frozen = getattr(backend, "takes_frozen_inputs", False)
+    # The source-level cache (as jit's): a model imported and compiled before builds
+    # its kernel from the stored signature, without the frontend. The frozen
+    # positions follow from the signature and the weights' names, so the names key it.
+    key = source_key_for(backend, source, target,
+                         {**options, "frozen_names": sorted(imported.weights)} if frozen else options)
+    full = _signature(source, key)
     public = KernelSignature(full.name, tuple(p for p in full.params
                                               if p.name not in imported.weights))
     weights = tuple(np.ascontiguousarray(imported.weights[p.name]) for p in full.inputs
                     if p.name in imported.weights)
     aliases = {onnx: dsl for onnx, dsl in imported.inputs + imported.outputs if onnx != dsl}
     options = dict(options)
-    if getattr(backend, "takes_frozen_inputs", False):
+    if frozen:
         # the weights never change: the backend may derive data from them once (the
         # CPU packs each gemm's weight matrix on the first call, as ORT does at load)
         options["frozen"] = tuple(i for i, p in enumerate(full.inputs) if p.name in imported.weights)
-    kernel = OnnxKernel(source, full, backend, options, public=public,
+    kernel = OnnxKernel(source, full, backend, options, source_key=key, public=public,
                         weights=weights, aliases=aliases, boundary=dict(imported.boundary))
     return OnnxModule(kernel, imported)
+
+
+def _signature(source: LazySource, key: str | None) -> KernelSignature:
+    """The imported kernel's signature: stored under ``key``, else from the source."""
+    stored = load_signatures(key) if key is not None else None
+    if stored is not None and len(stored) == 1:
+        return stored[0]
+    (decl,) = source.compiled.kernels
+    found = signature_of(decl)
+    if key is not None:
+        store_signatures(key, [found])
+    return found

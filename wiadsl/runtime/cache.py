@@ -250,7 +250,7 @@ def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, An
         return None
     try:
         with stages.stage("load"):
-            return load_fn(entry.obj, entry.meta)
+            return load_fn(bytes(entry.obj), entry.meta)
     except Exception as exc:  # noqa: BLE001 - any failure to load means: recompile
         _damaged(parts.kernel, key, f"its code did not load ({exc})")
         return None

@@ -72,32 +72,51 @@ class Entry:
 
     key: str
     meta: dict[str, Any]
-    obj: bytes
+    obj: bytes | memoryview
 
 
-def encode(meta: dict[str, Any], obj: bytes) -> bytes:
+#: payloads at least this large are checksummed by OpenSSL (hashlib): 5x faster than
+#: CPython's own SHA-256 (23 against 125 ms on 45 MB), worth its import (~2 ms)
+LARGE_PAYLOAD = 1 << 20
+
+
+def checksum(payload: bytes | memoryview) -> bytes:
+    """SHA-256 digest of ``payload`` (the same bytes whichever implementation)."""
+    if len(payload) < LARGE_PAYLOAD:
+        return new_sha256(payload).digest()
+    import hashlib
+
+    return hashlib.sha256(payload).digest()
+
+
+def encode(meta: dict[str, Any], obj: bytes, align: int = 1) -> bytes:
+    """An entry file's bytes; ``align``: the object code starts at a file offset that
+    is a multiple of it (the metadata is padded with spaces, which JSON ignores)."""
     meta_raw = json.dumps(meta, sort_keys=True).encode()
+    meta_raw += b" " * (-(_HEAD + 4 + len(meta_raw)) % align)
     payload = struct.pack("<I", len(meta_raw)) + meta_raw + obj
-    return MAGIC + new_sha256(payload).digest() + struct.pack("<Q", len(payload)) + payload
+    return MAGIC + checksum(payload) + struct.pack("<Q", len(payload)) + payload
 
 
-def decode(key: str, data: bytes) -> Entry:
-    """The entry in ``data``; CorruptEntry when any check fails."""
+def decode(key: str, data: bytes, view: bool = False) -> Entry:
+    """The entry in ``data``; CorruptEntry when any check fails. ``view``: its object
+    part is a memoryview of ``data`` (no copy of a large entry)."""
     if len(data) < _HEAD or not data.startswith(MAGIC):
         raise CorruptEntry(f"bad header ({len(data)} bytes)")
     digest = data[len(MAGIC):len(MAGIC) + 32]
     (size,) = struct.unpack("<Q", data[len(MAGIC) + 32:_HEAD])
-    payload = data[_HEAD:]
+    payload = memoryview(data)[_HEAD:]
     if len(payload) != size:
         raise CorruptEntry(f"truncated: {len(payload)} of {size} payload bytes")
-    if new_sha256(payload).digest() != digest:
+    if checksum(payload) != digest:
         raise CorruptEntry("checksum mismatch")
     (meta_len,) = struct.unpack("<I", payload[:4])
     try:
-        meta = json.loads(payload[4:4 + meta_len])
+        meta = json.loads(bytes(payload[4:4 + meta_len]))
     except ValueError as exc:  # a checksum collision is not expected; stay safe anyway
         raise CorruptEntry(f"bad metadata: {exc}") from None
-    return Entry(key, meta, payload[4 + meta_len:])
+    obj = payload[4 + meta_len:]
+    return Entry(key, meta, obj if view else bytes(obj))
 
 
 def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
@@ -119,18 +138,20 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         raise
 
 
-def read(key: str) -> Entry | None:
-    """The verified entry for ``key``; None when absent; CorruptEntry when damaged."""
+def read(key: str, path: Path | None = None, view: bool = False) -> Entry | None:
+    """The verified entry for ``key`` (at ``path``, else its object path); None when
+    absent; CorruptEntry when damaged."""
     try:
-        data = entry_path(key).read_bytes()
+        data = (path or entry_path(key)).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return decode(key, data)
+    return decode(key, data, view)
 
 
-def write(key: str, meta: dict[str, Any], obj: bytes) -> Path:
-    path = entry_path(key)
-    atomic_write(path, encode(meta, obj))
+def write(key: str, meta: dict[str, Any], obj: bytes, path: Path | None = None,
+          align: int = 1) -> Path:
+    path = path or entry_path(key)
+    atomic_write(path, encode(meta, obj, align))
     return path
 
 

@@ -476,7 +476,7 @@ def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,
     _check_source_text(source)
     backend = get_backend(target)
     lazy = LazySource(source, filename)
-    key = _source_key(backend, lazy, target, options)
+    key = source_key_for(backend, lazy, target, options)
     signatures = load_signatures(key) if key is not None else None
     if signatures is None:  # a miss: parse and check now (errors are raised here)
         signatures = [signature_of(k) for k in lazy.compiled.kernels]
@@ -521,7 +521,7 @@ class LazySource:
         return self.compiled.lower_kernel(name, generic)
 
 
-def _source_key(backend: Backend, source: LazySource, target: str,
+def source_key_for(backend: Backend, source: LazySource, target: str,
                 options: dict[str, Any]) -> str | None:
     """The source-level cache key, for a backend that takes one and with the disk
     cache on; else None."""

@@ -1,0 +1,119 @@
+"""The imported-model cache (issue 21): a warm ``load_onnx`` of a model file or its
+bytes skips the ``onnx`` package and the graph's translation.
+
+Why: ``import onnx`` alone took ~450 ms here (most of it ``ml_dtypes``), where ONNX
+Runtime creates a ResNet-18 session and runs it in ~150 ms; the translation (shape
+folding, weight layouts) is the same work for the same bytes every time.
+
+- Key: SHA-256 over the model's serialized bytes, the import's arguments (``dims``,
+  the kernel name, the inline limit) and the compiler version, which digests the
+  importer's own sources (runtime/cache_key.py).
+- Value: one checksummed entry (cache_store's format) at ``v1/onnx/<key>.wobj``:
+  the ``ImportedModel``'s source, names, opset and boundary dtypes as JSON, then its
+  weights' bytes, each at a multiple of ``ALIGN`` from a 64-byte aligned start.
+
+Invariants:
+- Only a successful import is written, and only one that comes back exactly:
+  weights and boundary dtypes that NumPy names itself (not ml_dtypes' bfloat16),
+  and no tensor in an external file (the model's bytes would not identify it).
+- A missing, damaged or unreadable entry is a miss; a failed write only costs the
+  next process the slow path. The cache's size bound (cache_limit.py) covers it.
+- The weights come back as read-only views of the entry's bytes: they never
+  change after the import (module.py's invariant), and nothing is copied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..runtime import cache_store
+from ..runtime.cache_key import compiler_version, sha256
+from ..runtime.cache_limit import enforce, touch
+from .imported import ImportedModel
+
+FORMAT = 1
+ALIGN = 64
+
+
+def model_key(raw: bytes, dims: Mapping[str, int] | None, kernel: str | None,
+              inline_limit: int) -> str | None:
+    """The key of importing ``raw``; None when the disk cache is off."""
+    from ..runtime.cache import disk_enabled
+
+    if not disk_enabled():
+        return None
+    args = json.dumps({"format": FORMAT, "dims": sorted((dims or {}).items()), "kernel": kernel,
+                       "inline": inline_limit, "version": compiler_version()}, sort_keys=True)
+    return sha256(cache_store.checksum(raw) + args.encode())
+
+
+def _path(key: str) -> Path:
+    return cache_store.root() / "onnx" / key[:2] / f"{key}{cache_store.ENTRY_SUFFIX}"
+
+
+def load(key: str) -> ImportedModel | None:
+    """The cached import of ``key``, or None (a miss)."""
+    path = _path(key)
+    try:
+        entry = cache_store.read(key, path, view=True)
+    except (OSError, cache_store.CorruptEntry):
+        return None
+    if entry is None:
+        return None
+    try:
+        imported = _decode(entry.meta, entry.obj)
+    except (KeyError, TypeError, ValueError):
+        return None
+    touch(path)
+    return imported
+
+
+def _decode(meta: dict[str, Any], blob: bytes | memoryview) -> ImportedModel:
+    weights = {}
+    for name, dtype, shape, offset in meta["weights"]:
+        dt = np.dtype(dtype)
+        array = np.frombuffer(blob, dt, int(np.prod(shape, dtype=np.int64)), offset)
+        weights[name] = array.reshape(shape)
+    return ImportedModel(
+        source=meta["source"], kernel=meta["kernel"], opset=meta["opset"],
+        inputs=tuple((a, b) for a, b in meta["inputs"]),
+        outputs=tuple((a, b) for a, b in meta["outputs"]), weights=weights,
+        boundary={name: np.dtype(d) for name, d in meta["boundary"].items()})
+
+
+def _portable(dtype: np.dtype) -> bool:
+    """A dtype that its ``.str`` names again exactly (NumPy's own, not a user type)."""
+    return dtype.kind in "biufc" and np.dtype(dtype.str) == dtype
+
+
+def store(key: str, imported: ImportedModel) -> None:
+    """Keep ``imported`` under ``key`` when it round-trips (the caller has checked that
+    no tensor of its model lives in another file)."""
+    if not all(_portable(d) for d in imported.boundary.values()):
+        return
+    chunks, table, at = [], [], 0
+    for name, array in imported.weights.items():
+        array = np.ascontiguousarray(array)
+        if not _portable(array.dtype):
+            return
+        pad = -at % ALIGN
+        chunks.append(b"\0" * pad)
+        at += pad
+        table.append([name, array.dtype.str, list(array.shape), at])
+        chunks.append(array.tobytes())
+        at += array.nbytes
+    meta = {"source": imported.source, "kernel": imported.kernel, "opset": imported.opset,
+            "inputs": [list(p) for p in imported.inputs],
+            "outputs": [list(p) for p in imported.outputs], "weights": table,
+            "boundary": {name: d.str for name, d in imported.boundary.items()}}
+    blob = b"".join(chunks)
+    try:
+        cache_store.write(key, meta, blob, _path(key), align=ALIGN)
+    except OSError:
+        return
+    enforce(len(blob))
