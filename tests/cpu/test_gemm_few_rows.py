@@ -58,6 +58,34 @@ def test_few_rows_through_the_helper(dtype: str, config: int) -> None:
     assert cases > 500
 
 
+@pytest.mark.parametrize("k,n", [(4100, 70), (600, 1000), (17, 20000), (1030, 257)])
+def test_a_long_matrix_vector_product_split_by_rows_of_b(k: int, n: int) -> None:
+    """Above GEMV_PARALLEL one row of A splits B's rows over the threads (parts summed
+    after): right with padding and ``acc``, and the same bits at 1 and 2 threads (the
+    cut is fixed at compile time)."""
+    gemm = helper("f32", CONFIGS[max(CONFIGS)])
+    rng = np.random.default_rng(k + n)
+    for pad, acc in (((0, 0, 0), False), ((3, 5, 2), True)):
+        lda, ldb, ldc = k + pad[0], n + pad[1], n + pad[2]
+        a = rng.standard_normal((1, lda)).astype(np.float32)
+        b = rng.standard_normal((k, ldb)).astype(np.float32)
+        start = rng.standard_normal((1, ldc)).astype(np.float32)
+        outs = []
+        before = wiadsl.get_num_threads()
+        try:
+            for threads in (1, 2):
+                wiadsl.set_num_threads(threads)
+                c = start.copy()
+                gemm(a.ctypes.data, b.ctypes.data, c.ctypes.data, 1, n, k, lda, ldb, ldc, acc)
+                outs.append(c)
+        finally:
+            wiadsl.set_num_threads(before)
+        want = a[:, :k].astype(np.float64) @ b[:, :n] + (start[:, :n] if acc else 0)
+        np.testing.assert_allclose(outs[0][:, :n], want, rtol=1e-4, atol=1e-3)
+        np.testing.assert_array_equal(outs[0], outs[1])
+        np.testing.assert_array_equal(outs[0][:, n:], start[:, n:])
+
+
 def test_zero_depth_writes_zeros_or_leaves_c() -> None:
     gemm = helper("f32", CONFIGS[max(CONFIGS)])
     for m in (1, 4):
