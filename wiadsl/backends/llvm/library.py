@@ -55,7 +55,15 @@ from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
 from .gemm_config import GemmConfig
 from .loader import add_symbol, load
-from .threads import LIMIT, LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL
+from .threads import (
+    LIMIT,
+    LIMIT_SYMBOL,
+    LOAD_SYMBOL,
+    MAX_THREADS,
+    POOL_SYMBOL,
+    SLOT_SYMBOL,
+    THREADS,
+)
 
 #: symbol -> address of every helper loaded into this process
 _LOADED = OnceTable()
@@ -108,15 +116,17 @@ def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock)."""
     from ...runtime.cache import cached_object
 
-    # A helper's code depends only on its spec (and the CPU and compiler
-    # version, which the cache key adds): a warm process loads it from the
-    # compile cache instead of optimizing and compiling it again (~0.5 s).
+    # A helper's code depends only on its spec and THREADS, the compile-time cut of
+    # its parallel loops (and the CPU and compiler version, which the cache key
+    # adds): a warm process loads it from the compile cache instead of optimizing
+    # and compiling it again (~0.5 s). A process with another CPU affinity (THREADS)
+    # builds its own.
     def build() -> bytes:
         from .library_ir import optimized
         from .target import emit_jit_object
 
         return emit_jit_object(optimized(spec))
-    obj = cached_object(name, json.dumps(spec, sort_keys=True), build)
+    obj = cached_object(name, json.dumps({**spec, "threads": THREADS}, sort_keys=True), build)
     address = load_object(obj, name)
     add_symbol(name, address)
     return address
