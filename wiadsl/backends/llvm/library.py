@@ -95,13 +95,13 @@ def symbol(spec: Spec) -> str:
     return name
 
 
-def load_object(obj: bytes, symbol: str) -> int:
-    """Load object code into this process (loader.py); ``symbol``'s address. The first
+def load_object(obj: bytes, name: str) -> int:
+    """Load object code into this process (loader.py); the address of ``name``. The first
     load tunes glibc's malloc for the kernels' buffers (allocator.py)."""
     with _TUNE_LOCK:
         if not _MALLOC_TUNED:
             _MALLOC_TUNED.append(keep_freed_memory())
-    return load(obj, symbol)
+    return load(obj, name)
 
 
 def ensure_loaded(specs: list[Spec]) -> None:

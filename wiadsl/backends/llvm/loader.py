@@ -134,6 +134,8 @@ def _loaded(s: _Section) -> bool:
         return False
     if s.flags & _SHF_TLS or s.kind in _SHT_INIT or s.name in (".ctors", ".dtors"):
         raise LoadError(f"section {s.name} needs a loader that runs code or sets up threads")
+    if s.align > PAGE:  # a mapping starts page-aligned: no more than that is kept
+        raise LoadError(f"section {s.name} asks for {s.align}-byte alignment (at most {PAGE})")
     return True
 
 
