@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from .gemm import GemmBuilder, _i, imax, imin
-from .parallel import THREADS, WORKER_TYPE, parallel_for, worth_threads
+from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
 from .types import I1, I32, I64, PTR
 
@@ -296,11 +296,7 @@ class ConvBuilder(GemmBuilder):
         name = f"wia.conv.worker.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, WORKER_TYPE, name)
-        fn.linkage = "internal"
-        ctx, lo, hi = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(len(ARGS))]
+        fn, b, vals, lo, hi = new_worker(self.mod, name, len(ARGS))
         b.call(pixels, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi])
         b.ret(ir.Constant(I32, 0))
         return fn

@@ -52,7 +52,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     default_config,
     use_config,
 )
-from .parallel import THREADS, WORKER_TYPE, parallel_for
+from .parallel import THREADS, new_worker, parallel_for
 from .runtime import _i, for_range, offset_align, vector_load, vector_store
 from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 
@@ -585,8 +585,8 @@ class GemmBuilder:
         stride = b.mul(b.sdiv(b.add(n, _i(15)), _i(16)), _i(16))  # each part's vector 64-byte aligned
         alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
         partial = b.call(alloc, [_i(64), b.mul(b.mul(stride, _i(parts)), _i(self.size))])
-        ctx = b.alloca(I64, size=7)
-        for j, v in enumerate([a, bm, partial, n, k, ldb, rows]):
+        ctx = b.alloca(I64, size=8)
+        for j, v in enumerate([a, bm, partial, n, k, ldb, rows, stride]):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
         b.call(parallel_for(self.mod), [self.gemv_part(), ctx, _i(0), _i(parts), _i(1),
                                         _i(parts)])
@@ -609,14 +609,9 @@ class GemmBuilder:
         name = f"wia.gemm.gemv.part.{self.suffix}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, WORKER_TYPE, name)
-        fn.linkage = "internal"
-        ctx, lo, hi = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(7)]
+        fn, b, vals, lo, hi = new_worker(self.mod, name, 8)
         a, bm, partial = (b.inttoptr(v, PTR) for v in vals[:3])
-        n, k, ldb, rows = vals[3:]
-        stride = b.mul(b.sdiv(b.add(n, _i(15)), _i(16)), _i(16))
+        n, k, ldb, rows, stride = vals[3:]
 
         def part(p: ir.Value) -> None:
             k0 = imin(b, b.mul(p, rows), k)
@@ -646,11 +641,7 @@ class GemmBuilder:
                 f"{'packed.' if prepacked else ''}{self.suffix}")
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, WORKER_TYPE, name)
-        fn.linkage = "internal"
-        ctx, lo, hi = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(10)]
+        fn, b, vals, lo, hi = new_worker(self.mod, name, 10)
         a, bm, c = (b.inttoptr(v, PTR) for v in vals[:3])
         m, n = vals[3], vals[4]
         lda, ldc = vals[6], vals[8]

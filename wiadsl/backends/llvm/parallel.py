@@ -88,6 +88,18 @@ class _Callee:
         return self.ptr.get_reference()
 
 
+def new_worker(mod: ir.Module, name: str, words: int
+               ) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value], ir.Value, ir.Value]:
+    """A new internal ``i32 name(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: the
+    function, a builder at its entry, ctx's first ``words`` i64 words (loaded), lo, hi."""
+    fn = ir.Function(mod, WORKER_TYPE, name)
+    fn.linkage = "internal"
+    ctx, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(words)]
+    return fn, b, vals, lo, hi
+
+
 def parallel_for(mod: ir.Module) -> ir.Function:
     """``wia.parallel_for`` in ``mod`` (defined once per module): calls the pool through
     SLOT_SYMBOL, loading it through LOAD_SYMBOL on first use; with no pool, runs
@@ -453,16 +465,12 @@ def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) ->
     name = f"{callee.name}.worker"
     if name in mod.globals:
         return mod.globals[name]
-    fn = ir.Function(mod, WORKER_TYPE, name)
-    fn.linkage = "internal"
-    ctx, lo, hi = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, words, lo, hi = new_worker(mod, name, len(captured))
     arena = b.alloca(I64, size=ARENA_WORDS)  # (no state: frozen data is the kernel's)
     for j in range(ARENA_WORDS):
         b.store(_i(0), b.gep(arena, [_i(j)], source_etype=I64))
     results = b.alloca(I64, size=1)
-    vals = [from_slot(b, b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64), t)
-            for j, t in enumerate(captured)]
+    vals = [from_slot(b, w, t) for w, t in zip(words, captured, strict=True)]
     rc = b.call(callee, [arena, lo, hi, *vals, results])
     free_arena(b, arena)
     b.ret(rc)
@@ -505,5 +513,5 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
     return rc
 
 
-__all__ = ["LIMIT_SYMBOL", "LOAD_SYMBOL", "POOL_SYMBOL", "SLOT_SYMBOL", "THREADS", "WORKER_TYPE", "emit_parallel_call",
+__all__ = ["LIMIT_SYMBOL", "LOAD_SYMBOL", "POOL_SYMBOL", "SLOT_SYMBOL", "THREADS", "WORKER_TYPE", "emit_parallel_call", "new_worker",
            "parallel_for", "pool_glue", "pool_module", "worth_threads"]

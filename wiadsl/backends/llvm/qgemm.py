@@ -33,7 +33,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from .gemm import _i, imin, k_loop
-from .parallel import THREADS, WORKER_TYPE, parallel_for
+from .parallel import THREADS, new_worker, parallel_for
 from .runtime import for_range, offset_align, vector_load, vector_store
 from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR
 
@@ -337,11 +337,7 @@ class QGemmBuilder:
         name = f"{rows.name}.worker"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, WORKER_TYPE, name)
-        fn.linkage = "internal"
-        ctx, lo, hi = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(9)]
+        fn, b, vals, lo, hi = new_worker(self.mod, name, 9)
         a, bm, c = (b.inttoptr(v, PTR) for v in vals[:3])
         lda, ldc = vals[6], vals[8]
         b.call(rows, [b.gep(a, [b.mul(lo, lda)], source_etype=I8), bm,
