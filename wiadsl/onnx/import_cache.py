@@ -113,7 +113,9 @@ def store(key: str, imported: ImportedModel) -> None:
             "boundary": {name: d.str for name, d in imported.boundary.items()}}
     blob = b"".join(chunks)
     try:
-        cache_store.write(key, meta, blob, _path(key), align=ALIGN)
+        # no fsync (a model's weights: tens of MB): after a crash a torn entry fails
+        # its checksum, a miss
+        cache_store.write(key, meta, blob, _path(key), align=ALIGN, durable=False)
     except OSError:
         return
     enforce(len(blob))

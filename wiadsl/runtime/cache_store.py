@@ -149,9 +149,9 @@ def read(key: str, path: Path | None = None, view: bool = False) -> Entry | None
 
 
 def write(key: str, meta: dict[str, Any], obj: bytes, path: Path | None = None,
-          align: int = 1) -> Path:
+          align: int = 1, durable: bool = True) -> Path:
     path = path or entry_path(key)
-    atomic_write(path, encode(meta, obj, align))
+    atomic_write(path, encode(meta, obj, align), durable)
     return path
 
 
