@@ -1,0 +1,56 @@
+"""The host record (backends/llvm/host.py): LLVM's name and features for this CPU,
+kept in the cache so a warm process needs no LLVM; the same answer LLVM gives, and
+LLVM is asked again when the record is missing, damaged or not for this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from wiadsl.backends.llvm import host
+
+SAMPLE = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+stepping\t: 1
+cpu MHz\t\t: 2596.120
+flags\t\t: fpu  vme de avx2
+bogomips\t: 5192.24
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+
+
+def test_the_first_processor_s_identity_is_read():
+    assert host.cpu_description(SAMPLE) == {
+        "vendor_id": "AuthenticAMD", "cpu family": "26", "model": "2", "model name": "AMD EPYC",
+        "stepping": "1", "flags": "fpu vme de avx2"}
+    assert host.cpu_description("processor : 0\nvendor_id : x\n") is None  # fields missing
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="no /proc/cpuinfo: LLVM every time")
+def test_the_record_holds_llvm_s_answer(fresh_cache, monkeypatch):
+    host.llvm_host.cache_clear()
+    try:
+        first = host.llvm_host()
+        path = host._record_path()
+        assert path is not None and path.is_file()
+        assert first == host.ask_llvm()
+        # a later process reads it: LLVM is not asked
+        host.llvm_host.cache_clear()
+        real = host.ask_llvm
+        monkeypatch.setattr(host, "ask_llvm", lambda: pytest.fail("LLVM was asked"))
+        assert host.llvm_host() == first
+        # a damaged record is a miss
+        monkeypatch.setattr(host, "ask_llvm", real)
+        path.write_text("{not json")
+        host.llvm_host.cache_clear()
+        assert host.llvm_host() == first
+        assert json.loads(path.read_text())["cpu"] == first.cpu  # and written again
+    finally:
+        host.llvm_host.cache_clear()
