@@ -104,7 +104,7 @@ def test_a_damaged_entry_is_a_miss(fresh_cache, saved):
     data = bytearray(entry.read_bytes())
     data[-3] ^= 0xFF  # a weight byte: the checksum no longer matches
     entry.write_bytes(bytes(data))
-    key = import_cache.model_key(path.read_bytes(), None, None, 16)
+    key = import_cache.model_key(import_cache.file_digest(str(path)), None, None, 16)
     assert key is not None and import_cache.load(key) is None
     # the full path runs, is right, and writes a good entry again
     assert_close(load_onnx(path, target="cpu")(**feeds), ort_run(built.model, feeds)[0])
@@ -124,4 +124,19 @@ def test_what_cannot_round_trip_is_not_kept(fresh_cache, saved, tmp_path, monkey
     monkeypatch.setenv("WIADSL_CACHE", "0")
     import_onnx(path)
     assert _entries() == []
-    assert import_cache.model_key(path.read_bytes(), None, None, 16) is None
+    assert import_cache.model_key(import_cache.file_digest(str(path)), None, None, 16) is None
+
+
+def test_a_model_file_is_hashed_once_until_it_changes(fresh_cache, saved, monkeypatch):
+    _, path, _ = saved
+    digest = import_cache.file_digest(str(path))
+    assert digest == import_cache.cache_store.checksum(path.read_bytes())
+
+    def no_hashing(data):
+        raise AssertionError("the model's bytes were hashed again")
+    monkeypatch.setattr(import_cache.cache_store, "checksum", no_hashing)
+    assert import_cache.file_digest(str(path)) == digest  # from the memo: no read, no hash
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a write would do this
+    with pytest.raises(AssertionError, match="hashed again"):
+        import_cache.file_digest(str(path))

@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,16 +41,41 @@ FORMAT = 1
 ALIGN = 64
 
 
-def model_key(raw: bytes, dims: Mapping[str, int] | None, kernel: str | None,
+def model_key(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
               inline_limit: int) -> str | None:
-    """The key of importing ``raw``; None when the disk cache is off."""
+    """The key of importing the model whose bytes have SHA-256 ``digest``; None when
+    the disk cache is off."""
     from ..runtime.cache import disk_enabled
 
     if not disk_enabled():
         return None
     args = json.dumps({"format": FORMAT, "dims": sorted((dims or {}).items()), "kernel": kernel,
                        "inline": inline_limit, "version": compiler_version()}, sort_keys=True)
-    return sha256(cache_store.checksum(raw) + args.encode())
+    return sha256(digest + args.encode())
+
+
+def file_digest(path: str) -> bytes:
+    """SHA-256 of the file at ``path``. A memo keyed by its absolute path, size, inode
+    and modification and change times holds it, so a warm load reads none of a
+    model's bytes (45 MB for ResNet-18: a read and a hash, ~50 ms); any write to the
+    file changes its times, and so the memo's key. OSError as ``open`` raises it."""
+    st = os.stat(path)
+    ident = json.dumps([os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns])
+    memo = cache_store.root() / "onnx" / "files" / f"{sha256(ident)}.txt"
+    try:
+        known = bytes.fromhex(memo.read_text())
+        if len(known) == 32:
+            touch(memo)
+            return known
+    except (OSError, ValueError):
+        pass
+    with open(path, "rb") as f:
+        digest = cache_store.checksum(f.read())
+    try:
+        cache_store.atomic_write(memo, digest.hex().encode(), durable=False)
+    except OSError:
+        pass  # the next load hashes the file again
+    return digest
 
 
 def _path(key: str) -> Path:

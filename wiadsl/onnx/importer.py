@@ -259,8 +259,8 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     file or bytes imported before comes from the import cache (import_cache.py)."""
     from . import import_cache
 
-    raw = _serialized(model)
-    key = None if raw is None else import_cache.model_key(raw, dims, kernel, inline_limit)
+    digest = _digest(model)
+    key = None if digest is None else import_cache.model_key(digest, dims, kernel, inline_limit)
     found = None if key is None else import_cache.load(key)
     if found is not None:
         return found
@@ -271,15 +271,17 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     return imported
 
 
-def _serialized(model: ModelLike) -> bytes | None:
-    """The bytes ``model`` was given as, or read from its file; None for a ModelProto
-    (or a path that cannot be read: ``load_model`` reports it)."""
+def _digest(model: ModelLike) -> bytes | None:
+    """SHA-256 of the bytes ``model`` was given as or is stored in; None for a
+    ModelProto (or a path that cannot be read: ``load_model`` reports it)."""
+    from ..runtime.cache_store import checksum
+    from . import import_cache
+
     if isinstance(model, (bytes, bytearray)):
-        return bytes(model)
+        return checksum(bytes(model))
     if isinstance(model, (str, os.PathLike)):
         try:
-            with open(os.fspath(model), "rb") as f:
-                return f.read()
+            return import_cache.file_digest(os.fspath(model))
         except OSError:
             return None
     return None
