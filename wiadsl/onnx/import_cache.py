@@ -7,7 +7,8 @@ folding, weight layouts) is the same work for the same bytes every time.
 
 - Key: SHA-256 over the model's serialized bytes, the import's arguments (``dims``,
   the kernel name, the inline limit) and the compiler version, which digests the
-  importer's own sources (runtime/cache_key.py).
+  importer's own sources (runtime/cache_key.py). A model file's digest is memoized
+  under its stat (``file_digest``), as the compiler version's digest of the sources is.
 - Value: one checksummed entry (cache_store's format) at ``v1/onnx/<key>.wobj``:
   the ``ImportedModel``'s source, names, opset and boundary dtypes as JSON, then its
   weights' bytes, each at a multiple of ``ALIGN`` from a 64-byte aligned start.
