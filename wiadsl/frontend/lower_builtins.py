@@ -278,22 +278,38 @@ def _extent(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
 def _quant(kind: str) -> Emit:
     def emit(lx: ExprLowerer, a: Args, r: ValueType) -> TypedValue:
         x, scale, zp = _tv(a, "x"), _tv(a, "scale"), _tv(a, "zero_point")
+        if kind == "fake_quant" and scale.type.weak and x.type.dtype in (DType.F16, DType.BF16):
+            # fake_quant is dequantize(quantize(x)) (§ quantization): the quantize half
+            # divides by the scale in x's dtype, the dequantize half multiplies by it in
+            # f32, and a literal scale differs between the two (0.1 in f16 is not 0.1
+            # in f32), which the one-scale IR op cannot say: the two halves, apart.
+            codes = _quant_op(lx, "quantize", x, lx.em.cast(scale, x.type.dtype), zp,
+                              ValueType(DType.I8, r.shape))
+            back = _quant_op(lx, "dequantize", codes, lx.em.cast(scale, DType.F32), zp,
+                             ValueType(DType.F32, r.shape))
+            return lx.em.cast(back, r.dtype)
         if kind != "dequantize":
             scale = lx.em.cast(scale, x.type.dtype)
         if scale.type.weak and kind == "dequantize":
             scale = lx.em.cast(scale, DType.F32)
-        if zp.type.dtype.kind == 0 or zp.type.weak:
-            zp = lx.em.cast(zp, DType.I32 if zp.type.dtype.kind < 2 else zp.type.dtype)
-        ops = [x.value, scale.value, zp.value]
         # The IR's fake_quant is f32, as dequantize; the language types it as x's
         # float dtype (shaperules), so a non-f32 x gets the f32 result cast back.
         ir_result = ValueType(DType.F32, r.shape) if kind == "fake_quant" else r
-        if r.is_scalar:
-            out = _scalar_quant(lx, kind, ops, ir_result)
-        else:
-            out = _op(lx, f"tensor.{kind}", ops, ir_result)
+        out = _quant_op(lx, kind, x, scale, zp, ir_result)
         return lx.em.cast(out, r.dtype) if out.type.dtype is not r.dtype else out
     return emit
+
+
+def _quant_op(lx: ExprLowerer, kind: str, x: TypedValue, scale: TypedValue, zp: TypedValue,
+              result: ValueType) -> TypedValue:
+    """``tensor.<kind>(x, scale, zp)`` (lifted to 1-element tensors for scalars), with a
+    weak or untyped zero point as i32."""
+    if zp.type.dtype.kind == 0 or zp.type.weak:
+        zp = lx.em.cast(zp, DType.I32 if zp.type.dtype.kind < 2 else zp.type.dtype)
+    ops = [x.value, scale.value, zp.value]
+    if result.is_scalar:
+        return _scalar_quant(lx, kind, ops, result)
+    return _op(lx, f"tensor.{kind}", ops, result)
 
 
 def _scalar_quant(lx: ExprLowerer, kind: str, ops: list[Value], r: ValueType) -> TypedValue:
