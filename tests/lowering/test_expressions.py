@@ -236,7 +236,22 @@ def test_quantization_ops():
 
 
 def test_fake_quant_of_f16_is_computed_in_f32_and_cast_back():
-    check("""kernel k(input x: f16[N], output f: f16[N]) { f = fake_quant(x, 0.5, 0); }""", f"""
-    CHECK:      {NUM} = tensor.fake_quant %x, {NUM}, {NUM} : (tensor<?xf16>, f16, i32) -> tensor<?xf32>
+    # a typed scale is one value for both halves: the one op
+    check("""kernel k(input x: f16[N], input s: f16, output f: f16[N]) {
+        f = fake_quant(x, s, 0);
+    }""", f"""
+    CHECK:      {NUM} = tensor.fake_quant %x, %s, {NUM} : (tensor<?xf16>, f16, i32) -> tensor<?xf32>
     CHECK-NEXT: %f = tensor.cast {NUM} : tensor<?xf32> -> tensor<?xf16>
+    """)
+
+
+def test_fake_quant_of_f16_by_a_literal_takes_it_in_each_half_s_dtype():
+    # dequantize(quantize(x)): 0.1 in f16 to quantize, 0.1 in f32 to dequantize
+    check("""kernel k(input x: f16[N], output f: f16[N]) { f = fake_quant(x, 0.1, 0); }""", f"""
+    CHECK:      {NUM} = arith.constant 0.1 : f16
+    CHECK:      {NUM} = tensor.quantize %x, {NUM}, {NUM} : (tensor<?xf16>, f16, i32) -> tensor<?xi8>
+    CHECK:      {NUM} = arith.constant 0.1 : f32
+    CHECK:      {NUM} = tensor.dequantize {NUM}, {NUM}, {NUM} : (tensor<?xi8>, f32, i32) -> tensor<?xf32>
+    CHECK-NEXT: %f = tensor.cast {NUM} : tensor<?xf32> -> tensor<?xf16>
+    CHECK-NOT:  tensor.fake_quant
     """)
