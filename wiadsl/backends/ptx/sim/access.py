@@ -15,7 +15,7 @@ import numpy as np
 
 from .ast import Addr, Name
 from .errors import MemoryFault
-from .memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from .operands import Ctx, reader
 from .ptxtypes import TYPES, PtxType
 
@@ -64,11 +64,15 @@ def chunks(w, space: str, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count
     if space == "generic":
         in_sh = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + WINDOW_SIZE)
         in_lo = (addr >= LOCAL_WINDOW) & (addr < LOCAL_WINDOW + WINDOW_SIZE)
+        in_pa = (addr >= PARAM_WINDOW) & (addr < PARAM_WINDOW + WINDOW_SIZE)
         groups = [(in_sh, w.shared, SHARED_WINDOW), (in_lo, w.local, LOCAL_WINDOW),
-                  (~(in_sh | in_lo), w.glob, 0)]
+                  (in_pa, w.param, PARAM_WINDOW), (~(in_sh | in_lo | in_pa), w.glob, 0)]
         for mask, mem, base in groups:
             if not mask.any():
                 continue
+            if mem is w.param and write:
+                k = int(np.flatnonzero(mask)[0])
+                raise MemoryFault("store to read-only .param space", int(lanes[k]), int(addr[k]))
             g = np.flatnonzero(mask)
             if len(g) == len(addr):
                 yield from mem.chunks(addr - np.uint64(base), lanes, t, count, write, track)

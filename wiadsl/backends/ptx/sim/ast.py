@@ -71,6 +71,17 @@ class Vec:
 
 
 @dataclass(frozen=True)
+class TensorRef:
+    """``[tmap, {c0, c1, ...}]``: a tensor map address and the tensor coordinates (TMA)."""
+
+    addr: Addr
+    coords: Vec
+
+    def __str__(self) -> str:
+        return f"[{str(self.addr)[1:-1]}, {self.coords}]"
+
+
+@dataclass(frozen=True)
 class Pair:
     """Two destinations ``d|p`` (``setp``, ``shfl.sync``)."""
 
@@ -91,7 +102,7 @@ class Paren:
         return "(" + ", ".join(map(str, self.items)) + ")"
 
 
-Operand = Name | Imm | Addr | SymOff | Vec | Pair | Paren
+Operand = Name | Imm | Addr | SymOff | Vec | Pair | Paren | TensorRef
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .ast import Addr, Instr, Kernel, Name, Pair, Paren, SymOff, Vec
+from .ast import Addr, Instr, Kernel, Name, Pair, Paren, SymOff, TensorRef, Vec
 from .errors import PtxSimError
 from .parser import _SPACES, _Parser, _type_of, _var_decl, parse_number
 
@@ -57,6 +57,8 @@ def _resolve(op, scopes: list[dict[str, str]]):
         return Pair(_resolve(op.first, scopes), _resolve(op.second, scopes))
     if isinstance(op, Vec):
         return Vec(tuple(None if i is None else _resolve(i, scopes) for i in op.items))
+    if isinstance(op, TensorRef):
+        return TensorRef(_resolve(op.addr, scopes), _resolve(op.coords, scopes))
     return op
 
 
@@ -127,6 +129,12 @@ def parse_operand(p: _Parser):
             tok2 = p.next()
             if tok2.text == "]":
                 break
+            if tok2.text == "," and base is not None:  # [tmap, {c0, c1}] (TMA)
+                coords = parse_operand(p)
+                p.expect("]")
+                if not isinstance(coords, Vec):
+                    raise PtxSimError("expected {coordinates} after the tensor map", line=tok2.line)
+                return TensorRef(Addr(base, off), coords)
             if tok2.text in "+-" and tok2.kind == "punct":
                 sign = -sign if tok2.text == "-" else sign
                 continue

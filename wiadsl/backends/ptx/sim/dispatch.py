@@ -8,7 +8,8 @@ Invariant: a ``Compiled`` is either a data op (``fn(wave, idx)`` runs the
 instruction on lanes ``idx`` — guard already applied — and the executor then
 advances the PC), or a control op (``control`` is a tuple the executor
 interprets: ``("bra", target)``, ``("exit",)``, ``("bar", id_reader, count_reader,
-aligned)``).
+aligned)``, ``("mbar_wait", check)`` where ``check(wave, lanes)`` gives (phase
+complete, mbarrier offset) per lane).
 """
 
 from __future__ import annotations
@@ -62,9 +63,12 @@ def compile_instr(ins: Instr, cx: Ctx) -> Compiled:
         ops_control,
         ops_convert,
         ops_logic,
+        ops_mbarrier,
         ops_memory,
         ops_mma,
+        ops_sm90,
         ops_warp,
+        ops_wgmma,
     )
     from .operands import reader
     from .ptxtypes import TYPES

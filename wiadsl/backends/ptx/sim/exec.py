@@ -9,6 +9,12 @@ converged case) the executor stays in *uniform* mode and keeps a single scalar
 PC (no per-step reductions).  A completed barrier starts a new race-tracking
 epoch for its block (``tracker.py``).
 
+``mbarrier.try_wait`` is a control op: a lane whose phase has not completed blocks
+(``WAIT``, ``wait_mbar`` = the barrier) until an arrival or a TMA completes the phase
+(``Wave.wake``), then runs its ``try_wait`` again: so a spin loop on ``try_wait``
+never livelocks the min-PC schedule, and lanes still blocked when nothing can run
+are a deadlock error.
+
 Invariants: a data instruction runs on the lanes whose guard holds, then every
 lane at the PC advances; a lane at a barrier waits (``WAIT``) until all threads
 of its block have arrived at a barrier with the same id — and, for ``bar.sync``,
@@ -46,12 +52,15 @@ def _control_of(c: Compiled) -> tuple[Any, ...]:
 
 
 class Executor:
-    """Runs ``ops`` (one compiled kernel) on a ``Wave``."""
+    """Runs ``ops`` (one compiled kernel) on a ``Wave``; ``slot_width``: the threads of one
+    slot of the interleaved schedules (32, or 128 for warpgroup instructions)."""
 
-    def __init__(self, kernel_name: str, ops: list[Compiled], max_steps: int):
+    def __init__(self, kernel_name: str, ops: list[Compiled], max_steps: int,
+                 slot_width: int = 32):
         self.kernel = kernel_name
         self.ops = ops
         self.max_steps = max_steps
+        self.slot_width = slot_width
 
     def error(self, msg: str, c: Compiled | None, w: Wave, lane: int | None = None,
               address: int | None = None) -> PtxSimError:
@@ -63,10 +72,10 @@ class Executor:
     def run(self, w: Wave, counters: Counters, schedule: str = "lockstep") -> None:
         """Run the wave to completion under ``schedule`` (see ``schedule.py``)."""
         with np.errstate(all="ignore"):
-            if schedule == "lockstep" or w.geom.bsize <= 32:
+            if schedule == "lockstep" or w.geom.bsize <= self.slot_width:
                 self._run_lanes(w, None, counters)
             else:
-                slots = warp_slots(w.tlin, w.geom.bsize)
+                slots = warp_slots(w.tlin, w.geom.bsize, self.slot_width)
                 cycle = 0
                 while True:
                     ran = False
@@ -80,6 +89,10 @@ class Executor:
         if (w.status == WAIT).any():
             lane = int(np.flatnonzero(w.status == WAIT)[0])
             c = self.ops[int(w.wait_pc[lane])]
+            if w.wait_mbar[lane] >= 0:
+                raise self.error(f"deadlock: threads wait for an mbarrier phase that never "
+                                 f"completes (mbarrier at shared offset {int(w.wait_mbar[lane])}: "
+                                 f"missing arrivals or transaction bytes)", c, w, lane)
             raise self.error("deadlock: threads wait at a barrier that can never complete", c, w, lane)
 
     def _run_lanes(self, w: Wave, group: np.ndarray | None, counters: Counters) -> None:
@@ -163,10 +176,10 @@ class Executor:
                 self._next = P + 1
                 return True
             return False
-        if g is not None and not g.any() and kind in ("exit", "bar"):
+        if g is not None and not g.any() and kind in ("exit", "bar", "mbar_wait"):
             self._next = P + 1
             return True
-        if not whole:
+        if not whole or kind == "mbar_wait":
             return False
         if kind == "exit":
             if g is None:
@@ -201,6 +214,19 @@ class Executor:
             w.status[go] = EXIT
             self._check_barriers(w, np.unique(w.block_of_lane[go]), c)
             return
+        if kind == "mbar_wait":  # mbarrier.try_wait: lanes whose phase is not complete block
+            if not len(go):
+                return
+            done, offsets = control[1](w, go)
+            w.pc[go[done]] = P + 1
+            blocked = ~done
+            if blocked.any():
+                lanes = go[blocked]
+                w.pc[lanes] = DONE
+                w.status[lanes] = WAIT
+                w.wait_pc[lanes] = P
+                w.wait_mbar[lanes] = offsets[blocked]
+            return
         _, bid, count, aligned = control
         if not len(go):
             return
@@ -217,7 +243,7 @@ class Executor:
         for b in blocks:
             lo = int(b) * bs
             s = w.status[lo : lo + bs]
-            waiting = s == WAIT
+            waiting = (s == WAIT) & (w.wait_mbar[lo : lo + bs] < 0)  # at bar.sync, not mbarriers
             if not waiting.any():
                 continue
             running = (s == RUN).any()
@@ -236,7 +262,8 @@ class Executor:
                     w.status[lanes] = RUN
                     w.pc[lanes] = w.wait_pc[lanes] + 1
                     if w.shared is not None and w.shared.tracker is not None:
-                        w.shared.tracker.barrier(np.asarray([b]))
+                        w.shared.tracker.barrier(np.asarray([b]),
+                                                 np.unique(w.tlin[lanes] // 32))
                 elif not running:
                     lane = lo + int(np.flatnonzero(wl)[0])
                     n_exit = int((s == EXIT).sum())

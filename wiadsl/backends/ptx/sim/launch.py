@@ -9,6 +9,9 @@ Arguments, in the kernel's parameter order:
   is a read-only buffer: a store to it is an error.
 * a Python/NumPy scalar → the parameter's value, converted to its PTX type.
 * ``bytes`` → the raw bytes of a ``.b8 name[N]`` (struct) parameter.
+* a ``tensormap.TensorMapArg`` → a ``.b8 name[128]`` TMA tensor map: its array becomes a
+  buffer (shared with a pointer argument passing the same array) and the parameter
+  holds the simulator's encoding of the map with that buffer's address.
 
 Options: ``schedule`` (``schedule.py``: ``lockstep`` or the warp-interleaved
 ``forward``/``reverse``/``rotate``) and ``races`` (``raise``: the first shared-memory
@@ -25,11 +28,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
+from . import tensormap
 from .ast import Module
 from .errors import PtxSimError
 from .exec import Counters, Executor
@@ -40,10 +44,19 @@ from .program import Program, compile_program
 from .races import RACE_MODES, Race, RaceLog
 from .schedule import SCHEDULES
 from .state import Geometry, Wave
-from .tracker import RaceTracker
+from .tensormap import TensorMapArg
+from .tracker import MAX_MBARRIER_AGENTS, RaceTracker
 
-#: Shared bytes of one wave whose race stamps (24 bytes each) are kept at once.
-TRACKED_BYTES_PER_WAVE = 1 << 21
+#: Bytes of race stamps (``tracker.py``) kept at once for one wave of blocks.
+STAMP_BYTES_PER_WAVE = 1 << 26
+
+
+def stamp_bytes(prog: Program, bsize: int) -> int:
+    """Race-stamp bytes of one block: per shared unit a write, a pending copy and one read
+    per tracker component (warps, wgmma and TMA agents)."""
+    warps = (bsize + 31) // 32
+    comps = warps + ((warps + 3) // 4 if prog.wgmma else 0) + (MAX_MBARRIER_AGENTS if prog.tma else 0)
+    return max(1, prog.shared_total // prog.shared_unit) * 8 * (2 + comps)
 
 
 @dataclass(frozen=True)
@@ -88,16 +101,26 @@ def _param_bytes(prog: Program, args, glob: GlobalMemory, arrays: list) -> bytes
                           f"got {len(args)}")
     buf = bytearray(prog.param_total)
     seen: dict[int, int] = {}
+    def buffer(a: np.ndarray, name: str) -> int:
+        if id(a) not in seen:
+            data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            seen[id(a)] = glob.add(f"arg{len(arrays)}:{name}", data, bool(a.flags.writeable))
+            arrays.append((a, len(glob.regions) - 1))
+        return seen[id(a)]
+
     for p, a in zip(params, args):
         off, size = prog.param_layout[p.name]
-        if isinstance(a, np.ndarray):
+        if isinstance(a, TensorMapArg):
+            if size != tensormap.SIZE:
+                raise PtxSimError(f"parameter '{p.name}' ({size} bytes) cannot take a tensor map")
+            try:
+                raw = tensormap.encode(replace(a.fields, address=buffer(a.array, p.name) + a.offset))
+            except ValueError as e:
+                raise PtxSimError(f"parameter '{p.name}': {e}") from None
+        elif isinstance(a, np.ndarray):
             if p.size != 8:
                 raise PtxSimError(f"parameter '{p.name}' (.{p.type.name}) cannot take an array")
-            if id(a) not in seen:
-                data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-                seen[id(a)] = glob.add(f"arg{len(arrays)}:{p.name}", data, bool(a.flags.writeable))
-                arrays.append((a, len(glob.regions) - 1))
-            raw = int(seen[id(a)]).to_bytes(8, "little")
+            raw = int(buffer(a, p.name)).to_bytes(8, "little")
         elif isinstance(a, (bytes, bytearray)):
             if len(a) != size:
                 raise PtxSimError(f"parameter '{p.name}' needs {size} bytes, got {len(a)}")
@@ -140,12 +163,13 @@ def launch(ptx: str, kernel: str, grid, block, args, shared_bytes: int = 0, *,
             glob.add(v.name, v.init or bytes(v.size or 0), writable=v.space == "global")
     arrays: list = []
     params = _param_bytes(prog, list(args), glob, arrays)
-    ex = Executor(kernel, prog.ops, max_steps)
+    ex = Executor(kernel, prog.ops, max_steps, prog.slot_width)
     counters = Counters()
     log = RaceLog(kernel, [c.instr for c in prog.ops], g, mode) if mode != "off" else None
     per_wave = max(1, max_wave_threads // g.bsize)
     if log is not None and prog.shared_total:
-        per_wave = max(1, min(per_wave, TRACKED_BYTES_PER_WAVE // prog.shared_total))
+        per_block = stamp_bytes(prog, g.bsize)
+        per_wave = max(1, min(per_wave, STAMP_BYTES_PER_WAVE // per_block))
     for first in range(0, g.nblocks, per_wave):
         nb = min(per_wave, g.nblocks - first)
         w = _make_wave(prog, g, first, nb, glob, params, check_uninitialized_shared, log)
@@ -170,7 +194,8 @@ def _make_wave(prog: Program, g: Geometry, first: int, nb: int, glob: GlobalMemo
                           lanes // g.bsize, track)
     if log is not None and prog.shared_total:
         shared.tracker = RaceTracker(nb, shared.total, lanes % g.bsize, first, log,
-                                     shared.variable_at, prog.shared_unit)
+                                     shared.variable_at, prog.shared_unit, g.bsize,
+                                     warpgroup_agents=prog.wgmma, mbarrier_agents=prog.tma)
     local = BankedMemory("local", prog.local_layout, prog.local_total, n, lanes, False)
     w = Wave(g, first, nb, {**prog.kernel.regs}, glob, param, shared, local)
     w.set_smem_sizes(prog.dynamic_shared, prog.shared_total)

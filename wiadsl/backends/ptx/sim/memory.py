@@ -7,7 +7,8 @@ Address map (all addresses are unsigned 64-bit):
 * shared: per-block; shared-space offsets start at 0, variables separated by
   guard gaps; generic shared address = ``SHARED_WINDOW + offset``.
 * local: per-thread, the same scheme with ``LOCAL_WINDOW``.
-* param: kernel parameters, read-only, one copy shared by all threads.
+* param: kernel parameters, read-only, one copy shared by all threads; generic
+  param address (``cvta.param``) = ``PARAM_WINDOW + offset``.
 
 Invariant: every access goes through ``resolve``, which maps each lane's address
 to (region, offset) and raises ``MemoryFault`` — naming the lane and address —
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 GLOBAL_BASE = 1 << 40
 GLOBAL_STRIDE = 1 << 34
+PARAM_WINDOW = 1 << 45
 LOCAL_WINDOW = 1 << 46
 SHARED_WINDOW = 1 << 47
 WINDOW_SIZE = 1 << 32
@@ -130,6 +132,12 @@ class BankedMemory:
         _check(ok, addr, lanes, lambda k: self._describe(int(off[k]), int(ri[k]), nbytes, write))
         _check_align(off, nbytes, lanes, self.space)
         return self.row_of_lane[lanes], off
+
+    def locate_span(self, off: int, lane: int, nbytes: int, write: bool) -> None:
+        """Check that bytes ``off .. off+nbytes-1`` lie in one variable (no alignment rule)."""
+        ri = int(np.searchsorted(self.starts, off, side="right") - 1)
+        if ri < 0 or off + nbytes > self.ends[ri]:
+            raise MemoryFault(self._describe(off, ri, nbytes, write), lane, off)
 
     def chunks(self, addr: np.ndarray, lanes: np.ndarray, t: PtxType, count: int, write: bool,
                track: bool = True):

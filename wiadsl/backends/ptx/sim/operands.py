@@ -5,7 +5,8 @@ over lanes ``idx``, all lanes when ``idx`` is None, or a NumPy scalar for an
 immediate/symbol); a writer is ``w(wave, idx, values)``.  Building them once per
 instruction keeps the per-step cost to a gather, a ufunc and a scatter.
 
-Invariant: registers are only ever touched through these closures, so the
+Invariant: registers are only ever touched through these closures (and by
+``wgmma.py``, which delivers accumulators at ``wgmma.wait_group``), so the
 bit-level register model of ``ptxtypes`` holds everywhere.
 """
 
@@ -33,6 +34,8 @@ class Ctx:
     reg_types: dict[str, PtxType]
     symbols: dict[str, tuple[str, int]] = field(default_factory=dict)
     instr: Instr | None = None
+    #: wgmma accumulator registers: other instructions' accesses are checked (``wgmma.py``)
+    async_regs: frozenset[str] = frozenset()
 
     def error(self, msg: str) -> PtxSimError:
         ins = self.instr
@@ -93,7 +96,25 @@ def symbol_address(cx: Ctx, name: str) -> int | None:
 
 
 def reader(cx: Ctx, op, t: PtxType) -> Reader:
-    """A reader of ``op`` as type ``t``."""
+    """A reader of ``op`` as type ``t`` (watched if it is a wgmma accumulator, ``_watched``)."""
+    r = _reader(cx, op, t)
+    if isinstance(op, Name) and op.name in cx.async_regs:
+        return _watched(r, op.name, False)
+    return r
+
+
+def _watched(f, name: str, write: bool):
+    """``f`` preceded by the wgmma check of accumulator ``name`` (``wgmma.WgmmaState.touch``)."""
+
+    def g(w, idx, *v):
+        if w.wgmma is not None:
+            w.wgmma.touch(name, w.all_lanes if idx is None else idx, write)
+        return f(w, idx, *v)
+
+    return g
+
+
+def _reader(cx: Ctx, op, t: PtxType) -> Reader:
     if isinstance(op, Imm):
         val = imm_value(cx, op, t)
         return lambda w, idx: val
@@ -128,7 +149,15 @@ def reader(cx: Ctx, op, t: PtxType) -> Reader:
 
 
 def writer(cx: Ctx, op, t: PtxType) -> Writer:
-    """A writer of values of type ``t`` into register ``op`` (``None`` is the ``_`` sink)."""
+    """A writer of values of type ``t`` into register ``op`` (``None`` is the ``_`` sink);
+    watched if it is a wgmma accumulator (``_watched``)."""
+    f = _writer(cx, op, t)
+    if isinstance(op, Name) and op.name in cx.async_regs:
+        return _watched(f, op.name, True)
+    return f
+
+
+def _writer(cx: Ctx, op, t: PtxType) -> Writer:
     if op is None or (isinstance(op, Name) and op.name == "_"):
         return lambda w, idx, v: None
     if not isinstance(op, Name) or op.neg:

@@ -1,5 +1,5 @@
 """Control flow and synchronisation: bra, ret, exit, bar/barrier (sync), membar,
-fence, nanosleep, trap, and ``bar.warp.sync`` (see ``ops_warp``).
+nanosleep, trap, and ``bar.warp.sync`` (see ``ops_warp``; ``fence`` is in ``ops_mbarrier``).
 
 Invariant: control ops carry a descriptor the executor interprets (see
 ``dispatch``); they never touch PCs themselves.  ``bar.sync`` (= ``barrier.sync
@@ -53,7 +53,7 @@ def build_bar(ins, cx):
     return Compiled(ins, control=("bar", bid, count, aligned))
 
 
-@op("membar", "fence", "nanosleep", "pmevent")
+@op("membar", "nanosleep", "pmevent")
 def build_nop(ins, cx):
     return Compiled(ins, lambda w, idx: None)
 

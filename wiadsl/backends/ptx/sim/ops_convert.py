@@ -14,7 +14,7 @@ import numpy as np
 from . import fmath
 from .ast import Vec
 from .dispatch import Compiled, op, unsupported
-from .memory import LOCAL_WINDOW, SHARED_WINDOW
+from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .operands import mods_of, reader, writer
 from .ptxtypes import TYPES, UINT, PtxType, f32_to_bf16
 
@@ -151,7 +151,8 @@ def _mov_vec(ins, cx, t: PtxType, dst, src) -> Compiled:
     return Compiled(ins, unpack)
 
 
-_WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "const": 0, "param": 0}
+_WINDOWS = {"global": 0, "shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "const": 0,
+            "param": PARAM_WINDOW}
 
 
 @op("cvta")

@@ -159,6 +159,10 @@ def build_cp_async(ins, cx):
 
     The copy reads global memory now and lands in shared memory at a wait (``asyncq``)."""
     mods = ins.mods
+    if mods[:2] == ("async", "bulk"):
+        from .ops_bulk import build_bulk
+
+        return build_bulk(ins, cx)
     if mods[:1] != ("async",):
         raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line}")
     if mods[1:2] in (("commit_group",), ("wait_group",), ("wait_all",)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ast import Kernel, Module
+from .ast import Kernel, Module, Name, Vec
 from .dispatch import Compiled, compile_instr
 from .errors import PtxSimError
 from .memory import GLOBAL_BASE, GLOBAL_STRIDE, layout_vars
@@ -33,6 +33,13 @@ class Program:
     param_total: int
     dynamic_shared: int
     shared_unit: int = 1  # race-tracking granularity in bytes (``tracker.shared_unit``)
+    wgmma: bool = False   # has wgmma: warpgroup schedule slots, wgmma agents in the tracker
+    tma: bool = False     # has cp.async.bulk: mbarrier copy agents in the tracker
+
+    @property
+    def slot_width(self) -> int:
+        """Threads of one slot of the interleaved schedules (``schedule.py``)."""
+        return 128 if self.wgmma else 32
 
 
 def param_layout(kernel: Kernel) -> tuple[dict[str, tuple[int, int]], int]:
@@ -68,7 +75,19 @@ def compile_program(module: Module, kernel_name: str, dynamic_shared: int) -> Pr
     symbols.update({n: ("local", off) for n, (off, _) in lo_layout.items()})
     symbols.update({n: ("param", off) for n, (off, _) in pa_layout.items()})
     reg_types = {**kernel.regs, **SPECIAL_TYPES}
-    cx = Ctx(kernel, reg_types, symbols)
+    cx = Ctx(kernel, reg_types, symbols, async_regs=accumulators(kernel))
     ops = [compile_instr(ins, cx) for ins in kernel.instrs]
     return Program(module, kernel, ops, sh_layout, sh_total, lo_layout, lo_total,
-                   pa_layout, pa_total, dynamic_shared, shared_unit(kernel.instrs))
+                   pa_layout, pa_total, dynamic_shared, shared_unit(kernel.instrs),
+                   any(i.op == "wgmma" for i in kernel.instrs),
+                   any(i.op == "cp" and i.mods[:2] == ("async", "bulk") for i in kernel.instrs))
+
+
+def accumulators(kernel: Kernel) -> frozenset[str]:
+    """Registers some ``wgmma.mma_async`` writes (their other accesses are checked)."""
+    regs: set[str] = set()
+    for ins in kernel.instrs:
+        if ins.op == "wgmma" and ins.mods[:1] == ("mma_async",) and ins.operands \
+                and isinstance(ins.operands[0], Vec):
+            regs |= {i.name for i in ins.operands[0].items if isinstance(i, Name)}
+    return frozenset(regs)

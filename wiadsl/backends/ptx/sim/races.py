@@ -1,10 +1,12 @@
 """Shared-memory race reports: ``Race``, ``SimRaceError`` and the per-launch ``RaceLog``.
 
 A race is two accesses to one shared-memory byte of one block, by threads of
-different warps, at least one a write, with no ``bar.sync`` completed between
-them; or an access to bytes that a ``cp.async`` has not yet delivered (no
-``cp.async.wait_group``/``wait_all`` of the issuing thread retired it).  The
-tracker that finds them lives in ``tracker.py``; this module only names them.
+different warps (or a thread and an async agent: a TMA copy, a wgmma), at least one
+a write, that nothing orders (a completed ``bar.sync``, an mbarrier phase a waiter
+observed, a ``wgmma.wait_group``); an access to bytes that a ``cp.async`` has not
+yet delivered (no ``cp.async.wait_group``/``wait_all`` of the issuing thread retired
+it); or an async-proxy access after a generic write with no ``fence.proxy.async``.
+The tracker that finds them lives in ``tracker.py``; this module only names them.
 
 Invariant: a ``Race`` is self-describing (both instructions with line and text,
 both threads, the block, the variable and byte offset), so a test can assert on
@@ -24,12 +26,15 @@ from .state import Geometry
 RACE_MODES = ("raise", "collect", "off")
 
 #: kind -> what was missing between the two accesses (for the message).
+_ORDER = " (nor an mbarrier phase or wgmma.wait_group ordering them)"
 KINDS = {
-    "read-after-write": "no bar.sync between the write and the read",
-    "write-after-read": "no bar.sync between the read and the write",
-    "write-after-write": "no bar.sync between the two writes",
+    "read-after-write": "no bar.sync between the write and the read" + _ORDER,
+    "write-after-read": "no bar.sync between the read and the write" + _ORDER,
+    "write-after-write": "no bar.sync between the two writes" + _ORDER,
     "read-before-async-wait": "no cp.async.wait_group retired the copy before the read",
     "write-before-async-wait": "no cp.async.wait_group retired the copy before the write",
+    "async-after-generic-write": "no fence.proxy.async by the writer between its generic-proxy "
+                                 "write and the async-proxy (TMA, wgmma) access",
 }
 
 

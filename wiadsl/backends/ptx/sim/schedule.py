@@ -5,7 +5,9 @@
 * ``forward`` / ``reverse`` / ``rotate``: warp-interleaved.  The wave's lanes are
   split into warp slots (warp ``k`` of every block, simulated together, since
   blocks never share memory); one slot runs, 32 lanes in lockstep as on hardware,
-  until all of its threads wait at a barrier or exit, then the next slot runs.
+  until all of its threads wait at a barrier (or an mbarrier) or exit, then the
+  next slot runs.  A kernel with warpgroup instructions (``wgmma``) is split into
+  warpgroup slots of 128 threads instead.
   ``forward`` visits slots 0, 1, ... each cycle, ``reverse`` the other way,
   ``rotate`` starts cycle ``c`` at slot ``c mod n``.  A missing barrier then
   lets one warp see another's shared memory too early or too late, so values
@@ -22,11 +24,13 @@ import numpy as np
 SCHEDULES = ("lockstep", "forward", "reverse", "rotate")
 
 
-def warp_slots(tlin: np.ndarray, bsize: int) -> list[np.ndarray]:
-    """Lanes of each warp slot: warp ``k`` of every block of the wave (``tlin``: thread index)."""
-    nwarps = (bsize + 31) // 32
-    warp = tlin // 32
-    return [np.flatnonzero(warp == k) for k in range(nwarps)]
+def warp_slots(tlin: np.ndarray, bsize: int, width: int = 32) -> list[np.ndarray]:
+    """Lanes of each slot: threads ``k*width .. (k+1)*width - 1`` of every block of the wave
+    (``tlin``: thread index); ``width`` is 32 (warps), or 128 (warpgroups) for a kernel with
+    warpgroup-collective instructions (``wgmma``), whose warpgroup must run together."""
+    nslots = (bsize + width - 1) // width
+    slot = tlin // width
+    return [np.flatnonzero(slot == k) for k in range(nslots)]
 
 
 def slot_order(schedule: str, cycle: int, nslots: int) -> list[int]:

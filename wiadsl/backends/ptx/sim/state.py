@@ -9,13 +9,17 @@ Invariants: ``regs[name]`` is an array of length ``n`` holding raw bits of the
 register's width (bool for predicates); special registers are read-only entries
 of ``regs`` of type ``.u32`` (``%clock64`` ``.u64``); ``pc[i]`` is lane i's next
 instruction while it runs, and ``DONE`` while it waits at a barrier or has exited
-(``status`` tells which: RUN, WAIT, EXIT).  ``asyncq`` holds the wave's
-in-flight ``cp.async`` copies.
+(``status`` tells which: RUN, WAIT, EXIT); a waiting lane waits at a ``bar.sync``
+(``wait_mbar == -1``) or in ``mbarrier.try_wait`` on the mbarrier at shared offset
+``wait_mbar`` of its block, until ``wake`` re-runs its ``try_wait``.  ``asyncq`` holds
+the wave's in-flight ``cp.async`` copies, ``mbarriers`` the mbarrier objects
+(``mbarrier.py``), ``wgmma`` the warpgroups' in-flight wgmma results (``wgmma.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -93,9 +97,22 @@ class Wave:
         self.wait_bar = np.zeros(n, np.int64)
         self.wait_pc = np.zeros(n, np.int64)
         self.wait_cnt = np.full(n, -1, np.int64)
+        self.wait_mbar = np.full(n, -1, np.int64)
         self.all_lanes = lane
         self.pc_now = 0  # the instruction being executed (cp.async records where it was issued)
         self.asyncq = AsyncCopies(n, self.shared) if self.shared is not None else None
+        self.mbarriers: dict[tuple[int, int], Any] = {}  # (block row, offset) -> ``MBarrier``
+        self.wgmma: Any = None  # ``wgmma.WgmmaState``, made by the first wgmma instruction
+
+    def wake(self, row: int, offset: int) -> None:
+        """Lanes of block ``row`` blocked in ``try_wait`` on the mbarrier at ``offset`` run
+        their ``try_wait`` again (its phase completed)."""
+        lanes = np.flatnonzero((self.wait_mbar == offset) & (self.block_of_lane == row)
+                               & (self.status == WAIT))
+        if len(lanes):
+            self.status[lanes] = RUN
+            self.pc[lanes] = self.wait_pc[lanes]
+            self.wait_mbar[lanes] = -1
 
     def _specials(self, dynamic_smem: int, total_smem: int) -> None:
         g = self.geom
