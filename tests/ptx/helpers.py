@@ -71,7 +71,10 @@ def corpus_module(source: str):
 
 @functools.cache
 def assemble(ptxas: str, text: str, arch: str) -> tuple[int, str]:
-    """ptxas -v on ``text``: (exit status, log); cached per text and arch."""
+    """ptxas -v on ``text``: (exit status, log); cached per text and arch. A module whose
+    ``.target`` is the arch-specific ``sm_90a`` (wgmma) is assembled for that target."""
+    if arch == "sm_90" and re.search(r"^\.target sm_90a$", text, re.M):
+        arch = "sm_90a"
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
         Path(src).write_text(text)

@@ -6,7 +6,11 @@ Invariants:
   ``.reg .<class> %x<N>`` with N one past the highest number used, so any register
   handed out is declared.
 - Parameters are loaded exactly once, at the top of the kernel (``ld.param``), and
-  pointer parameters are converted with ``cvta.to.global`` before use.
+  pointer parameters are converted with ``cvta.to.global`` before use; a tensor map
+  parameter (ptype ``tmap``) is a 128-byte, 64-aligned ``.b8`` array whose generic
+  address (``cvta.param``) the kernel uses.
+- A module's ``.target`` is the arch, or the arch-specific target (``sm_90a``) a kernel
+  of it needs.
 - Instructions are emitted as complete statements (the builder adds ``;``).
 """
 
@@ -45,6 +49,12 @@ class KernelBuilder:
     module_decls: dict[str, str] = field(default_factory=dict)
     #: the options of the plan this kernel belongs to (``options.using``)
     options: CodegenOptions = field(default_factory=current)
+    #: ``.maxnreg`` (a kernel using ``setmaxnreg`` must declare its register budget)
+    max_regs: int | None = None
+    #: bytes of ``.extern .shared`` memory the launch must provide
+    dynamic_shared: int = 0
+    #: the arch-specific target this kernel needs (``sm_90a`` for wgmma), else None
+    target: str | None = None
 
     # ------------------------------------------------------------------ registers
     def reg(self, cls: str) -> str:
@@ -64,6 +74,14 @@ class KernelBuilder:
                "f32": "f32", "f64": "f64"}[ptype]
         r = self.reg(cls)
         self.prologue.append(f"ld.param.{ptype} {r}, [{name}];")
+        return r
+
+    def tensor_map(self, name: str) -> str:
+        """A TMA tensor map parameter (``.param .align 64 .b8 name[128]``); returns a register
+        with its generic address (``cvta.param``), as ``cp.async.bulk.tensor`` takes it."""
+        self.params.append(Param(name, "tmap"))
+        r = self.reg("b64")
+        self.prologue += [f"mov.b64 {r}, {name};", f"cvta.param.u64 {r}, {r};"]
         return r
 
     def pointer(self, name: str) -> str:
@@ -103,7 +121,8 @@ class KernelBuilder:
 
     # ------------------------------------------------------------------ render
     def text(self) -> str:
-        params = ",\n".join(f"    .param .{p.ptype} {p.name}" for p in self.params)
+        params = ",\n".join(f"    .param .align 64 .b8 {p.name}[128]" if p.ptype == "tmap"
+                             else f"    .param .{p.ptype} {p.name}" for p in self.params)
         decls = [f"    .reg .{cls} {REG_PREFIX[cls]}<{n + 1}>;"
                  for cls, n in sorted(self.counts.items())]
         body = [f"    {s}" for s in self.shared]
@@ -112,12 +131,15 @@ class KernelBuilder:
         head = f".visible .entry {self.name}(\n{params}\n)"
         if self.max_threads:
             head += f"\n.maxntid {self.max_threads}, 1, 1"
+        if self.max_regs:
+            head += f"\n.maxnreg {self.max_regs}"
         return head + "\n{\n" + "\n".join(decls + body + ["    ret;"]) + "\n}\n"
 
 
 def module_text(kernels: list[KernelBuilder], arch: str, comment: str = "") -> str:
     """The whole PTX module: header then every kernel."""
     header = [f"// {line}" for line in comment.splitlines()] if comment else []
+    arch = next((k.target for k in kernels if k.target), arch)  # sm_90 -> sm_90a for wgmma
     header += [f".version {isa_version(arch)}", f".target {arch}", ".address_size 64", ""]
     decls: dict[str, str] = {}
     for k in kernels:  # shared by name: two kernels using one table declare it once

@@ -2,8 +2,9 @@
 
 Invariants:
 - ``KernelParams`` gives every kernel parameter a matching launch-plan argument,
-  in order: ``{"buffer": name}``, ``{"expr": sym, "type": "u32"|"s32"}``
-  or ``{"scalar": name, "dtype": d}``. Compile-time ints are immediates, never params.
+  in order: ``{"buffer": name}``, ``{"expr": sym, "type": "u32"|"s32"}``,
+  ``{"scalar": name, "dtype": d}`` or ``{"tmap": buffer, ...}`` (a TMA tensor map).
+  Compile-time ints are immediates, never params.
 - Index arithmetic is 32-bit when every extent, the domain's element count and
   every view's offset range provably stay within ``index_width.INDEX32_LIMIT`` (static
   sizes), else 64-bit (``ExprCodegen.wide``: symbolic sizes, or > 2^31 elements):
@@ -60,6 +61,13 @@ class KernelParams:
             self.memo[key] = self.kb.param(ptype, f"p{len(self.args)}")
             self.args.append({"expr": value, "type": ptype})
         return self.memo[key]
+
+    def tensor_map(self, arg: dict[str, Any]) -> str:
+        """A TMA tensor map built at launch from plan argument ``arg`` (``{"tmap": buffer,
+        ...}``, docs/ptx.md); returns the register holding its generic address."""
+        reg = self.kb.tensor_map(f"p{len(self.args)}")
+        self.args.append(arg)
+        return reg
 
     def scalar(self, name: str, dtype: DType) -> str:
         """A host scalar passed by value, as a compute register of ``dtype``."""

@@ -8,6 +8,10 @@ Invariants:
   any device work; a failed ``check`` step raises WiaRuntimeError with its message.
 - bf16 lives on the device as 16-bit patterns and on the host as float32
   (rounded to nearest even on the way in).
+- A launch with a ``when`` condition runs only where it holds; a TMA tensor map
+  argument is built at launch by the device (``Device.tensor_map``) from the plan's
+  fields, with ``address`` = the byte offset into the buffer (checked first:
+  ``sim.tensormap.validate``, the driver API's rules).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 from ...diagnostics import WiaCallError, WiaRuntimeError
 from ...dtypes import DTYPE_NAMES, IR_DTYPE_NAMES, DType
 from .isa import DEVICE_NUMPY
+from .sim.tensormap import TensorMap, validate
 from .symbolic import evaluate
 
 MAX_BLOCK_VISITS = 10_000_000
@@ -33,6 +38,7 @@ class Device(Protocol):
     def write(self, buf: Any, data: np.ndarray, offset: int) -> None: ...
     def launch(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list[Any], shared_bytes: int) -> None: ...
+    def tensor_map(self, buf: Any, tm: TensorMap) -> Any: ...
 
 
 def dtype_of(name: str) -> DType:
@@ -164,6 +170,8 @@ class PlanRun:
         self.buffers[s["buffer"]] = Buffer(self.device.alloc(nbytes), dtype, shape)
 
     def step_launch(self, s: dict[str, Any]) -> None:
+        if "when" in s and not self.ev(s["when"]):
+            return
         grid = tuple(int(self.ev(g)) for g in s["grid"])
         if min(grid) <= 0:
             return
@@ -174,10 +182,26 @@ class PlanRun:
                 args.append(self.buffers[a["buffer"]].handle)
             elif "expr" in a:
                 args.append(_size_arg(int(self.ev(a["expr"])), a["type"], s["kernel"]))
+            elif "tmap" in a:
+                args.append(self.tensor_map(a, s["kernel"]))
             else:
                 args.append(_param_value(self.scalars[a["scalar"]], dtype_of(a["dtype"])))
-        self.device.launch(s["kernel"], grid, tuple(s["block"]), args, 0)  # type: ignore[arg-type]
+        self.device.launch(s["kernel"], grid, tuple(s["block"]), args,  # type: ignore[arg-type]
+                           int(s.get("shared_bytes", 0)))
         self.launches += 1
+
+    def tensor_map(self, a: dict[str, Any], kernel: str) -> Any:
+        """The device's tensor map for plan argument ``a`` (its ``address`` field: the byte
+        offset into the buffer; the device adds the buffer's address)."""
+        tm = TensorMap(int(self.ev(a["offset"])), int(a["elem_bytes"]),
+                       tuple(int(self.ev(d)) for d in a["dims"]),
+                       tuple(int(self.ev(x)) for x in a["strides"]), tuple(a["box"]),
+                       swizzle=int(a["swizzle"]), data_type=int(a["data_type"]))
+        try:
+            validate(tm)
+        except ValueError as e:
+            raise WiaRuntimeError(f"kernel {kernel}: tensor map of '{a['tmap']}': {e}") from None
+        return self.device.tensor_map(self.buffers[a["tmap"]].handle, tm)
 
     def step_read(self, s: dict[str, Any]) -> None:
         dtype = dtype_of(s["dtype"])

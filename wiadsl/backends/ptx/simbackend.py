@@ -13,7 +13,7 @@ Invariant: simulated buffers are NumPy byte arrays; every launch goes through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from ...ir.module import ModuleOp
 from .executor import PlanRun
 from .isa import DEFAULT_ARCH
 from .program import TargetOptions, ptx_program
+from .sim.tensormap import TensorMap, TensorMapArg
 
 
 @dataclass
@@ -46,6 +47,10 @@ class SimDevice:
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         size = data.dtype.itemsize
         buf[offset * size:offset * size + raw.size] = raw
+
+    def tensor_map(self, buf: np.ndarray, tm: TensorMap) -> TensorMapArg:
+        """The simulator's tensor map argument: ``tm``'s address is the offset into ``buf``."""
+        return TensorMapArg(buf, replace(tm, address=0), tm.address)
 
     def launch(self, kernel: str, grid, block, args: list[Any], shared_bytes: int) -> None:
         from .sim import launch

@@ -99,9 +99,10 @@ class Planner(OpsMixin):
                            "shape": list(shape)})
         return dense_view(name, dtype, shape)
 
-    def add_kernel(self, k: EmittedKernel) -> None:
-        """Launch ``k``; a device error flag it reports through (``device_errors``) gets a
-        zeroed buffer before the launch and a read and check after it."""
+    def add_kernel(self, k: EmittedKernel, when: str | None = None) -> None:
+        """Launch ``k`` (only where the plan expression ``when`` holds, if given); a device
+        error flag it reports through (``device_errors``) gets a zeroed buffer before the
+        launch and a read and check after it."""
         self.kernels.append(k)
         args, flags = [], []
         for a in k.args:
@@ -114,8 +115,13 @@ class Planner(OpsMixin):
                 a = {"buffer": flag}
             args.append(a)
         k.args = args
-        self.steps.append({"op": "launch", "kernel": k.name, "kind": k.kind,
-                           "grid": list(k.grid), "block": list(k.block), "args": args})
+        step: dict[str, Any] = {"op": "launch", "kernel": k.name, "kind": k.kind,
+                                "grid": list(k.grid), "block": list(k.block), "args": args}
+        if k.builder.dynamic_shared:
+            step["shared_bytes"] = k.builder.dynamic_shared
+        if when is not None:
+            step["when"] = when
+        self.steps.append(step)
         for kind, flag in flags:
             seen = self.fresh("err")
             self.steps.append({"op": "read", "dst": seen, "buffer": flag, "index": 0,

@@ -11,12 +11,14 @@ Invariants:
   A tile is loaded and zero padding as guards on those loads; the fused body is
   the tile kernel's epilogue. Integer convs and pools are row kernels over
   windows whose input loads carry the same guards.
-- f16/bf16 products with f32 accumulation run on tensor cores (``mma.sync``)
-  when the target is sm_80 or newer; everything else on the FMA tiles.
+- f16/bf16 products with f32 accumulation run on tensor cores: on sm_90 the Hopper
+  kernel (``wgmma`` + TMA) when TMA can load both operands, else (and on sm_80+)
+  ``mma.sync``; everything else on the FMA tiles.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ....dtypes import DType
@@ -30,6 +32,7 @@ from ..kernels.matmul import ProductSpec, matmul_kernel
 from ..kernels.mma import mma_eligible, mma_kernel
 from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
+from ..kernels.wgmma_gemm import wgmma_kernel, wgmma_plan
 from ..symbolic import Sym, _fold, mul, sub
 from .fuse import SpecBuilder, expand_body, is_elementwise, product_dtype, value_dtype
 from .values import HostScalar, Lazy, View, broadcast_shapes, broadcast_stride
@@ -53,7 +56,7 @@ class PlannerBase:
         def kernel_name(self, kind: str) -> str: ...
         def unify(self, a: str, b: str) -> bool: ...
         def alloc(self, dtype: DType, shape: tuple[Sym, ...]) -> View: ...
-        def add_kernel(self, k: EmittedKernel) -> None: ...
+        def add_kernel(self, k: EmittedKernel, when: str | None = None) -> None: ...
         def shape(self, v: Value) -> tuple[Sym, ...]: ...
         def lookup(self, v: Value) -> Any: ...
         def host(self, v: Value) -> HostScalar: ...
@@ -150,11 +153,21 @@ class ProductsMixin(PlannerBase):
         return out
 
     def add_product(self, ps: ProductSpec) -> None:
-        """The tensor-core kernel where it applies (f16/bf16 on sm_80+), else the FMA tiles."""
+        """The Hopper kernel (wgmma + TMA, ``kernels.wgmma_gemm``) where its operands allow
+        on sm_90; else the tensor-core kernel (f16/bf16 on sm_80+), else the FMA tiles.
+        With symbolic strides the Hopper kernel launches only where they suit TMA (its
+        ``when``) and the other kernel, renamed ``<name>_sm80``, everywhere else."""
+        hopper = wgmma_plan(ps, self.arch)
+        when = None
+        if hopper is not None:
+            self.add_kernel(wgmma_kernel(ps, hopper.a, hopper.b, hopper.tn), hopper.when)
+            if hopper.when is None:
+                return
+            ps, when = replace(ps, name=ps.name + "_sm80"), f"not ({hopper.when})"
         if mma_eligible(ps, sm_number(self.arch)):
-            self.add_kernel(mma_kernel(ps))
+            self.add_kernel(mma_kernel(ps), when)
         else:
-            self.add_kernel(matmul_kernel(ps))
+            self.add_kernel(matmul_kernel(ps), when)
 
     # ------------------------------------------------------------ windows
     def window_shape(self, op: Operation) -> tuple[Sym, ...]:

@@ -68,8 +68,8 @@ def build_bulk(ins, cx):
 
 
 def _tensor_map(w, lane: int, addr: int) -> TensorMap:
-    raw = access.load(w, "generic", np.asarray([addr], np.uint64), np.asarray([lane]),
-                      TYPES["u8"], 128)
+    words = np.uint64(addr) + np.arange(16, dtype=np.uint64) * np.uint64(8)
+    raw = access.load(w, "generic", words, np.full(16, lane), TYPES["u64"], 1)
     try:
         return decode(raw.tobytes())
     except ValueError as e:
