@@ -13,11 +13,18 @@ Invariants:
 - Every driver call is checked; a failing call raises WiaRuntimeError naming it.
 - Kernel parameters are passed as an array of pointers to host copies of each
   argument, typed as the plan says (``u64`` device pointers, ``u32/s32`` sizes,
-  scalars in their ``.param`` type).
+  scalars in their ``.param`` type, the 128 bytes of a TMA tensor map).
+- A tensor map is encoded at launch by the driver's ``cuTensorMapEncodeTiled``
+  (``encode_tensor_map``, called through ctypes with the C signature of the driver
+  API docs: the CUtensorMap out-parameter 64-byte aligned, dims and box innermost
+  first, rank-1 byte strides, interleave none, L2 promotion 128B, zero OOB fill).
+- A launch with more than 48 KiB of dynamic shared memory first raises the
+  function's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` (once per size).
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +34,52 @@ from ...diagnostics import WiaRuntimeError, WiaUsageError
 from ...ir.module import ModuleOp
 from .isa import DEFAULT_ARCH
 from .program import TargetOptions
+from .sim.tensormap import TensorMap
 from .simbackend import ShapeSpecialized
 
 _STATE: dict[str, Any] = {}
+#: CUtensorMapL2promotion: CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+L2_PROMOTION_128B = 2
+#: static shared memory a kernel may use without opting in to more (bytes)
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+
+@dataclass
+class CudaTensorMap:
+    """The 128 bytes of a ``CUtensorMap`` (64-byte aligned), passed to a kernel by value."""
+
+    raw: np.ndarray
+
+
+def encode_tensor_map(lib: Any, ptr: int, tm: TensorMap) -> CudaTensorMap:
+    """``cuTensorMapEncodeTiled`` of ``tm`` for the tensor at device address ``ptr`` +
+    ``tm.address`` (``lib``: the driver library, ``libcuda.so.1``)."""
+    c_u32, c_u64, c_int = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
+    fn = lib.cuTensorMapEncodeTiled
+    fn.restype = c_int
+    fn.argtypes = [ctypes.c_void_p, c_int, c_u32, ctypes.c_void_p, ctypes.POINTER(c_u64),
+                   ctypes.POINTER(c_u64), ctypes.POINTER(c_u32), ctypes.POINTER(c_u32),
+                   c_int, c_int, c_int, c_int]
+    store = np.zeros(128 + 64, np.uint8)
+    start = -store.ctypes.data % 64
+    raw = store[start:start + 128]
+    r = tm.rank
+    err = fn(raw.ctypes.data, tm.data_type, r, ptr + tm.address,
+             (c_u64 * r)(*tm.dims), (c_u64 * max(1, r - 1))(*tm.strides, *([0] if r == 1 else [])),
+             (c_u32 * r)(*tm.box), (c_u32 * r)(*(tm.element_strides or (1,) * r)),
+             0, tm.swizzle, L2_PROMOTION_128B, 0)
+    if err != 0:
+        name = ctypes.c_char_p()
+        lib.cuGetErrorName(err, ctypes.byref(name))
+        raise WiaRuntimeError(f"CUDA cuTensorMapEncodeTiled failed: "
+                              f"{name.value.decode() if name.value else err}")
+    return CudaTensorMap(raw)
+
+
+def _libcuda() -> Any:
+    if "libcuda" not in _STATE:
+        _STATE["libcuda"] = ctypes.CDLL("libcuda.so.1")
+    return _STATE["libcuda"]
 
 
 def driver() -> Any:
@@ -87,6 +137,7 @@ class CudaDevice:
 
     ptx: str
     functions: dict[str, Any] = field(default_factory=dict)
+    shared_set: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         cuda = driver()
@@ -128,9 +179,19 @@ class CudaDevice:
                                          "cuModuleGetFunction")
         return self.functions[name]
 
+    def tensor_map(self, buf: DeviceBuffer, tm: TensorMap) -> CudaTensorMap:
+        driver()
+        return encode_tensor_map(_libcuda(), buf.ptr, tm)
+
     def launch(self, kernel: str, grid, block, args: list[Any], shared_bytes: int) -> None:
         cuda = driver()
-        holders = [np.array([a.ptr if isinstance(a, DeviceBuffer) else a],
+        if shared_bytes > DEFAULT_SHARED_LIMIT and (kernel, shared_bytes) not in self.shared_set:
+            attr = cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(cuda, cuda.cuFuncSetAttribute(self.function(kernel), attr, shared_bytes),
+                  "cuFuncSetAttribute")
+            self.shared_set.add((kernel, shared_bytes))
+        holders = [a.raw if isinstance(a, CudaTensorMap) else
+                   np.array([a.ptr if isinstance(a, DeviceBuffer) else a],
                             np.uint64 if isinstance(a, DeviceBuffer) else np.asarray(a).dtype)
                    for a in args]
         pointers = np.array([h.ctypes.data for h in holders], np.uint64)

@@ -1,8 +1,9 @@
 """Hopper GEMM (sm_90a): TMA loads into a ring of 128B-swizzled stages, warp-specialized
 ``wgmma.mma_async``, ``mbarrier`` full/empty pairs per stage.
 
-Block tile 128 x ``tn`` (128 or 256), k tile 128 bytes (64 halves), ``STAGES`` = 4,
-384 threads in three warpgroups:
+Block tile 128 x ``tn`` (256 when the grid still fills two waves of an H100's 132 SMs,
+``tile_n``; else 128), k tile 128 bytes (64 halves), ``STAGES`` = 4, 384 threads in
+three warpgroups:
 
 - warpgroup 0, the producer: ``setmaxnreg.dec`` to 40 registers; one elected thread
   of warp 0 walks the k tiles: wait for the stage's *empty* barrier, arm its *full*
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import float_literal
-from ..symbolic import call
+from ..symbolic import call, product
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, launch_grid, setup
@@ -59,6 +60,8 @@ LBO_K, LBO_MN = 1 << 16, (BOX_BYTES_MN >> 4) << 16
 STEP_K, STEP_MN = 32 >> 4, (16 * BK_BYTES) >> 4
 
 
+#: SMs of an H100 SXM, and the waves of blocks a 128 x 256 grid must fill to be chosen
+H100_SMS, WIDE_TILE_WAVES = 132, 2
 #: archs that have wgmma (sm_90a only: not sm_100 and later, whose tensor cores differ)
 WGMMA_ARCHS = ("sm_90", "sm_90a")
 
@@ -86,7 +89,18 @@ def wgmma_plan(spec: ProductSpec, arch: str) -> WgmmaPlan | None:
     if la is None or lb is None:
         return None
     conds = la.conditions + lb.conditions
-    return WgmmaPlan(la, lb, 128, " and ".join(f"({c})" for c in conds) or None)
+    return WgmmaPlan(la, lb, tile_n(spec), " and ".join(f"({c})" for c in conds) or None)
+
+
+def tile_n(spec: ProductSpec) -> int:
+    """256 when the grid of 128 x 256 tiles still fills ``WIDE_TILE_WAVES`` waves of an
+    H100's SMs (static sizes; a wider tile re-reads A half as often), else 128."""
+    dims = (spec.m, spec.n, product(list(spec.batch)))
+    if all(isinstance(d, int) for d in dims):
+        m, n, z = (int(d) for d in dims)
+        if n >= 256 and -(-m // TM) * -(-n // 256) * z >= WIDE_TILE_WAVES * H100_SMS:
+            return 256
+    return 128
 
 
 def smem_layout(tn: int) -> tuple[int, int, int, int]:
