@@ -260,3 +260,49 @@ def test_deleting_a_synchronisation_is_reported(what: str) -> None:
         _run(broken, plan, xs, **opts)
     if "race" in str(err.value).split(",")[0]:
         assert isinstance(err.value, SimRaceError)
+
+
+# ---------------------------------------------------------------- int8 and tf32
+
+
+I8T = ("kernel k(input a: i8[M, K], input b: i8[N, K], output y: i32[M, N]) "
+       "{ y = cast(a, i32) @ cast(transpose(b), i32); }")
+F32T = "kernel k(input a: f32[M, K], input b: f32[N, K], output y: f32[M, N]) { y = a @ transpose(b); }"
+
+
+def test_int8_runs_on_wgmma_k32(ptxas: str) -> None:
+    rng = np.random.default_rng(5)
+    a = rng.integers(-128, 128, (70, 144)).astype(np.int8)
+    b = rng.integers(-128, 128, (40, 144)).astype(np.int8)
+    text, plan = emit_ptx(corpus_module(I8T), "k", "sm_90", {"a": a.shape, "b": b.shape})
+    assert _kinds(plan) == ["matmul(wgmma)"] and "m64n128k32.s32.s8.s8" in text
+    rc, log = assemble(ptxas, text, "sm_90")
+    assert rc == 0 and spills(log) == {plan["kernels"][0]["name"]: 0}, log
+    got, _ = _run(text, plan, [a, b])
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64).T)
+    # an i8 B stored [K, N] is N-major: wgmma cannot transpose 8-bit operands
+    nn = I8T.replace("i8[N, K]", "i8[K, N]").replace("cast(transpose(b), i32)", "cast(b, i32)")
+    kinds = _kinds(emit_ptx(corpus_module(nn), "k", "sm_90", {"a": (70, 144), "b": (144, 48)})[1])
+    assert "matmul(wgmma)" not in kinds
+
+
+def test_tf32_only_with_allow_tf32(monkeypatch, ptxas: str) -> None:
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((33, 40)).astype(np.float32)
+    b = rng.standard_normal((24, 40)).astype(np.float32)
+    shapes = {"a": a.shape, "b": b.shape}
+    assert "matmul(wgmma)" not in _kinds(emit_ptx(corpus_module(F32T), "k", "sm_90", shapes)[1])
+    monkeypatch.setattr(wgmma_gemm, "current", lambda: SimpleNamespace(allow_tf32=True))
+    text, plan = emit_ptx(corpus_module(F32T), "k", "sm_90", shapes)
+    assert _kinds(plan) == ["matmul(wgmma)"] and "m64n128k8.f32.tf32.tf32" in text
+    rc, log = assemble(ptxas, text, "sm_90")
+    assert rc == 0 and spills(log) == {plan["kernels"][0]["name"]: 0}, log
+    got, _ = _run(text, plan, [a, b])
+    # tf32 keeps 10 mantissa bits (the simulator truncates the f32 operands to them)
+    trunc = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b)]
+    np.testing.assert_allclose(got, trunc[0].astype(np.float64) @ trunc[1].T.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-2,
+                               atol=1e-2)

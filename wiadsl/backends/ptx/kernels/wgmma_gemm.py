@@ -2,18 +2,19 @@
 ``wgmma.mma_async``, ``mbarrier`` full/empty pairs per stage.
 
 Block tile 128 x ``tn`` (256 when the grid still fills two waves of an H100's 132 SMs,
-``tile_n``; else 128), k tile 128 bytes (64 halves), ``STAGES`` = 4, 384 threads in
-three warpgroups:
+``tile_n``; else 128), k tile 128 bytes (64 halves, 128 int8, 32 tf32), ``STAGES`` = 4,
+384 threads in three warpgroups:
 
 - warpgroup 0, the producer: ``setmaxnreg.dec`` to 40 registers; one elected thread
   of warp 0 walks the k tiles: wait for the stage's *empty* barrier, arm its *full*
   barrier with the stage's bytes (``mbarrier.arrive.expect_tx``), issue the TMA
   copies of the A and B tiles (``cp.async.bulk.tensor``, which complete the bytes);
 - warpgroups 1 and 2, the consumers: ``setmaxnreg.inc`` to 232 registers; each owns
-  64 rows of the tile (``wgmma.mma_async.m64n{tn}k16``, f32 accumulators, zeroed
-  before the loop so that every wgmma accumulates, scale-d 1): wait for the stage's
-  full barrier, ``wgmma.fence``, 4 wgmma (one per k16 step, descriptor start advanced
-  32 bytes (K-major) or 2 KiB (MN-major)), commit, ``wgmma.wait_group 1`` (the
+  64 rows of the tile (``wgmma.mma_async.m64n{tn}`` k16 f16/bf16, k32 s8, k8 tf32 with
+  f32 or s32 accumulators, zeroed before the loop so that every wgmma accumulates,
+  scale-d 1): wait for the stage's full barrier, ``wgmma.fence``, 4 wgmma (one per 32
+  bytes of k, descriptor start advanced 32 bytes (K-major) or 2 KiB (MN-major: 16 k
+  rows of 16-bit operands)), commit, ``wgmma.wait_group 1`` (the
   previous tile's group is complete), then thread 0 of the warpgroup arrives on the
   *previous* stage's empty barrier; after the loop ``wgmma.wait_group 0`` and the
   fused epilogue (``gemm_epilogue``) stores the accumulators under row/column
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import float_literal
+from ..options import current
 from ..symbolic import call, product
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
@@ -50,13 +52,33 @@ from .tma_operands import BK_BYTES, BOX_BYTES_MN, MN_BOX, TmaOperand, tma_operan
 
 TM, STAGES, THREADS = 128, 4, 384
 PRODUCER_REGS, CONSUMER_REGS, MAX_REGS = 40, 232, 168
-WGMMA_TYPES = {DType.F16: "f16", DType.BF16: "bf16"}
-KSTEPS = 4                           # k16 steps of one 128-byte k tile
+KSTEPS = 4                           # wgmma k steps (32 bytes of k each) of one 128-byte k tile
+
+
+@dataclass(frozen=True)
+class MmaKind:
+    """The wgmma form for an operand dtype: its PTX types, k, the operands after the
+    descriptors (scale-d 1, then the immediates the form takes), the accumulator."""
+
+    types: str
+    k: int
+    tail: str
+    acc: DType
+    transposable: bool
+
+
+#: operand dtype -> wgmma form (tf32 only under the ``allow_tf32`` codegen option)
+MMA_KINDS = {
+    DType.F16: MmaKind("f32.f16.f16", 16, "1, 1, 1, {ta}, {tb}", DType.F32, True),
+    DType.BF16: MmaKind("f32.bf16.bf16", 16, "1, 1, 1, {ta}, {tb}", DType.F32, True),
+    DType.F32: MmaKind("f32.tf32.tf32", 8, "1, 1, 1", DType.F32, False),
+    DType.I8: MmaKind("s32.s8.s8", 32, "1", DType.I32, False),
+}
 #: descriptor high word: SBO 1024 >> 4, swizzle 128B (bits 62-63 = 1)
 DESC_HI = (1024 >> 4) | (1 << 30)
 #: descriptor LBO field (bits 16-29 of the low word): K-major 1 (unused), MN-major 8 KiB
 LBO_K, LBO_MN = 1 << 16, (BOX_BYTES_MN >> 4) << 16
-#: descriptor start-address step per k16 step (>> 4): 32 bytes (K-major), 16 rows (MN)
+#: descriptor start-address step per k step (>> 4): 32 bytes (K-major), 16 rows (MN)
 STEP_K, STEP_MN = 32 >> 4, (16 * BK_BYTES) >> 4
 
 
@@ -78,14 +100,20 @@ class WgmmaPlan:
     when: str | None
 
 
-def wgmma_plan(spec: ProductSpec, arch: str) -> WgmmaPlan | None:
-    """The plan for ``spec`` on ``arch`` when the Hopper kernel can run it: sm_90(a), f16 x
-    f16 or bf16 x bf16 with f32 accumulation, both operands TMA-loadable (else None)."""
-    if arch not in WGMMA_ARCHS or spec.acc is not DType.F32 or spec.a.dtype is not spec.b.dtype \
-            or spec.a.dtype not in WGMMA_TYPES:
+def wgmma_plan(spec: ProductSpec, arch: str, allow_tf32: bool | None = None) -> WgmmaPlan | None:
+    """The plan for ``spec`` on ``arch`` when the Hopper kernel can run it (else None):
+    sm_90(a); f16 x f16 or bf16 x bf16 in f32, i8 x i8 in i32, or f32 x f32 in f32 as tf32
+    when ``allow_tf32`` (default: the codegen option, ``options.py``); both operands
+    TMA-loadable, K-major for i8 and tf32 (wgmma transposes only 16-bit operands)."""
+    kind = MMA_KINDS.get(spec.a.dtype)
+    if arch not in WGMMA_ARCHS or kind is None or spec.b.dtype is not spec.a.dtype \
+            or spec.acc is not kind.acc:
         return None
-    la = tma_operand(spec.a, spec.batch, mn_major_ok=True)
-    lb = tma_operand(spec.b, spec.batch, mn_major_ok=True)
+    if spec.a.dtype is DType.F32 and not (
+            getattr(current(), "allow_tf32", False) if allow_tf32 is None else allow_tf32):
+        return None
+    la = tma_operand(spec.a, spec.batch, mn_major_ok=kind.transposable)
+    lb = tma_operand(spec.b, spec.batch, mn_major_ok=kind.transposable)
     if la is None or lb is None:
         return None
     conds = la.conditions + lb.conditions
@@ -233,11 +261,16 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
     """The main loop of a consumer warpgroup; returns its accumulator registers."""
     la, lb = ops
     a_bytes, b_bytes = sizes
-    ab = WGMMA_TYPES[la.op.dtype]
+    kind = MMA_KINDS[la.op.dtype]
     kb.emit(f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS}")
-    accs = kb.regs("f32", tn // 2)
-    for r in accs:
-        kb.emit(f"mov.f32 {r}, {float_literal(0.0, DType.F32)}")
+    if kind.acc is DType.F32:
+        accs = kb.regs("f32", tn // 2)
+        for r in accs:
+            kb.emit(f"mov.f32 {r}, {float_literal(0.0, DType.F32)}")
+    else:
+        accs = kb.regs("b32", tn // 2)
+        for r in accs:
+            kb.emit(f"mov.b32 {r}, 0")
     t, lead, rows = kb.reg("b32"), kb.reg("pred"), kb.reg("b32")
     kb.emit(f"and.b32 {t}, {tid}, 127")
     kb.emit(f"setp.eq.u32 {lead}, {t}, 0")
@@ -266,7 +299,7 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
         kb.emit(f"or.b32 {lo}, {lo}, {LBO_K if op.k_major else LBO_MN}")
     kb.emit("wgmma.fence.sync.aligned")
     d = ", ".join(accs)
-    ta, tb = int(not la.k_major), int(not lb.k_major)
+    tail = kind.tail.format(ta=int(not la.k_major), tb=int(not lb.k_major))
     for ks in range(KSTEPS):
         da, db = kb.reg("b64"), kb.reg("b64")
         for desc, lo, op in ((da, lo_a, la), (db, lo_b, lb)):
@@ -275,8 +308,8 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
                 step = kb.reg("b32")
                 kb.emit(f"add.u32 {step}, {lo}, {ks * (STEP_K if op.k_major else STEP_MN)}")
             kb.emit(f"mov.b64 {desc}, {{{step}, {hi}}}")
-        kb.emit(f"wgmma.mma_async.sync.aligned.m64n{tn}k16.f32.{ab}.{ab} {{{d}}}, {da}, {db}, "
-                f"1, 1, 1, {ta}, {tb}")
+        kb.emit(f"wgmma.mma_async.sync.aligned.m64n{tn}k{kind.k}.{kind.types} {{{d}}}, {da}, "
+                f"{db}, {tail}")
     kb.emit("wgmma.commit_group.sync.aligned")
     kb.emit("wgmma.wait_group.sync.aligned 1")
     rel, empty = kb.reg("pred"), kb.reg("b32")   # release the previous tile's stage
@@ -315,5 +348,5 @@ def _epilogue(cg, spec: ProductSpec, accs: list[str], tid: str, wg: str, m0: str
         c = kb.reg("b32")
         kb.emit(f"add.u32 {c}, {c0}, {8 * (j >> 1) + (j & 1)}")
         cols.append(c)
-    emit_epilogue(cg, spec.epilogue, spec.emap, DType.F32, rows, cols, m, n,
+    emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
                   lambda i, j: accs[4 * (j >> 1) + 2 * i + (j & 1)])
