@@ -22,6 +22,7 @@ from ..builder import KernelBuilder
 from ..codegen import ExprCodegen, IndexGroup, KernelParams, is_b32
 from ..expr import Iota, LoopSpec, walk
 from ..isa import info
+from ..options import current
 from ..symbolic import Sym, call, contiguous_strides, product
 from .common import BLOCK, MAX_GRID, StridedLoop, global_thread, varies, widen_u32
 from .packed import PairEval, PairValue, hoist_packed, packed_arch
@@ -66,6 +67,13 @@ def vector_lanes(spec: LoopSpec) -> int:
 
 
 def elementwise_kernel(spec: LoopSpec) -> EmittedKernel:
+    """The kernel of an elementwise ``spec``: a tiled transpose when an input is a
+    transposed view of the outputs (``transpose``), else the grid-stride loop."""
+    from .transpose import transpose_kernel, transpose_plan  # it builds on this module
+
+    tiled = transpose_plan(spec, current().arch)
+    if tiled is not None:
+        return transpose_kernel(spec, tiled)
     kb = KernelBuilder(spec.name, max_threads=BLOCK)
     params = KernelParams(kb)
     cg = ExprCodegen(kb, params, spec.inputs, spec.scalars, spec.domain)
