@@ -10,6 +10,12 @@ Invariants:
   pairs, one access per group; 4-byte views take two), else 4. The scalar tail
   loop covers the last ``n % lanes`` elements and is not emitted when ``n`` is a
   static multiple of the lanes.
+- On sm_80+ a group of 8 is computed a lane pair at a time (``packed``): 16-bit
+  values stay in their loaded b32 words and are stored as computed.
+- The scalar loop computes an element's value before its store address (ptxas keeps
+  the order: an address made first stays live, two registers, across the math).
+- A spec with an input that is a transposed view of its outputs is a tiled
+  transpose instead (``transpose``).
 """
 
 from __future__ import annotations

@@ -76,13 +76,13 @@ class PairEval:
         self.invariant_packed = invariant_packed
         self.sm90 = sm_number(arch) >= 90
         self.memo: dict[int, PairValue] = {}
-        #: packed constants, made once in the loop body (a single block) and shared by
-        #: every lane pair of it
+        #: packed constants of the current ``start`` (a caller may put each pair in a
+        #: branch of its own: nothing made for one pair is read by another)
         self.consts: dict[str, str] = {}
 
     def start(self, loads: dict[int, PairValue]) -> None:
         """A new lane pair whose varying input ``a`` holds ``loads[a]``."""
-        self.memo = {}
+        self.memo, self.consts = {}, {}
         self.loads = loads
 
     # ------------------------------------------------------------ forms
