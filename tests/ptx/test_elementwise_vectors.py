@@ -1,6 +1,7 @@
 """Elementwise kernels move 16-bit data 128 bits at a time and drop dead loops (issue 22).
 
-f16/bf16 views load and store as ``v4.b32`` (8 halves, unpacked with ``mov.b32``);
+f16/bf16 views load and store as ``v4.b32`` (8 halves, computed on as packed pairs
+from sm_80, unpacked with ``mov.b32`` below);
 a 4-byte view beside them takes two 16-byte accesses per group of 8. The scalar tail
 loop is not emitted when the size is a static multiple of the group, nor the vector
 loop when the size is below one group. Values are exact against the interpreter on
@@ -35,20 +36,31 @@ def emitted(name: str, n: int | None, arch: str = "sm_80") -> tuple[str, dict]:
     return emit_ptx(corpus_module(SOURCES[name]), "k", arch, shapes)
 
 
-@pytest.mark.parametrize("name", ["f16", "bf16"])
-def test_16_bit_views_move_128_bits_at_a_time(name: str) -> None:
+@pytest.mark.parametrize("name,op", [("f16", "mul.rn.f16x2"), ("bf16", "fma.rn.bf16x2")])
+def test_16_bit_views_move_128_bits_at_a_time(name: str, op: str) -> None:
+    """Loaded words are computed on packed (``test_packed_halves``) and stored as they are."""
     text, plan = emitted(name, 4096)
     assert plan["kernels"][0]["kind"] == "elementwise(v8)"
-    filecheck(text, """
+    filecheck(text, f"""
     CHECK: .entry k_k1_ew
     CHECK: ld.global.v4.b32
-    CHECK-NEXT: mov.b32 {{{%h[0-9]+}}, {{%h[0-9]+}}}
     CHECK: ld.global.v4.b32
-    CHECK: mov.b32 {{%r[0-9]+}}, {{{%h[0-9]+}}, {{%h[0-9]+}}}
+    CHECK: {op}
     CHECK: st.global.v4.b32
     CHECK-NOT: ld.global.b16
     CHECK-NOT: st.global.b16
     CHECK: ret;
+    """)
+
+
+def test_sm75_unpacks_16_bit_words() -> None:
+    """Below sm_80 each lane is computed in f32: words are unpacked and packed again."""
+    text, _ = emitted("f16", 4096, "sm_75")
+    filecheck(text, """
+    CHECK: ld.global.v4.b32
+    CHECK-NEXT: mov.b32 {{{%h[0-9]+}}, {{%h[0-9]+}}}
+    CHECK: mov.b32 {{%r[0-9]+}}, {{{%h[0-9]+}}, {{%h[0-9]+}}}
+    CHECK: st.global.v4.b32
     """)
 
 

@@ -14,6 +14,7 @@ import pytest
 from llvmlite import ir
 
 import wiadsl
+from wiadsl.backends.llvm.library import ensure_loaded
 from wiadsl.backends.llvm.loader import symbol_address
 from wiadsl.backends.llvm.qgemm import ARGS, qgemm_builder
 from wiadsl.backends.llvm.qgemm_vnni import vnni_bits
@@ -33,7 +34,8 @@ def probe(variant: str):
     """(packed bytes, prepack, packed qgemm) of ``variant``, compiled in one module."""
     mod = ir.Module(name=f"qgemm_prepacked_{variant}")
     mod.triple = host().triple
-    builder = qgemm_builder(mod, VARIANTS[variant])
+    libraries: list = []  # the helpers it calls (its packing buffers: scratch.py)
+    builder = qgemm_builder(mod, VARIANTS[variant], libraries)
     names = [f"wia_probe_{variant}_{what}" for what in ("size", "prepack", "qgemm")]
     size = ir.Function(mod, ir.FunctionType(ir.IntType(64), [ir.IntType(64)] * 2), names[0])
     b = ir.IRBuilder(size.append_basic_block("entry"))
@@ -46,6 +48,7 @@ def probe(variant: str):
         b.ret_void()
     llmod = parse_and_verify(str(mod))
     optimize(llmod, 3)
+    ensure_loaded(libraries)
     first = load_module(llmod, names[0])
     return SIZE(first), PREPACK(symbol_address(names[1])), QGEMM(symbol_address(names[2]))
 

@@ -55,6 +55,7 @@ DRIVER = """
 import ctypes
 import numpy as np
 from llvmlite import ir
+from wiadsl.backends.llvm.library import ensure_loaded
 from wiadsl.backends.llvm.qgemm import ARGS, qgemm_function
 from wiadsl.backends.llvm.target import host, load_module, optimize, parse_and_verify
 
@@ -63,10 +64,12 @@ mod = ir.Module(name="qgemm_probe")
 mod.triple = host().triple
 fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), ARGS), "wia_probe_qgemm_o{level}")
 b = ir.IRBuilder(fn.append_basic_block("entry"))
-b.call(qgemm_function(mod, {features!r}), list(fn.args))
+libraries = []  # the helpers it calls (its packing buffers: scratch.py)
+b.call(qgemm_function(mod, {features!r}, libraries=libraries), list(fn.args))
 b.ret_void()
 llmod = parse_and_verify(str(mod))
 optimize(llmod, LEVEL)
+ensure_loaded(libraries)
 address = load_module(llmod, fn.name)
 qgemm = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 3), *([ctypes.c_int64] * 6))(address)
 

@@ -195,51 +195,41 @@ def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
     scanner = _scanner()
     keywords, multiline = scanner.keywords, scanner.multiline
     tokens: list[Token] = []
+    append, count, new_token = tokens.append, text.count, str.__new__
     line, line_start, pos = 1, 0, 0
     for m in scanner.regex.finditer(text):
         kind = m.lastgroup
         if kind is None:  # the end, after ignored text
             break
-        start, end = m.start(kind), m.end()
-        newlines = text.count("\n", pos, start)
-        if newlines:
-            line += newlines
-            line_start = text.rindex("\n", pos, start) + 1
+        start, end = m.span(kind)
+        if start != pos:  # ignored text before the token: count its newlines
+            newlines = count("\n", pos, start)
+            if newlines:
+                line += newlines
+                line_start = text.rindex("\n", pos, start) + 1
         pos = end
         if kind == _INVALID:
             # The pre-scan blanks every such character; stay total anyway.
             errors.append(WiaSyntaxError(f"invalid character {describe_char(text[start])}",
                                          offset_span(source, start)))
             continue
-        value = m.group(kind)
+        value = text[start:end]
         column = start - line_start + 1
         if kind in keywords:
             kind = keywords[kind].get(value, kind)
+        token_line = line
         if kind in multiline and "\n" in value:
-            token_line = line
             line += value.count("\n")
             line_start = start + value.rindex("\n") + 1
-            tokens.append(_token(kind, value, start, token_line, column, line,
-                                 end - line_start + 1, end))
-        else:
-            tokens.append(_token(kind, value, start, line, column, line, column + len(value),
-                                 end))
+        # A Lark ``Token`` with every slot set, made without ``Token.__new__``: Lark's
+        # constructor sorts out deprecated keyword forms on every call (a quarter of the
+        # lexer's time on a large file). Equal to the one Lark would make, same repr.
+        token = new_token(Token, value)
+        token.type, token.value, token.start_pos = kind, value, start
+        token.line, token.column, token.end_line, token.end_column, token.end_pos = \
+            token_line, column, line, end - line_start + 1, end
+        append(token)
     return tokens
-
-
-def _token(kind: str, value: str, start: int, line: int, column: int, end_line: int,
-           end_column: int, end: int) -> Token:
-    """A Lark ``Token`` with every field set, made without ``Token.__new__``.
-
-    Lark's constructor sorts out deprecated keyword forms on every call: a quarter
-    of the lexer's time on a large file. Every slot is filled, so the token is the
-    one Lark would make (equal, same repr, same fields).
-    """
-    token = str.__new__(Token, value)
-    token.type, token.value, token.start_pos = kind, value, start
-    token.line, token.column, token.end_line, token.end_column, token.end_pos = \
-        line, column, end_line, end_column, end
-    return token
 
 
 def tokenize(text: str, filename: str = "<string>") -> list[tuple[str, str, int, int]]:

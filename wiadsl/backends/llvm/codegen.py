@@ -521,7 +521,7 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     frozen = frozen_operand(e, op, 1, B_PLACEMENT)
     if frozen:  # B never changes: packed once, kept
         bp = prepacked_qb(e, bp, n, k, ldb)
-    e.b.call(qgemm_function(e.mod.ll, prepacked=frozen),
+    e.b.call(qgemm_function(e.mod.ll, prepacked=frozen, libraries=e.mod.libraries),
              [e.element_ptr(a, ta, ao), bp, e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])
     return []
 

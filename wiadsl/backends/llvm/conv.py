@@ -43,6 +43,7 @@ from ...dtypes import DType
 from .gemm import GemmBuilder, _i, imax, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
+from .scratch import SLOT_CONV_PACK, scratch, scratch_done
 from .types import I1, I32, I64, PTR
 
 NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2
@@ -207,9 +208,9 @@ class ConvBuilder(GemmBuilder):
         blk = b.sdiv(b.add(span, b.sub(nblk, _i(1))), nblk)
         blk = self.round_up(b, blk)
         unit = None if (self.sh, self.sw) != (1, 1) else self.reads_in_place(b, khw, hp, wp, ho, wo, o, kcb)
-        alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
         # one block's panels at this K block (not NB x KC: see gemm's rows)
-        packed = b.call(alloc, [_i(64), b.add(b.mul(b.mul(blk, kcb), _i(self.size)), _i(64))])
+        packed = scratch(self.mod, b, None, SLOT_CONV_PACK,
+                         b.add(b.mul(b.mul(blk, kcb), _i(self.size)), _i(64)))
         big = self.ukernel(self.mr)
 
         def per_block(pb: ir.Value) -> None:
@@ -287,7 +288,7 @@ class ConvBuilder(GemmBuilder):
             for_range(b, p_lo, p_hi, blk, per_block, "pb")
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
             self.zero_fill(b, b.gep(y, [p_lo], source_etype=self.et), o, span, ldc, ir.Constant(I1, 0))
-        b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
+        scratch_done(self.mod, b, SLOT_CONV_PACK, packed)
         b.ret_void()
         return fn
 

@@ -54,6 +54,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
 )
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import _i, for_range, offset_align, vector_load, vector_store
+from .scratch import SLOT_GEMM_PACK, SLOT_GEMV_PARTIAL, scratch, scratch_done
 from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
@@ -310,14 +311,14 @@ class GemmBuilder:
         fn.linkage = "internal"
         a, bm, c, m, n, k, lda, ldb, ldc, acc = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
         nc_max = max(self.nr, NC // self.nr * self.nr)
         kcb = self.k_block(b, k)
         few = b.icmp_signed("<=", m, _i(self.mr))
         # as many panels as the call packs (few rows: the tail one), not a whole NC x KC
         # block: glibc consolidates its free lists on every free of 64 KiB or more
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
-        packed = b.call(alloc, [_i(64), b.add(b.mul(b.mul(cols, kcb), _i(self.size)), _i(64))])
+        packed = scratch(self.mod, b, None, SLOT_GEMM_PACK,
+                         b.add(b.mul(b.mul(cols, kcb), _i(self.size)), _i(64)))
         big = self.ukernel(self.mr)
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
@@ -365,7 +366,7 @@ class GemmBuilder:
                     for_range(b, _i(0), n, nc_max, per_jc, "jc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):
             self.zero_fill(b, c, m, n, ldc, acc)
-        b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [packed])
+        scratch_done(self.mod, b, SLOT_GEMM_PACK, packed)
         b.ret_void()
         return fn
 
@@ -583,8 +584,8 @@ class GemmBuilder:
         rows = b.sdiv(b.add(k, _i(parts - 1)), _i(parts))
         rows = b.mul(b.sdiv(b.add(rows, _i(GEMV_ROWS - 1)), _i(GEMV_ROWS)), _i(GEMV_ROWS))
         stride = b.mul(b.sdiv(b.add(n, _i(15)), _i(16)), _i(16))  # each part's vector 64-byte aligned
-        alloc = self.intrinsic("aligned_alloc", PTR, [I64, I64])
-        partial = b.call(alloc, [_i(64), b.mul(b.mul(stride, _i(parts)), _i(self.size))])
+        partial = scratch(self.mod, b, None, SLOT_GEMV_PARTIAL,
+                          b.mul(b.mul(stride, _i(parts)), _i(self.size)))
         ctx = b.alloca(I64, size=8)
         for j, v in enumerate([a, bm, partial, n, k, ldb, rows, stride]):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
@@ -600,7 +601,7 @@ class GemmBuilder:
                 total = b.fadd(total, x)
             b.store(total, at)
         for_range(b, _i(0), n, 1, column, "gs")
-        b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [partial])
+        scratch_done(self.mod, b, SLOT_GEMV_PARTIAL, partial)
         b.ret_void()
         return fn
 

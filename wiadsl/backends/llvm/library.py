@@ -22,7 +22,9 @@ So a process that never runs a parallel region never compiles the pool, and no
 object can fail to link for want of it.
 
 The native call helper (fastcall.py, ``call_helper``) is one too: its code
-depends only on the object layout it was built for, which its symbol names.
+depends only on the object layout it was built for, which its symbol names. So is
+the per-thread scratch memory of the packing code (scratch.py, ``SCRATCH_SPEC``),
+which every gemm and conv helper calls: it is loaded before them.
 
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
@@ -75,6 +77,10 @@ Spec = dict[str, Any]
 #: The thread pool's spec (its code depends on its bound; the count per region is
 #: read at run time from LIMIT_SYMBOL).
 POOL_SPEC: Spec = {"kind": "pool", "max_threads": MAX_THREADS}
+#: The per-thread scratch buffers (scratch.py builds them), named here so that loading
+#: needs no IR builder.
+SCRATCH_SPEC: Spec = {"kind": "scratch"}
+SCRATCH_SYMBOL = "wia.lib.scratch"
 
 
 def call_spec(layout: ObjectLayout) -> Spec:
@@ -85,6 +91,8 @@ def call_spec(layout: ObjectLayout) -> Spec:
 def symbol(spec: Spec) -> str:
     if spec["kind"] == "pool":
         return POOL_SYMBOL
+    if spec["kind"] == "scratch":
+        return SCRATCH_SYMBOL
     if spec["kind"] == "call":
         return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
     cfg = GemmConfig(**spec["config"])
@@ -112,9 +120,16 @@ def ensure_loaded(specs: list[Spec]) -> None:
             _LOADED.get(name, functools.partial(_load, spec, name))
 
 
+#: Helpers whose objects call no other helper (the rest call the scratch buffers).
+_STANDALONE = ("pool", "call", "scratch")
+
+
 def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock)."""
     from ...runtime.cache import cached_object
+
+    if spec["kind"] not in _STANDALONE:
+        ensure_loaded([SCRATCH_SPEC])  # its symbols must resolve when this one links
 
     # A helper's code depends only on its spec and THREADS, the compile-time cut of
     # its parallel loops (and the CPU and compiler version, which the cache key
@@ -192,5 +207,5 @@ def call_helper() -> Any:
     return new(ctypes.addressof(method), None, None)
 
 
-__all__ = ["POOL_SPEC", "Spec", "call_helper", "call_spec", "ensure_loaded", "ensure_pool", "load_object",
+__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "ensure_loaded", "ensure_pool", "load_object",
            "loaded_address", "pool_address", "symbol"]

@@ -10,8 +10,9 @@ from ...dtypes import DType
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config
-from .library import POOL_SPEC, Spec, symbol
+from .library import POOL_SPEC, SCRATCH_SPEC, SCRATCH_SYMBOL, Spec, symbol
 from .parallel import SLOT_SYMBOL, pool_glue, pool_module
+from .scratch import scratch_module
 from .types import I1, I64, PREPACK_TYPE, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
@@ -47,6 +48,9 @@ def library_ir(spec: Spec) -> str:
     if spec["kind"] == "call":
         call_ir(mod, symbol(spec), ObjectLayout(**spec["layout"]))
         return str(mod)
+    if spec["kind"] == "scratch":
+        scratch_module(mod)
+        return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
         if spec["kind"] == "gemm":
@@ -70,10 +74,14 @@ def optimized(spec: Spec) -> llvm.ModuleRef:
 
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
     """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
-    and the pool's when anything in it runs a parallel region (with a slot that
-    points at it from the start: no loader outside this process)."""
+    the scratch helper's once when anything in it calls that, and the pool's when
+    anything in it runs a parallel region (with a slot that points at it from the
+    start: no loader outside this process)."""
     for spec in specs:
-        mod.link_in(optimized(spec))
+        if spec != SCRATCH_SPEC:
+            mod.link_in(optimized(spec))
+    if any(f.name == SCRATCH_SYMBOL and f.is_declaration for f in mod.functions):
+        mod.link_in(optimized(SCRATCH_SPEC))
     if any(g.name == SLOT_SYMBOL and g.is_declaration for g in mod.global_variables):
         from .target import parse_and_verify
         mod.link_in(optimized(POOL_SPEC))

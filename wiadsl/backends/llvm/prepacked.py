@@ -57,7 +57,7 @@ def prepacked_qb(e: FunctionEmitter, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
     """The int8 gemm's B packed (its builder's ``prepack``, emitted in this module)."""
     from .qgemm import qgemm_builder
 
-    builder = qgemm_builder(e.mod.ll)
+    builder = qgemm_builder(e.mod.ll, libraries=e.mod.libraries)
     prepack = builder.prepack()
     return once(e, builder.packed_bytes(e.b, n, k),
                 lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))

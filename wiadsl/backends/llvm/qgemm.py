@@ -35,6 +35,7 @@ from llvmlite import ir
 from .gemm import _i, imin, k_loop
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import for_range, offset_align, vector_load, vector_store
+from .scratch import SLOT_QGEMM_A, SLOT_QGEMM_B, scratch, scratch_done
 from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR
 
 I16 = ir.IntType(16)
@@ -65,8 +66,10 @@ def madd_pairs(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 class QGemmBuilder:
     """Emits ``wia.qgemm(A, B, C, m, n, k, lda, ldb, ldc)`` into one LLVM module."""
 
-    def __init__(self, mod: ir.Module):
+    def __init__(self, mod: ir.Module, libraries: list | None = None):
         self.mod = mod
+        #: the kernel module's helper specs (its packing buffers come from scratch.py's)
+        self.libraries = libraries
         self.mr = MR  # rows of the micro-kernel (the unit of a thread's row chunk)
         self.nr, self.tag = NR, "pmaddwd"
         self.k_group, self.kc = 2, KCP  # k values per packed unit (a pair), units per block
@@ -236,16 +239,17 @@ class QGemmBuilder:
     def b_blocks(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
                  npad: ir.Value, prepacked: bool) -> tuple[Callable[[ir.Value, ir.Value], ir.Value],
                                                            list[ir.Value]]:
-        """(block for (pc, kc), buffers to free): B's packed k blocks for ``rows``."""
+        """(block for (pc, kc), (slot, scratch buffer) pairs to give back): B's packed
+        k blocks for ``rows``."""
         if prepacked:  # B is ``prepack``'s output
             return lambda pc, kc: self.block_at(b, bm, npad, pc), []
-        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
-        scratch = b.call(alloc, [_i(64), b.add(self.block_bytes(b, npad), _i(64))])
+        block = scratch(self.mod, b, self.libraries, SLOT_QGEMM_B,
+                        b.add(self.block_bytes(b, npad), _i(64)))
 
         def packed_block(pc: ir.Value, kc: ir.Value) -> ir.Value:
-            self.pack_block(b, bm, ldb, k, n, npad, pc, kc, scratch)
-            return scratch
-        return packed_block, [scratch]
+            self.pack_block(b, bm, ldb, k, n, npad, pc, kc, block)
+            return block
+        return packed_block, [(SLOT_QGEMM_B, block)]
 
     # ------------------------------------------------------------ blocked rows
 
@@ -259,12 +263,11 @@ class QGemmBuilder:
         fn.linkage = "internal"
         a, bm, c, m, n, k, lda, ldb, ldc = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
-        free = _declare(self.mod, "free", ir.VoidType(), [PTR])
         kp = self.k_units(b, k)
         npad = self.npad(b, n)
-        apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kp), _i(4)), _i(64))])
-        block_for, scratch = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
+        apack = scratch(self.mod, b, self.libraries, SLOT_QGEMM_A,
+                        b.add(b.mul(b.mul(m, kp), _i(4)), _i(64)))
+        block_for, buffers = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
         self.pack_a(b, a, m, k, lda, kp, apack)
         big, small = self.ukernel(MR), self.ukernel(1)
         full_end = b.sub(m, b.srem(m, _i(MR)))
@@ -287,8 +290,8 @@ class QGemmBuilder:
             for_range(b, _i(0), n, NR, per_jr, "jr")
         for_range(b, _i(0), kp, KCP, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
-        for buf in [apack, *scratch]:
-            b.call(free, [buf])
+        for slot, buf in [(SLOT_QGEMM_A, apack), *buffers]:
+            scratch_done(self.mod, b, slot, buf)
         b.ret_void()
         return fn
 
@@ -346,19 +349,22 @@ class QGemmBuilder:
         return fn
 
 
-def qgemm_builder(mod: ir.Module, features: str | None = None) -> QGemmBuilder:
+def qgemm_builder(mod: ir.Module, features: str | None = None,
+                  libraries: list | None = None) -> QGemmBuilder:
     """The int8 GEMM for a host with these LLVM ``features`` (default: this host's):
-    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py), else ``pmaddwd`` pairs."""
+    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py), else ``pmaddwd`` pairs. Its packing
+    buffers come from the scratch helper (scratch.py), added to ``libraries`` (a
+    kernel module's helper specs; without a list the caller loads it)."""
     from .qgemm_vnni import VnniQGemmBuilder, vnni_bits
     if features is None:
         from .host import host
         features = host().features
     bits = vnni_bits(features)
-    return VnniQGemmBuilder(mod, bits) if bits else QGemmBuilder(mod)
+    return VnniQGemmBuilder(mod, bits, libraries) if bits else QGemmBuilder(mod, libraries)
 
 
-def qgemm_function(mod: ir.Module, features: str | None = None,
-                   prepacked: bool = False) -> ir.Function:
+def qgemm_function(mod: ir.Module, features: str | None = None, prepacked: bool = False,
+                   libraries: list | None = None) -> ir.Function:
     """The ``wia.qgemm`` driver in ``mod`` (emitted once per module; ``prepacked``: its
     variant on a B that ``qgemm_builder(...).prepack()`` packed)."""
-    return qgemm_builder(mod, features).driver(prepacked)
+    return qgemm_builder(mod, features, libraries).driver(prepacked)

@@ -37,6 +37,7 @@ from llvmlite import ir
 from .gemm import _i, imin, k_loop, tail_rows
 from .qgemm import QGemmBuilder, _declare
 from .runtime import for_range, vector_load, vector_store
+from .scratch import SLOT_QGEMM_A, scratch, scratch_done
 from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)
@@ -56,8 +57,8 @@ def vnni_bits(features: str) -> int:
 class VnniQGemmBuilder(QGemmBuilder):
     """Emits ``wia.qgemm(A, B, C, m, n, k, lda, ldb, ldc)`` with ``vpdpbusd`` of ``bits``."""
 
-    def __init__(self, mod: ir.Module, bits: int):
-        super().__init__(mod)
+    def __init__(self, mod: ir.Module, bits: int, libraries: list | None = None):
+        super().__init__(mod, libraries)
         self.bits = bits
         self.w = bits // 32               # i32 lanes per vector
         self.nr = NV * self.w             # columns per panel (32 or 16)
@@ -229,13 +230,12 @@ class VnniQGemmBuilder(QGemmBuilder):
         fn.linkage = "internal"
         a, bm, c, m, n, k, lda, ldb, ldc = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        alloc = _declare(self.mod, "aligned_alloc", PTR, [I64, I64])
-        free = _declare(self.mod, "free", ir.VoidType(), [PTR])
         nr = self.nr
         kq = self.k_units(b, k)
         npad = self.npad(b, n)
-        apack = b.call(alloc, [_i(64), b.add(b.mul(b.mul(m, kq), _i(4)), _i(64))])
-        block_for, scratch = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
+        apack = scratch(self.mod, b, self.libraries, SLOT_QGEMM_A,
+                        b.add(b.mul(b.mul(m, kq), _i(4)), _i(64)))
+        block_for, buffers = self.b_blocks(b, bm, ldb, k, n, npad, prepacked)
         self.pack_a_quads(b, a, m, k, lda, kq, apack)
         big = self.ukernel(self.mr)
         full_end = b.sub(m, b.srem(m, _i(self.mr)))
@@ -260,8 +260,8 @@ class VnniQGemmBuilder(QGemmBuilder):
             for_range(b, _i(0), n, nr, per_jr, "jr")
         for_range(b, _i(0), kq, self.kcq, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
-        for buf in [apack, *scratch]:
-            b.call(free, [buf])
+        for slot, buf in [(SLOT_QGEMM_A, apack), *buffers]:
+            scratch_done(self.mod, b, slot, buf)
         b.ret_void()
         return fn
 

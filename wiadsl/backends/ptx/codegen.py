@@ -26,7 +26,7 @@ from ...dtypes import DType
 from . import device_errors
 from .builder import KernelBuilder
 from .expr import Apply, Const, Iota, Load, Node, Scalar, Stage, TensorArg
-from .index_width import IMMEDIATE_RANGE, byte_address, is_b32, needs_wide
+from .index_width import IMMEDIATE_RANGE, byte_address, is_b32, needs_wide, scaled
 from .isa import PARAM_TYPE, float_literal, info, int_literal, round16
 from .scalar_ops import ScalarEmitter
 from .symbolic import Sym, contiguous_strides, mul
@@ -197,13 +197,7 @@ class ExprCodegen:
 
     def _mad(self, reg: str, stride: Sym, acc: str | None) -> str:
         t = self.index_type(signed=True)
-        s = self.params.sym(stride, t)
-        out = self.index_reg()
-        if acc is None:
-            self.kb.emit(f"mul.lo.{t} {out}, {reg}, {s}")
-        else:
-            self.kb.emit(f"mad.lo.{t} {out}, {reg}, {s}, {acc}")
-        return out
+        return scaled(self.kb, reg, self.params.sym(stride, t), t, acc)
 
     def address(self, arg: int) -> str:
         """Byte address of view ``arg`` (>= 0: input, < 0: output -1-k) at the current point."""
@@ -324,13 +318,17 @@ class ExprCodegen:
         if isinstance(node, Stage):
             return self.stage_regs[node.index]
         if isinstance(node, Apply):
-            args = [(self.value(a), a.dtype) for a in node.args]
-            attrs = node.attrs
-            exponent = node.args[1] if node.fn == "pow" else None
-            if isinstance(exponent, Const) and exponent.value >= 0:  # nothing to check
-                attrs = {**(attrs or {}), "nonnegative_exponent": True}
-            return self.ops.apply(node.fn, node.dtype, args, attrs)
+            return self.apply(node)
         raise WiaError(f"the PTX backend cannot compute node {type(node).__name__}")
+
+    def apply(self, node: Apply, rounded: bool = True) -> str:
+        """The op of ``node`` on its operands' registers (``ScalarEmitter.apply``)."""
+        args = [(self.value(a), a.dtype) for a in node.args]
+        attrs = node.attrs
+        exponent = node.args[1] if node.fn == "pow" else None
+        if isinstance(exponent, Const) and exponent.value >= 0:  # nothing to check
+            attrs = {**(attrs or {}), "nonnegative_exponent": True}
+        return self.ops.apply(node.fn, node.dtype, args, attrs, rounded)
 
     def constant(self, value: Any, dtype: DType) -> str:
         kb, i = self.kb, info(dtype)

@@ -58,7 +58,7 @@ def plan_kernel(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
     isa_version(arch)  # validates arch before any work
     if not isinstance(fast_math, bool):
         raise WiaUsageError(f"fast_math must be True or False, got {fast_math!r}")
-    with using(CodegenOptions(fast_math=fast_math)):
+    with using(CodegenOptions(fast_math=fast_math, arch=arch)):
         return _plan(module, kernel, arch, shapes)
 
 

@@ -11,6 +11,8 @@ Invariants:
   ``__expf``/``__logf``: a few ulp near 0, subnormal inputs and results flushed to 0);
   without it they are accurate to ~1 ulp through the subnormal range up to the overflow
   thresholds and no instruction carries ``.ftz``.
+- ``arch``: the target of the plan (``sm_80``...), for instructions only some targets
+  have (packed ``f16x2``/``bf16x2`` arithmetic in ``kernels/packed``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from .isa import DEFAULT_ARCH
+
 
 @dataclass(frozen=True)
 class CodegenOptions:
     """Options that change the instructions of a kernel (not its plan)."""
 
     fast_math: bool = False
+    arch: str = DEFAULT_ARCH
 
 
 _CURRENT: ContextVar[CodegenOptions | None] = ContextVar("ptx_codegen_options", default=None)

@@ -48,8 +48,10 @@ class ScalarEmitter(RemainderEmitter):
     error_flag: Callable[[str], str] | None = None
 
     def apply(self, fn: str, dtype: DType, args: list[tuple[str, DType]],
-              attrs: dict | None = None) -> str:
-        """Emit ``fn`` producing a ``dtype`` value from ``args`` (register, dtype) pairs."""
+              attrs: dict | None = None, rounded: bool = True) -> str:
+        """Emit ``fn`` producing a ``dtype`` value from ``args`` (register, dtype) pairs.
+        ``rounded=False``: an f16/bf16 arithmetic result is left unrounded in f32 (the
+        caller rounds it once, e.g. by packing two lanes with ``cvt.rn.f16x2.f32``)."""
         attrs = attrs or {}
         if fn == "cast":
             return self.cast(args[0][0], args[0][1], dtype)
@@ -66,7 +68,7 @@ class ScalarEmitter(RemainderEmitter):
             out = self.ipow(info(dtype).itype, regs[0], regs[1], checked=True)
         else:
             out = self._int_op(fn, dtype, regs)
-        return self.round(out, dtype)
+        return self.round(out, dtype) if rounded or not dtype.is_float else out
 
     def device_error(self, pred: str, kind: str) -> None:
         """Raise the run-time error ``kind`` (``device_errors``) where ``pred`` holds."""

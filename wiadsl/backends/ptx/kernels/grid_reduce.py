@@ -142,7 +142,7 @@ def final_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]])
     stage_regs = []
     for s, (t, acc, idx) in zip(spec.stages, accs, strict=True):
         total, tidx = red.block_reduce(s.kind, t, acc, idx, tid)
-        stage_regs.append(_finish(cg, s, t, total, tidx, n))
+        stage_regs.append(finish_stage(cg, s, t, total, tidx, n))
     cg.stage_regs = stage_regs
     first, skip = kb.reg("pred"), kb.new_label("lead")
     values = [cg.value(node) for node, _ in spec.outputs]
@@ -154,7 +154,9 @@ def final_kernel(spec: LoopSpec, name: str, parts: list[tuple[str, str | None]])
     return EmittedKernel(kb, params.args, (1, 1, 1), (BLOCK, 1, 1), "reduce(final)")
 
 
-def _finish(cg: ExprCodegen, s, t: DType, total: str, tidx: str | None, n: str) -> str:
+def finish_stage(cg: ExprCodegen, s, t: DType, total: str, tidx: str | None, n: str) -> str:
+    """A folded stage as its result: an arg index as i64, a mean's sum divided by the
+    element count ``n``, cast from the accumulator dtype ``t``."""
     kb = cg.kb
     if s.kind in ARG_KINDS:
         out = kb.reg("b64")
@@ -192,4 +194,4 @@ def _load(cg: ExprCodegen, params: KernelParams, buf: str, t: DType, i: str) -> 
 
 
 __all__ = ["grid_reduce_applies", "partial_kernel", "final_kernel", "partial_buffers",
-           "GRID_MAX", "TensorArg"]
+           "finish_stage", "GRID_MAX", "TensorArg"]

@@ -28,7 +28,7 @@ from ....dtypes import DType
 from .. import index_width
 from ..builder import KernelBuilder
 from ..codegen import KernelParams
-from ..index_width import byte_address, is_b32, offset_span
+from ..index_width import byte_address, is_b32, offset_span, scaled
 from ..isa import info
 from ..symbolic import Sym, product
 
@@ -116,14 +116,7 @@ class OperandLoader:
         """``reg * stride (+ acc)`` at the operand's offset width; ``reg`` is a
         coordinate (b32, or b64 from a 64-bit epilogue's batch decomposition)."""
         kb, t = self.kb, "s64" if self.wide else "s32"
-        reg = self._coordinate(reg)
-        out = kb.reg("b64" if self.wide else "b32")
-        s = self.params.sym(stride, t)
-        if acc is None:
-            kb.emit(f"mul.lo.{t} {out}, {reg}, {s}")
-        else:
-            kb.emit(f"mad.lo.{t} {out}, {reg}, {s}, {acc}")
-        return out
+        return scaled(kb, self._coordinate(reg), self.params.sym(stride, t), t, acc)
 
     def _coordinate(self, reg: str) -> str:
         """A coordinate register at the offset width (coordinates are >= 0 and < 2^32)."""

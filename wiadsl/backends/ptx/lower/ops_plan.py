@@ -16,6 +16,13 @@ from ....dtypes import DType
 from ....ir.core import Operation, Value
 from ....ir.types import TensorType
 from ..expr import Apply, Const, Iota, LoopSpec, Node, ReduceStage, Stage, TensorArg
+from ..kernels.column_reduce import (
+    column_kernels,
+    column_reduce_applies,
+    column_splits,
+    partial_shape,
+)
+from ..kernels.column_reduce import partial_buffers as column_partials
 from ..kernels.elementwise import elementwise_kernel
 from ..kernels.grid_reduce import (
     GRID_MAX,
@@ -151,6 +158,8 @@ class OpsMixin(ProductsMixin):
     def loop(self, spec: LoopSpec) -> None:
         if grid_reduce_applies(spec):
             self.grid_reduce(spec)
+        elif column_reduce_applies(spec):
+            self.column_reduce(spec)
         elif spec.stages:
             inner = spec.domain[spec.n_outer:]
             small = all(isinstance(d, int) for d in inner) and \
@@ -168,6 +177,20 @@ class OpsMixin(ProductsMixin):
             parts.append((v.buffer, i.buffer if i is not None else None))
         self.add_kernel(partial_kernel(spec, spec.name + "_partial", parts))
         self.add_kernel(final_kernel(spec, spec.name + "_final", parts))
+
+    def column_reduce(self, spec: LoopSpec) -> None:
+        """A reduction over leading axes read coalesced (``kernels/column_reduce``): one
+        kernel, or a split pass writing [S, kept] partials and a folding pass."""
+        if column_splits(spec) == 1:
+            self.add_kernel(column_kernels(spec, None)[0])
+            return
+        shape = partial_shape(spec)
+        parts: list[tuple[str, str | None]] = []
+        for t, needs_index in column_partials(spec):
+            i = self.alloc(DType.I32, shape).buffer if needs_index else None
+            parts.append((self.alloc(t, shape).buffer, i))
+        for k in column_kernels(spec, parts):
+            self.add_kernel(k)
 
     def compute(self, op: Operation) -> list[View]:
         name = op.name

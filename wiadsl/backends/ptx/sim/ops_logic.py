@@ -1,4 +1,4 @@
-"""Bitwise and comparison ops: and or xor not cnot shl shr shf, setp selp slct testp
+"""Bitwise and comparison ops: and or xor not cnot shl shr shf, setp set selp slct testp
 (bit manipulation is in ``ops_bits``).
 
 Invariant: shift amounts are unsigned and clamp (``>= width`` gives 0, or the
@@ -153,6 +153,41 @@ def build_setp(ins, cx):
                 dq(w, idx, ~r)
 
     return Compiled(ins, run)
+
+
+#: ``set``'s true value per destination type (packed: per 16-bit half)
+_SET_TRUE = {"u32": 0xFFFFFFFF, "s32": 0xFFFFFFFF, "f32": 0x3F800000}
+_SET_TRUE_HALF = {"u32": 0xFFFF, "s32": 0xFFFF, "f16x2": 0x3C00, "bf16x2": 0x3F80}
+
+
+@op("set")
+def build_set(ins, cx):
+    """``set.<cmp>.<dtype>.<stype> d, a, b``: all ones (``.u32/.s32``) or 1.0 (``.f32``)
+    where the comparison holds, else 0. A packed ``.f16x2``/``.bf16x2`` source compares
+    each half on its own: 0xFFFF (``.u32/.s32``) or 1.0 (``.f16x2/.bf16x2``) in that half.
+    The ``.bop`` forms with a predicate operand are not modelled (an error)."""
+    flags, types = mods_of(ins)
+    if len(types) != 2 or len(flags) != 1 or len(ins.operands) != 3:
+        raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line}")
+    (cmp,), (dst_t, src_t) = flags, types
+    packed = src_t.name in ("f16x2", "bf16x2")
+    table = _SET_TRUE_HALF if packed else _SET_TRUE
+    if dst_t.name not in table:
+        raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line}")
+    one = table[dst_t.name]
+    if packed:
+        f = compare(cmp, TYPES["f16" if src_t.name == "f16x2" else "bf16"])
+
+        def run(a, b):
+            (a0, a1), (b0, b1) = fmath.split_f16x2(a, src_t), fmath.split_f16x2(b, src_t)
+            lo = np.where(f(a0, b0), np.uint32(one), np.uint32(0))
+            hi = np.where(f(a1, b1), np.uint32(one), np.uint32(0))
+            return (lo | (hi << np.uint32(16))).astype(np.uint32)
+
+        return _simple(ins, cx, TYPES["b32"], run)
+    f = compare(cmp, src_t)
+    return _simple(ins, cx, src_t, lambda a, b: np.where(f(a, b), np.uint32(one), np.uint32(0)),
+                   dst_t=TYPES["b32"])
 
 
 @op("selp")

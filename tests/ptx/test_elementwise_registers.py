@@ -1,0 +1,75 @@
+"""Elementwise kernels use at most 1.2x the registers of nvcc -O3 (issue 22).
+
+Each WIA kernel (f32/f16/bf16: add, a*b+a, relu(a*b+c), a row broadcast, a cast,
+exp, sigmoid), emitted as ``wiac -o`` emits it (symbolic shapes, so 64-bit indices),
+is assembled by ptxas beside a CUDA C reference doing the same work per thread
+(``nvcc_reference``: same vector width, grid-stride loop and tail, same rounding),
+compiled by ``nvcc -O3 -ptx``; ptxas -v's register counts are compared per target.
+Skips where nvcc or ptxas is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from wiadsl.backends.ptx.emit import emit_ptx
+
+from . import nvcc_reference as ref
+from .helpers import assemble, corpus_module
+
+ARCHS = ("sm_80", "sm_90")
+LIMIT = 1.2
+
+
+def registers(log: str) -> dict[str, int]:
+    """kernel name -> registers, from a ptxas -v log."""
+    out, current = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            current = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current:
+            out[current] = int(m.group(1))
+    return out
+
+
+@functools.cache
+def reference_registers(nvcc: str, ptxas: str, arch: str) -> dict[str, int]:
+    with tempfile.TemporaryDirectory() as d:
+        src, ptx = Path(d) / "ref.cu", Path(d) / "ref.ptx"
+        src.write_text(ref.cuda_source())
+        p = subprocess.run([nvcc, f"-arch={arch}", "-O3", "-ptx", str(src), "-o", str(ptx)],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        rc, log = assemble(ptxas, ptx.read_text(), arch)
+    assert rc == 0, log
+    return registers(log)
+
+
+@pytest.fixture(scope="module")
+def nvcc() -> str:
+    path = shutil.which("nvcc")
+    if path is None:
+        pytest.skip("nvcc not found: no CUDA C references to compare registers with")
+    return path
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype,op", ref.CASES)
+def test_registers_within_1_2x_of_nvcc(nvcc: str, ptxas: str, dtype: str, op: str,
+                                       arch: str) -> None:
+    want = reference_registers(nvcc, ptxas, arch)[f"ref_{dtype}_{op}"]
+    text, plan = emit_ptx(corpus_module(ref.wia_source(dtype, op)), "k", arch, None)
+    assert len(plan["kernels"]) == 1
+    rc, log = assemble(ptxas, text, arch)
+    assert rc == 0, log
+    (got,) = registers(log).values()
+    assert got <= LIMIT * want, f"{dtype} {op} on {arch}: {got} registers, nvcc -O3 {want}"
