@@ -229,7 +229,7 @@ $L_copy:
 
 def wgmma_kernel(n: int, dtype: str = "f16", acc: str = "f32", trans_a: int = 0,
                  trans_b: int = 0, proxy_fence: bool = True, wgmma_fence: bool = True,
-                 wait: bool = True, chain: bool = False) -> str:
+                 wait: bool = True, chain: bool = False, scale_a: int = 1) -> str:
     """One warpgroup: copy the A and B shared-memory images (``a``, ``b``: 8192 bytes each) to
     `sa`, `sb` with ld.global/st.shared, fence.proxy.async, bar.sync, one m64nNk
     wgmma.mma_async whose descriptors are ``da``/``db`` with the start address of `sa`/`sb`
@@ -238,8 +238,8 @@ def wgmma_kernel(n: int, dtype: str = "f16", acc: str = "f32", trans_a: int = 0,
     k = {"f16": 16, "bf16": 16, "tf32": 8, "s8": 32}[dtype]
     nregs = n // 4 if acc == "f16" else n // 2
     regs = ", ".join(f"%r{100 + i}" for i in range(nregs))
-    tail = {"f16": f", 1, 1, {trans_a}, {trans_b}", "bf16": f", 1, 1, {trans_a}, {trans_b}",
-            "tf32": ", 1, 1", "s8": ""}[dtype]
+    tail = {"f16": f", {scale_a}, 1, {trans_a}, {trans_b}",
+            "bf16": f", {scale_a}, 1, {trans_a}, {trans_b}", "tf32": f", {scale_a}, 1", "s8": ""}[dtype]
     mma = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{acc}.{dtype}.{dtype}"
     second = f"{mma} {{{regs}}}, %rd5, %rd6, 1{tail};" if chain else ""
     stores = "\n    ".join(f"st.global.b32 [%rd9+{4 * i}], %r{100 + i};" for i in range(nregs))

@@ -209,3 +209,21 @@ def test_overwriting_an_operand_needs_the_wait(wait_first: bool) -> None:
     with pytest.raises(SimRaceError, match="write-after-read race on shared 'sb'") as err:
         _two_groups_run(text)
     assert "wgmma.mma_async" in err.value.races[0].earlier.instr
+
+
+def test_descriptor_fields_and_addresses() -> None:
+    """A K-major 128B-swizzle descriptor decoded, and one element's address by hand: row 9
+    is row 1 of the second 8-row block (SBO 1024 on), k 10 is chunk 1 byte 4, and chunk 1
+    of pattern row 1 is stored as chunk 1 ^ 1 = 0."""
+    from wiadsl.backends.ptx.sim.ops_wgmma import decode_descriptor, operand_addresses
+
+    desc = (1024 >> 4) | 1 << 16 | (1024 >> 4) << 32 | 1 << 62
+    assert decode_descriptor(desc) == (1024, 16, 1024, 0, 1)
+    addr = operand_addresses(desc, 64, 16, 2, trans=False)
+    assert addr[9, 10] == 1024 + 1024 + 128 + 0 * 16 + 4
+    assert addr[0, 0] == 1024 and addr[0, 8] == 1024 + 16 and addr[1, 0] == 1024 + 128 + 16
+
+
+def test_imm_scale_negates_a() -> None:
+    got, want, _ = _mma("f16", 16, "f32", "K128", "MN128", scale_a=-1)
+    np.testing.assert_array_equal(got, -want)

@@ -116,7 +116,7 @@ def wgmma_plan(spec: ProductSpec, arch: str, allow_tf32: bool | None = None) -> 
     lb = tma_operand(spec.b, spec.batch, mn_major_ok=kind.transposable)
     if la is None or lb is None:
         return None
-    conds = la.conditions + lb.conditions
+    conds = tuple(dict.fromkeys(la.conditions + lb.conditions))  # K's appear twice
     return WgmmaPlan(la, lb, tile_n(spec), " and ".join(f"({c})" for c in conds) or None)
 
 
