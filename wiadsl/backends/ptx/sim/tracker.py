@@ -170,8 +170,12 @@ class RaceTracker:
     def unordered(self, prev: np.ndarray, rows: np.ndarray, warp: np.ndarray) -> np.ndarray:
         """Which earlier stamps ``prev`` [n, k] do not happen before warps ``warp`` [n] (rows [n])."""
         comp = _comp(prev)
-        seen = self.vc[rows[:, None], warp[:, None], np.minimum(comp, self.ncomp - 1)]
-        return (prev >= 0) & (comp != warp[:, None]) & (seen < _clock(prev))
+        other = (prev >= 0) & (comp != warp[:, None])
+        if not other.any():  # the common case: nothing, or the warp's own accesses
+            return other
+        base = (rows * self.warps + warp) * self.ncomp
+        seen = self.vc.reshape(-1).take(base[:, None] + np.minimum(comp, self.ncomp - 1))
+        return other & (seen < _clock(prev))
 
     # ------------------------------------------------------------ plain accesses
     def read(self, lin: np.ndarray, lanes: np.ndarray, rows: np.ndarray) -> None:
@@ -237,8 +241,10 @@ class RaceTracker:
             if bad.any():
                 self._found("async-after-generic-write", bad, ws, lin, lanes)
         if write:
-            rs = self.rd[lin]  # [n, k, comp]
-            bad = self.unordered(rs.reshape(len(lin), -1), rows, warp).reshape(rs.shape)
+            rs = self.rd[lin]  # [n, k, comp]: column c holds component c's last read
+            seen = self.vc[rows, warp][:, None, :]
+            bad = (rs >= 0) & (_clock(rs) > seen)
+            bad[np.arange(len(lin)), :, warp] = False  # the writer's own warp
             if bad.any():
                 k, u, c = np.nonzero(bad)
                 flat = np.zeros(lin.shape, bool)
