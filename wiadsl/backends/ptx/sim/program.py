@@ -33,13 +33,15 @@ class Program:
     param_total: int
     dynamic_shared: int
     shared_unit: int = 1  # race-tracking granularity in bytes (``tracker.shared_unit``)
-    wgmma: bool = False   # has wgmma: warpgroup schedule slots, wgmma agents in the tracker
+    wgmma: bool = False   # has wgmma: wgmma agents in the tracker
     tma: bool = False     # has cp.async.bulk: mbarrier copy agents in the tracker
+    warpgroup_ops: bool = False  # has warpgroup-collective instructions (wgmma, setmaxnreg)
 
     @property
     def slot_width(self) -> int:
-        """Threads of one slot of the interleaved schedules (``schedule.py``)."""
-        return 128 if self.wgmma else 32
+        """Threads of one slot of the interleaved schedules (``schedule.py``): a warpgroup
+        when warpgroup-collective instructions need its 4 warps together, else a warp."""
+        return 128 if self.warpgroup_ops else 32
 
 
 def param_layout(kernel: Kernel) -> tuple[dict[str, tuple[int, int]], int]:
@@ -80,7 +82,8 @@ def compile_program(module: Module, kernel_name: str, dynamic_shared: int) -> Pr
     return Program(module, kernel, ops, sh_layout, sh_total, lo_layout, lo_total,
                    pa_layout, pa_total, dynamic_shared, shared_unit(kernel.instrs),
                    any(i.op == "wgmma" for i in kernel.instrs),
-                   any(i.op == "cp" and i.mods[:2] == ("async", "bulk") for i in kernel.instrs))
+                   any(i.op == "cp" and i.mods[:2] == ("async", "bulk") for i in kernel.instrs),
+                   any(i.op in ("wgmma", "setmaxnreg") for i in kernel.instrs))
 
 
 def accumulators(kernel: Kernel) -> frozenset[str]:

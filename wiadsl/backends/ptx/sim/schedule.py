@@ -6,8 +6,8 @@
   split into warp slots (warp ``k`` of every block, simulated together, since
   blocks never share memory); one slot runs, 32 lanes in lockstep as on hardware,
   until all of its threads wait at a barrier (or an mbarrier) or exit, then the
-  next slot runs.  A kernel with warpgroup instructions (``wgmma``) is split into
-  warpgroup slots of 128 threads instead.
+  next slot runs.  A kernel with warpgroup instructions (``wgmma``, ``setmaxnreg``) is
+  split into warpgroup slots of 128 threads instead.
   ``forward`` visits slots 0, 1, ... each cycle, ``reverse`` the other way,
   ``rotate`` starts cycle ``c`` at slot ``c mod n``.  A missing barrier then
   lets one warp see another's shared memory too early or too late, so values
