@@ -54,6 +54,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .ast import Imm, Instr
+from .errors import PtxSimError
 from .ptxtypes import TYPES
 from .races import RaceLog
 
@@ -147,8 +148,8 @@ class RaceTracker:
         if slot is None:
             slot = len(self.mb_slots)
             if self.mb_base + slot >= self.ncomp:
-                raise ValueError(f"more than {self.ncomp - self.mb_base} mbarriers receive TMA "
-                                 f"copies in one block")
+                raise PtxSimError(f"more than {self.ncomp - self.mb_base} mbarriers receive TMA "
+                                  f"copies in one block (the race tracker's limit)")
             self.mb_slots[offset] = slot
         return self.mb_base + slot
 
