@@ -37,6 +37,7 @@ from ....dtypes import DType
 from ..codegen import ExprCodegen, IndexGroup
 from ..expr import Acc, walk
 from ..isa import float_literal, info
+from .gemm_epilogue import is_direct
 
 if TYPE_CHECKING:
     from .matmul import ProductSpec
@@ -208,6 +209,7 @@ def _run(cg: ExprCodegen, spec: ProductSpec, staged: list[str], acc_dtype: DType
     row_ok = kb.reg("pred")
     kb.emit(f"setp.lt.u32 {row_ok}, {grow}, {m}")
     acc_nodes = [x for x in walk([nd for nd, _ in epi.outputs]) if isinstance(x, Acc)]
+    direct = [is_direct(node, t.dtype, acc_dtype) for node, t in epi.outputs]
     base = dict(cg.memo)
     outs = [[kb.reg(info(t.dtype).reg) for _ in range(vec)] for _, t in epi.outputs]
     oks, addrs = [], []
@@ -232,11 +234,11 @@ def _run(cg: ExprCodegen, spec: ProductSpec, staged: list[str], acc_dtype: DType
         skip = kb.new_label("edge")
         kb.bra(skip, ok, negate=True)
         cg.memo = dict(base)
-        for acc in acc_nodes:
-            cg.memo[id(acc)] = cg.ops.cast(staged[j], acc_dtype, acc.dtype)
-        for (node, t), regs in zip(epi.outputs, outs, strict=True):
-            direct = isinstance(node, Acc) and node.dtype is t.dtype
-            v = staged[j] if direct else cg.value(node)   # direct: converted once, at the store
+        if not all(direct):
+            for acc in acc_nodes:
+                cg.memo[id(acc)] = cg.ops.cast(staged[j], acc_dtype, acc.dtype)
+        for (node, t), regs, d in zip(epi.outputs, outs, direct, strict=True):
+            v = staged[j] if d else cg.value(node)
             kb.emit(f"mov.{info(t.dtype).itype} {regs[j]}, {v}")
         kb.label(skip)
     cg.memo = dict(base)
@@ -265,7 +267,8 @@ def _store(cg: ExprCodegen, dtype: DType, regs: list[str], addr: str, full: str,
             kb.emit(f"cvt.rn.{PACK[dtype]}.f32 {wd}, {regs[2 * i + 1]}, {regs[2 * i]}")
     st = "f32" if dtype is DType.F32 else "b32"
     for s in range(len(words) // 4):
-        kb.emit(f"st.global.v4.{st} [{addr}+{16 * s}], {{{', '.join(words[4 * s:4 * s + 4])}}}")
+        dst = f"[{addr}+{16 * s}]" if s else f"[{addr}]"
+        kb.emit(f"st.global.v4.{st} {dst}, {{{', '.join(words[4 * s:4 * s + 4])}}}")
     kb.emit(f"bra.uni {done}")
     kb.label(scalar)
     for j, (r, ok) in enumerate(zip(regs, oks, strict=True)):
