@@ -113,6 +113,21 @@ def test_residual_epilogue(out: str, static: bool) -> None:
     np.testing.assert_allclose(y.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=2e-2)
 
 
+QUANT = ("kernel k(input a: f16[M, K], input b: f16[K, N], output q: i8[M, N])"
+         " { q = quantize(cast(a @ b, f32), 0.25, 3); }")
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_quantize_epilogue_stores_from_registers(static: bool) -> None:
+    """An i8 output has no 16-byte vector form here: the register epilogue stores it."""
+    a, b = _inputs(QUANT, {"M": 33, "K": 40, "N": 20})
+    (q,), plan, text = _run(QUANT, [a, b], static)
+    assert [k["kind"] for k in plan["kernels"]] == ["matmul(mma)"] and "st.global.v4" not in text
+    h = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float32)
+    want = np.clip(np.rint(h / np.float32(0.25)) + 3, -128, 127)
+    assert np.abs(q.astype(np.int64) - want).max() <= 1  # f16 rounding of the product may differ
+
+
 @pytest.mark.parametrize("static", [True, False])
 def test_batched_with_broadcast_b(static: bool) -> None:
     a, b = _inputs(BATCHED, {"B": 3, "M": 17, "K": 40, "N": 24})

@@ -79,7 +79,7 @@ def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
                          tid, cfg.threads)]
     base = kb.reg("b32")
     kb.emit(f"mov.u32 {base}, {smem}")
-    frags = Fragments(kb, cfg, w, base, a_tile, b_tile)
+    frags = Fragments(kb, cfg, w, a_tile, b_tile)
     acc_t = "b32" if cfg.op.integer else "f32"
     accs = kb.regs(acc_t, 4 * cfg.mi * cfg.ni)
     zero = "0" if cfg.op.integer else float_literal(0.0, DType.F32)
@@ -181,10 +181,10 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
 
 
 class Fragments:
-    """Per-lane shared offsets of the fragments (computed once) and the mma of one stage."""
+    """Per-lane shared offsets (from a stage's start) of the fragments, computed once
+    before the k loop, and the mma of one stage."""
 
-    def __init__(self, kb: KernelBuilder, cfg: MmaConfig, w: Warp, base: str, a: SmemTile,
-                 b: SmemTile):
+    def __init__(self, kb: KernelBuilder, cfg: MmaConfig, w: Warp, a: SmemTile, b: SmemTile):
         self.kb, self.cfg, self.b = kb, cfg, b
         r8, j, jlo, jhi = kb.regs("b32", 4)
         kb.emit(f"and.b32 {r8}, {w.lane}, 7")
@@ -200,7 +200,6 @@ class Fragments:
             self.b_off = self._trans_offsets(b, w, r8, jlo, jhi)
         else:
             self.b_off = self._word_offsets(b, w)
-        self.base = base
 
     def _kstep_offsets(self, tile: SmemTile, wpos: str, wsize: int, r8: str, r8hi: str,
                        chunk: str) -> list[str]:
