@@ -9,7 +9,9 @@ Per pass (1, or one per warp row when the f32 block tile is larger than the pipe
 shared memory): the warps of the pass write their accumulators to an f32/s32 staging
 tile ``[rows][bn]``, ``bar.sync``, then every thread takes ``V`` consecutive columns of
 one row (``V`` = 16 bytes of the narrowest output: 8 for f16/bf16, 4 for f32/i32),
-evaluates each output expression (``ExprCodegen``: bias, activation, residual,
+loads the run of each input that is contiguous along the columns (bias, residual: one
+or two ``ld.global.v4`` when whole and aligned, else per element), evaluates each
+output expression (``ExprCodegen``: bias, activation, residual,
 casts...) per element, and stores each output's run with ``st.global.v4.b32`` when the
 run is inside the matrix and 16-byte aligned (checked at run time: any N, any view
 offset), else element by element. f16/bf16 results are packed with one
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from ....dtypes import DType
 from ..codegen import ExprCodegen, IndexGroup
-from ..expr import Acc, walk
+from ..expr import Acc, Load, walk
 from ..isa import float_literal, info
 from .gemm_epilogue import is_direct
 
@@ -208,32 +210,37 @@ def _run(cg: ExprCodegen, spec: ProductSpec, staged: list[str], acc_dtype: DType
         cg.partial(a, 1)
     row_ok = kb.reg("pred")
     kb.emit(f"setp.lt.u32 {row_ok}, {grow}, {m}")
+    cols, oks = [col], []
+    for j in range(vec):
+        if j:
+            cols.append(kb.reg("b32"))
+            kb.emit(f"add.u32 {cols[j]}, {col}, {j}")
+        oks.append(kb.reg("pred"))
+        kb.emit(f"setp.lt.u32 {oks[j]}, {cols[j]}, {n}")
+        kb.emit(f"and.pred {oks[j]}, {oks[j]}, {row_ok}")
+    full = kb.reg("pred")  # the whole run is inside the matrix
+    kb.emit(f"and.pred {full}, {oks[-1]}, {row_ok}")
+    cg.set_group(2, IndexGroup(emap.col_axes, emap.col_dims, col))
+    for a in views:
+        cg.partial(a, 2)
+    addrs = [cg.address(-q - 1) for q in range(len(epi.outputs))]
+    loaded = _vector_inputs(cg, spec, vec, full, oks)
     acc_nodes = [x for x in walk([nd for nd, _ in epi.outputs]) if isinstance(x, Acc)]
     direct = [is_direct(node, t.dtype, acc_dtype) for node, t in epi.outputs]
-    base = dict(cg.memo)
+    base, override = dict(cg.memo), cg.load_override
     outs = [[kb.reg(info(t.dtype).reg) for _ in range(vec)] for _, t in epi.outputs]
-    oks, addrs = [], []
     for j in range(vec):
-        cj = col
         if j:
-            cj = kb.reg("b32")
-            kb.emit(f"add.u32 {cj}, {col}, {j}")
-        cg.set_group(2, IndexGroup(emap.col_axes, emap.col_dims, cj))
-        for a in views:
-            cg.partial(a, 2)
-        if j == 0:
-            addrs = [cg.address(-q - 1) for q in range(len(epi.outputs))]
-        ok = kb.reg("pred")
-        kb.emit(f"setp.lt.u32 {ok}, {cj}, {n}")
-        kb.emit(f"and.pred {ok}, {ok}, {row_ok}")
-        oks.append(ok)
+            cg.set_group(2, IndexGroup(emap.col_axes, emap.col_dims, cols[j]))
+            for a in views:
+                cg.partial(a, 2)
         for (_, t), regs in zip(epi.outputs, outs, strict=True):
-            i = info(t.dtype)
             zero = float_literal(0.0, DType.F32) if t.dtype.is_float else "0"
-            kb.emit(f"mov.{i.itype} {regs[j]}, {zero}")
+            kb.emit(f"mov.{info(t.dtype).itype} {regs[j]}, {zero}")
         skip = kb.new_label("edge")
-        kb.bra(skip, ok, negate=True)
+        kb.bra(skip, oks[j], negate=True)
         cg.memo = dict(base)
+        cg.load_override = {arg: regs[j] for arg, regs in loaded.items()}
         if not all(direct):
             for acc in acc_nodes:
                 cg.memo[id(acc)] = cg.ops.cast(staged[j], acc_dtype, acc.dtype)
@@ -241,14 +248,57 @@ def _run(cg: ExprCodegen, spec: ProductSpec, staged: list[str], acc_dtype: DType
             v = staged[j] if d else cg.value(node)
             kb.emit(f"mov.{info(t.dtype).itype} {regs[j]}, {v}")
         kb.label(skip)
-    cg.memo = dict(base)
-    full = kb.reg("pred")
-    last = kb.reg("b32")
-    kb.emit(f"add.u32 {last}, {col}, {vec - 1}")
-    kb.emit(f"setp.lt.u32 {full}, {last}, {n}")
-    kb.emit(f"and.pred {full}, {full}, {row_ok}")
+    cg.memo, cg.load_override = dict(base), override
     for (_, t), regs, addr in zip(epi.outputs, outs, addrs, strict=True):
         _store(cg, t.dtype, regs, addr, full, oks)
+
+
+def _vector_inputs(cg: ExprCodegen, spec: ProductSpec, vec: int, full: str,
+                   oks: list[str]) -> dict[int, list[str]]:
+    """The run's values of every input the epilogue reads that is contiguous along the
+    columns (a bias, a residual): 16-byte loads when the run is whole and aligned, else
+    element by element (0 outside the matrix). Input index -> ``vec`` compute registers."""
+    kb, epi = cg.kb, spec.epilogue
+    axis = spec.emap.col_axes[0]
+    used = sorted({x.arg for x in walk([nd for nd, _ in epi.outputs]) if isinstance(x, Load)})
+    out: dict[int, list[str]] = {}
+    for arg in used:
+        t = epi.inputs[arg]
+        size = VEC_DTYPES.get(t.dtype, 0)
+        if t.guards or not size or t.strides[axis] != 1 or vec * size % 16:
+            continue
+        i = info(t.dtype)
+        regs = [kb.reg(i.reg) for _ in range(vec)]
+        zero = float_literal(0.0, DType.F32) if t.dtype.is_float else "0"
+        for r in regs:
+            kb.emit(f"mov.{i.itype} {r}, {zero}")
+        addr = cg.address(arg)
+        low, ok = kb.reg("b64"), kb.reg("pred")
+        kb.emit(f"and.b64 {low}, {addr}, 15")
+        kb.emit(f"setp.eq.and.u64 {ok}, {low}, 0, {full}")
+        scalar, done = kb.new_label("in_scalar"), kb.new_label("in_done")
+        kb.bra(scalar, ok, negate=True)
+        words = kb.regs("b32", vec * size // 4) if size == 2 else regs
+        for s in range(len(words) // 4):
+            src = f"[{addr}+{16 * s}]" if s else f"[{addr}]"
+            kb.emit(f"ld.global.v4.{'b32' if size == 2 else i.mem} "
+                    f"{{{', '.join(words[4 * s:4 * s + 4])}}}, {src}")
+        if size == 2:   # two halves per word, the first element in the low half
+            for w, word in enumerate(words):
+                lo, hi = kb.reg("b16"), kb.reg("b16")
+                kb.emit(f"mov.b32 {{{lo}, {hi}}}, {word}")
+                kb.emit(f"mov.f32 {regs[2 * w]}, {cg.widen16(lo, t.dtype)}")
+                kb.emit(f"mov.f32 {regs[2 * w + 1]}, {cg.widen16(hi, t.dtype)}")
+        kb.emit(f"bra.uni {done}")
+        kb.label(scalar)
+        for j, r in enumerate(regs):
+            skip = kb.new_label("edge")
+            kb.bra(skip, oks[j], negate=True)
+            kb.emit(f"mov.{i.itype} {r}, {cg.load(f'{addr}+{j * size}' if j else addr, t.dtype)}")
+            kb.label(skip)
+        kb.label(done)
+        out[arg] = regs
+    return out
 
 
 def _store(cg: ExprCodegen, dtype: DType, regs: list[str], addr: str, full: str,
