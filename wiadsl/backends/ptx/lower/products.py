@@ -11,8 +11,9 @@ Invariants:
   A tile is loaded and zero padding as guards on those loads; the fused body is
   the tile kernel's epilogue. Integer convs and pools are row kernels over
   windows whose input loads carry the same guards.
-- f16/bf16 products with f32 accumulation run on tensor cores (``mma.sync``)
-  when the target is sm_80 or newer; everything else on the FMA tiles.
+- f16/bf16 products with f32 accumulation, i8 x i8 products in i32 and (with
+  ``allow_tf32``) f32 products run on tensor cores (``mma.sync``) when the target is
+  sm_80 or newer; everything else on the FMA tiles (``kernels.gemm`` decides).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from ....ir.types import TensorType
 from ..expr import Acc, Apply, LoopSpec, Node, ReduceStage, Stage, TensorArg
 from ..isa import sm_number
 from ..kernels.elementwise import EmittedKernel
+from ..kernels.gemm import product_kernel
 from ..kernels.gemm_epilogue import EpilogueMap
-from ..kernels.matmul import ProductSpec, matmul_kernel
-from ..kernels.mma import mma_eligible, mma_kernel
+from ..kernels.matmul import ProductSpec
 from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
 from ..symbolic import Sym, _fold, mul, sub
@@ -150,11 +151,8 @@ class ProductsMixin(PlannerBase):
         return out
 
     def add_product(self, ps: ProductSpec) -> None:
-        """The tensor-core kernel where it applies (f16/bf16 on sm_80+), else the FMA tiles."""
-        if mma_eligible(ps, sm_number(self.arch)):
-            self.add_kernel(mma_kernel(ps))
-        else:
-            self.add_kernel(matmul_kernel(ps))
+        """The GEMM kernel ``kernels.gemm.product_kernel`` picks for this arch."""
+        self.add_kernel(product_kernel(ps, sm_number(self.arch)))
 
     # ------------------------------------------------------------ windows
     def window_shape(self, op: Operation) -> tuple[Sym, ...]:
