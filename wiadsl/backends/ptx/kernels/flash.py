@@ -51,6 +51,10 @@ from .operands import GemmOperand, OperandLoader
 R = TypeVar("R")
 MAX_HEAD = 128
 THREADS = 128
+#: ``.maxnreg`` of both kernels: 3 blocks of 128 threads fit an SM's 64K registers. Left
+#: to itself under ``.maxntid``, ptxas picked 96-128 registers and spilled (f32 d = 16,
+#: e = 128; f16 d = e = 64 with static T, S), though 130-165 suffice.
+MAX_REGS = 168
 NEG_INF = "0fFF800000"
 FULL_MASK = "0xffffffff"
 

@@ -25,13 +25,11 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import FULL_MASK, NEG_INF, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import FULL_MASK, MAX_REGS, NEG_INF, THREADS, AttentionSpec, Frame, TilePair, pad16
 from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
 
 BM = 32
-#: registers per thread: 4 blocks of 128 threads fill an SM's 64K registers
-MAX_REGS = 128
 
 
 def geometry(d: int, e: int) -> tuple[int, int, int]:
@@ -45,7 +43,6 @@ def fma_attention(spec: AttentionSpec):
     pq = dp + 4
     k_bytes, v_bytes, q_bytes = bn * dp * 4, bn * ep * 4, BM * pq * 4
     stage_bytes = k_bytes + v_bytes
-    # ptxas's own choice under .maxntid spilled (96 registers for d = 16, e = 128)
     kb = KernelBuilder(spec.name, max_threads=THREADS, max_regs=MAX_REGS)
     f = Frame(spec, kb, BM)
     smem = kb.shared_array("flash_smem", "f32", (stage_bytes + max(stage_bytes, q_bytes)) // 4)

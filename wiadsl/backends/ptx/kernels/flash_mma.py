@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import NEG_INF, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import MAX_REGS, NEG_INF, THREADS, AttentionSpec, Frame, TilePair, pad16
 from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
 
@@ -51,7 +51,7 @@ def mma_attention(spec: AttentionSpec):
     pd, pe = dp + 8, ep + 8
     k_bytes, v_bytes, q_bytes = bn * pd * 2, bn * pe * 2, BM * pd * 2
     stage_bytes = k_bytes + v_bytes
-    kb = KernelBuilder(spec.name, max_threads=THREADS)
+    kb = KernelBuilder(spec.name, max_threads=THREADS, max_regs=MAX_REGS)
     f = Frame(spec, kb, BM)
     smem = kb.shared_array("flash_smem", "b16", (stage_bytes + max(stage_bytes, q_bytes)) // 2)
     base = kb.reg("b32")

@@ -171,7 +171,10 @@ class Normalizer:
         if op.name == "tensor.arange":
             if op.attributes.get("start", 0) != 0 or op.attributes.get("step", 1) != 1:
                 return None
-            return Idx(-1, self.of(op.operands[0]))
+            if op.operands:
+                return Idx(-1, self.of(op.operands[0]))
+            extent = op.result_types[0].shape[0]  # type: ignore[union-attr]
+            return None if extent is None else Idx(-1, Num(extent))
         src = self.of(op.operands[0])
         if not isinstance(src, Idx):
             return None
