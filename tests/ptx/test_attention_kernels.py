@@ -185,6 +185,9 @@ NOT_FUSED = {  # body -> the NumPy value of o
     # the probabilities used twice
     "p = nn.softmax(q @ transpose(k)); o = p @ v + reduce_sum(p, axis=1, keepdims=true);":
         lambda q, k, v: _softmax1(q @ k.T) @ v + 1.0,
+    # the row max of the scores read again (at -O2 the softmax's own max, in P @ V's epilogue)
+    "s = q @ transpose(k); o = nn.softmax(s) @ v + reduce_max(s, axis=1, keepdims=true);":
+        lambda q, k, v: _softmax1(q @ k.T) @ v + (q @ k.T).max(1, keepdims=True),
     # a mask keeping keys j >= i (not causal)
     "s = where(arange(S) >= reshape(arange(T), [T, 1]), q @ transpose(k), -1.0 / 0.0); "
     "o = nn.softmax(s) @ v;":
@@ -249,6 +252,48 @@ def test_causal_skips_masked_key_tiles() -> None:
         np.testing.assert_allclose(got.astype(np.float64),
                                    numpy_attention(q, k, v, form == "causal"), **TOL["f16"])
     assert counts["causal"] < 0.75 * counts["attn"], counts
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_64_bit_offsets(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """Operands whose offsets pass the (lowered) 32-bit limit use s64 address arithmetic."""
+    from wiadsl.backends.ptx import index_width
+
+    monkeypatch.setattr(index_width, "INDEX32_LIMIT", 100)
+    q, k, v = (RNG.standard_normal(sh).astype(DTYPES[dtype])
+               for sh in ((2, 9, 32), (2, 70, 32), (2, 70, 16)))
+    (got,), plan, text, _ = run(source("causal_batched", dtype), [q, k, v])
+    assert kinds(plan)[0].startswith("attention(flash,") and "mul.lo.s64" in text
+    np.testing.assert_allclose(got.astype(np.float64), numpy_attention(q, k, v, True), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_symbolic_sizes(dtype: str) -> None:
+    """B, T, S symbolic (what ``wiac -o`` writes with -D for the head dims only): one kernel
+    for any sizes; the batch stride ``T * 64`` is a multiple of the 16-byte chunk, so the
+    tiles still move by cp.async."""
+    shapes = {n: (None, None, x) for n, x in (("q", 64), ("k", 64), ("v", 16))}
+    text, plan = ptx_program(_module(source("causal_batched", dtype)), {"k": shapes},
+                             TargetOptions("sm_80", 2))
+    assert len(kinds(plan)) == 1 and "cp.async.cg.shared.global" in text
+    for b, t, n in ((2, 7, 70), (1, 33, 5)):
+        q, k, v = (RNG.standard_normal(sh).astype(DTYPES[dtype])
+                   for sh in ((b, t, 64), (b, n, 64), (b, n, 16)))
+        (got,) = PlanRun(plan, SimDevice(text)).run([q, k, v])
+        np.testing.assert_allclose(got.astype(np.float64), numpy_attention(q, k, v, True),
+                                   **TOL[dtype])
+
+
+def test_fast_math_exp() -> None:
+    """Under fast_math the exps are ex2.approx (the accurate polynomial otherwise)."""
+    q, k, v = (RNG.standard_normal(sh).astype(np.float16) for sh in ((9, 16), (33, 16), (33, 8)))
+    shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+    for fast in (False, True):
+        text, plan = ptx_program(_module(source("attn", "f16")), {"k": shapes},
+                                 TargetOptions("sm_80", 2, fast))
+        assert ("ex2.approx" in text) == fast
+        (got,) = PlanRun(plan, SimDevice(text)).run([q, k, v])
+        np.testing.assert_allclose(got.astype(np.float64), numpy_attention(q, k, v), **TOL["f16"])
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

@@ -138,11 +138,13 @@ class Normalizer:
         if name == "tensor.fused_reduce":
             return self._fused_reduce(op, v)
         if name in ("tensor.reduce_max", "tensor.reduce_sum"):
-            if not last_axis_keepdims(op, op.operand_types[0]):
+            if not last_axis_keepdims(op, op.operand_types[0].rank):  # type: ignore[union-attr]
                 return None
             return Red(name[14:], self.of(op.operands[0]))
-        if name in ("tensor.arange", "tensor.reshape", "tensor.broadcast_to") or \
-                (name == "tensor.cast" and op.operand_types[0] == op.result_types[0]):
+        if name == "tensor.cast" and \
+                op.operand_types[0].dtype is op.result_types[0].dtype:  # type: ignore[union-attr]
+            return self.of(op.operands[0])  # a shape refinement: the same values
+        if name in ("tensor.arange", "tensor.reshape", "tensor.broadcast_to"):
             return self._index(op)
         fn = elementwise_fn(op)
         if fn is None:
@@ -151,9 +153,8 @@ class Normalizer:
 
     def _fused_reduce(self, op: Operation, v: Value) -> Term | None:
         kinds = op.kinds()  # type: ignore[attr-defined]
-        shape = TensorType(op.result_types[-1].dtype,  # type: ignore[union-attr]
-                           op.iteration_shape())  # type: ignore[attr-defined]
-        if not last_axis_keepdims(op, shape) or any(k not in ("max", "sum") for k in kinds):
+        rank = len(op.iteration_shape())  # type: ignore[attr-defined]
+        if not last_axis_keepdims(op, rank) or any(k not in ("max", "sum") for k in kinds):
             return None
         args = [self.of(x) for x in op.operands]
         reds: list[Term] = [Red(k, t) for k, t in
@@ -192,9 +193,8 @@ class Normalizer:
         return None
 
 
-def last_axis_keepdims(op: Operation, src_type) -> bool:
-    """A keepdims reduction over exactly the last axis of ``src_type``."""
-    rank = src_type.rank if isinstance(src_type, TensorType) else 0
+def last_axis_keepdims(op: Operation, rank: int) -> bool:
+    """A keepdims reduction over exactly the last axis of a rank-``rank`` source."""
     axes = [a % rank for a in op.attributes.get("axes", [])] if rank else []
     return bool(op.attributes.get("keepdims")) and axes == [rank - 1]
 
@@ -420,19 +420,18 @@ def _scalar(t: Term) -> bool:
 
 def _closed(visited: dict[int, Operation], final: Operation) -> set[int]:
     """The largest subset of ``visited`` whose every result is used only by members of
-    the subset or by ``final``, in ``final``'s block and not by a terminator."""
+    the subset or as ``final``'s P (operand 0; an epilogue operand of a fused ``final``
+    is read by the kernel's epilogue, so it must be planned)."""
     keep = set(visited)
     changed = True
     while changed:
         changed = False
         for key in list(keep):
-            op = visited[key]
-            for r in op.results:
-                if any(u.is_terminator or (u is not final and id(u) not in keep)
-                       for u in r.users):
-                    keep.discard(key)
-                    changed = True
-                    break
+            uses = [u for r in visited[key].results for u in r.uses]
+            if any(not (id(u.owner) in keep or (u.owner is final and u.index == 0))
+                   for u in uses):
+                keep.discard(key)
+                changed = True
     return keep
 
 
