@@ -44,6 +44,7 @@ from ..isa import float_literal
 from ..symbolic import Sym, call, product
 from .common import TileGrid
 from .elementwise import EmittedKernel
+from .flash_softmax import NEG_INF, OnlineSoftmax
 from .flash_tiles import TileCopy
 from .gemm_epilogue import EpilogueMap
 from .operands import GemmOperand, OperandLoader
@@ -55,8 +56,6 @@ THREADS = 128
 #: to itself under ``.maxntid``, ptxas picked 96-128 registers and spilled (f32 d = 16,
 #: e = 128; f16 d = e = 64 with static T, S), though 130-165 suffice.
 MAX_REGS = 168
-NEG_INF = "0fFF800000"
-FULL_MASK = "0xffffffff"
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ class TilePair:
             self.kb.emit("cp.async.commit_group")
 
 
-class Frame:
+class Frame(OnlineSoftmax):
     """The parts of a flash kernel that do not depend on how it multiplies.
 
     Sets up parameters, the epilogue's codegen, the block indices (x: query tile,
@@ -171,12 +170,8 @@ class Frame:
             return None
         how, value = self.spec.scale
         kb, out = self.kb, self.kb.reg("f32")
-        if isinstance(value, ScalarArg):
+        if isinstance(value, ScalarArg):  # of the scores' dtype: an f32 parameter
             reg = self.params.scalar(str(value.value), value.dtype)
-            if value.dtype is DType.F64:  # a wider scalar meets the scores in their dtype
-                narrow = kb.reg("f32")
-                kb.emit(f"cvt.rn.f32.f64 {narrow}, {reg}")
-                reg = narrow
         else:
             reg = float_literal(float(value), DType.F32)
         if how == "div":
@@ -299,62 +294,6 @@ class Frame:
         kb.emit(f"bra.uni {top}")
         kb.label(done)
 
-    # ------------------------------------------------------------ online softmax
-    def mask(self, x: str, rem: str, offset: int) -> str:
-        """``x`` where the key at tile offset ``offset`` is kept (``rem >= offset``), else -inf."""
-        kb, p, out = self.kb, self.kb.reg("pred"), self.kb.reg("f32")
-        kb.emit(f"setp.ge.s32 {p}, {rem}, {offset}")
-        kb.emit(f"selp.f32 {out}, {x}, {NEG_INF}, {p}")
-        return out
 
-    def scaled(self, acc: str) -> str:
-        if self.factor is None:
-            return acc
-        out = self.kb.reg("f32")
-        self.kb.emit(f"mul.rn.f32 {out}, {acc}, {self.factor}")
-        return out
-
-    def max_of(self, regs: list[str]) -> str:
-        kb, out = self.kb, self.kb.reg("f32")
-        kb.emit(f"mov.f32 {out}, {regs[0]}")
-        for r in regs[1:]:
-            kb.emit(f"max.f32 {out}, {out}, {r}")
-        return out
-
-    def quad(self, reg: str, op: str) -> str:
-        """``reg`` combined (``max`` / ``add``) over the 4 lanes of this lane's quad;
-        every lane gets the same bits (both operations are commutative)."""
-        kb = self.kb
-        for delta in (1, 2):
-            other, out = kb.reg("f32"), kb.reg("f32")
-            kb.emit(f"shfl.sync.bfly.b32 {other}, {reg}, {delta}, 31, {FULL_MASK}")
-            kb.emit(f"{op}.f32 {out}, {reg}, {other}" if op == "max" else
-                    f"add.rn.f32 {out}, {reg}, {other}")
-            reg = out
-        return reg
-
-    def rescale(self, m: str, tile_max: str) -> tuple[str, str]:
-        """Update running max register ``m`` with ``tile_max``; returns (the max to
-        subtract this tile: 0 while every score seen is -inf, so exp never sees
-        -inf - -inf; the factor ``exp(m_old - that)`` for the old sum and outputs)."""
-        kb = self.kb
-        new, use, p = kb.reg("f32"), kb.reg("f32"), kb.reg("pred")
-        kb.emit(f"max.f32 {new}, {m}, {tile_max}")
-        kb.emit(f"setp.eq.f32 {p}, {new}, {NEG_INF}")
-        kb.emit(f"selp.f32 {use}, 0f00000000, {new}, {p}")
-        d = kb.reg("f32")
-        kb.emit(f"sub.rn.f32 {d}, {m}, {use}")
-        alpha = self.exp(d)
-        kb.emit(f"mov.f32 {m}, {new}")
-        return use, alpha
-
-    def exp(self, x: str) -> str:
-        return self.cg.ops.apply("exp", DType.F32, [(x, DType.F32)])
-
-    def exp_shifted(self, x: str, m: str) -> str:
-        d = self.kb.reg("f32")
-        self.kb.emit(f"sub.rn.f32 {d}, {x}, {m}")
-        return self.exp(d)
-
-
-__all__ = ["AttentionSpec", "Frame", "MAX_HEAD", "flash_kernel", "flash_supported", "pad16"]
+__all__ = ["AttentionSpec", "Frame", "MAX_HEAD", "NEG_INF", "TilePair", "flash_kernel",
+           "flash_supported", "pad16"]

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import MAX_REGS, NEG_INF, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash_softmax import NEG_INF
 from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
 
