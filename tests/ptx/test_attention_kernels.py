@@ -235,6 +235,19 @@ def test_returned_scores_keep_three_kernels(level: int) -> None:
     np.testing.assert_allclose(o, numpy_attention(q, k, v), rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_transposed_views(dtype: str) -> None:
+    """Q and V read through transposes (strided columns): element copies, K still by chunks."""
+    src = (f"import nn;\nkernel k(input q: {dtype}[D, T], input k: {dtype}[S, D], "
+           f"input v: {dtype}[E, S], output o: {dtype}[T, E]) "
+           "{ o = nn.attention(transpose(q), k, transpose(v)); }")
+    q, k, v = (RNG.standard_normal(sh).astype(DTYPES[dtype]) for sh in ((16, 9), (33, 16), (8, 33)))
+    (got,), plan, text, _ = run(src, [q, k, v])
+    assert len(kinds(plan)) == 1 and kinds(plan)[0].startswith("attention(flash,")
+    assert "cp.async.cg" in text and "ld.global" in text
+    np.testing.assert_allclose(got.astype(np.float64), numpy_attention(q.T, k, v.T), **TOL[dtype])
+
+
 def test_head_dim_past_128_keeps_three_kernels() -> None:
     q, k, v = (RNG.standard_normal(sh).astype(np.float32) for sh in ((5, 136), (7, 136), (7, 8)))
     (got,), plan, _, _ = run(source("attn", "f32"), [q, k, v])
