@@ -41,6 +41,9 @@ class KernelBuilder:
     counts: dict[str, int] = field(default_factory=dict)
     labels: int = 0
     max_threads: int | None = None
+    #: ``.maxnreg``: a register budget for ptxas (None: its own heuristic, which under
+    #: ``.maxntid`` may pick fewer registers than a kernel needs and spill)
+    max_regs: int | None = None
     #: module-scope declarations this kernel uses (a ``.const`` table), by name
     module_decls: dict[str, str] = field(default_factory=dict)
     #: the options of the plan this kernel belongs to (``options.using``)
@@ -112,6 +115,8 @@ class KernelBuilder:
         head = f".visible .entry {self.name}(\n{params}\n)"
         if self.max_threads:
             head += f"\n.maxntid {self.max_threads}, 1, 1"
+        if self.max_regs:
+            head += f"\n.maxnreg {self.max_regs}"
         return head + "\n{\n" + "\n".join(decls + body + ["    ret;"]) + "\n}\n"
 
 

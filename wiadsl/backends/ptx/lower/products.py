@@ -50,6 +50,8 @@ class PlannerBase:
         arch: str
         env: dict[int, Any]
         steps: list[dict[str, Any]]
+        #: ids of the matmuls planned as one flash-attention kernel (``AttentionMixin``)
+        flash_ready: dict[int, Any]
 
         def kernel_name(self, kind: str) -> str: ...
         def unify(self, a: str, b: str) -> bool: ...
@@ -62,6 +64,8 @@ class PlannerBase:
         # defined by OpsMixin
         def result_shape(self, op: Operation) -> tuple[Sym, ...]: ...
         def check(self, cond: str, message: str) -> None: ...
+        # defined by AttentionMixin
+        def flash_attention(self, op: Operation, sink: Operation | None) -> View: ...
 
 
 class ProductsMixin(PlannerBase):
@@ -122,9 +126,27 @@ class ProductsMixin(PlannerBase):
         return self.materialize(v)
 
     def matmul(self, op: Operation, sink: Operation | None = None) -> View:
+        if id(op) in self.flash_ready:
+            return self.flash_attention(op, sink)
         domain, amap, a, b, (batch, m, n, k) = self.product_domain(op)
         dtype = product_dtype(op)  # the accumulator's; a fused body may cast the result
-        spec = LoopSpec(self.kernel_name("matmul"), domain, len(domain))
+        spec, out = self.product_output(op, sink, self.kernel_name("matmul"), domain, amap)
+        nb = len(batch)
+        ga = strided_operand(a.buffer, a.dtype, a.offset, a.strides[:nb], m, a.strides[nb], k,
+                             a.strides[nb + 1])
+        gb = strided_operand(b.buffer, b.dtype, b.offset, b.strides[:nb], n, b.strides[nb + 1], k,
+                             b.strides[nb])
+        emap = EpilogueMap(tuple(range(nb)), batch, (nb,), (m,), (nb + 1,), (n,))
+        self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
+        return out
+
+    def product_output(self, op: Operation, sink: Operation | None, name: str,
+                       domain: tuple[Sym, ...], amap: tuple[int, ...]) -> tuple[LoopSpec, View]:
+        """The epilogue spec of product ``op`` over ``domain`` (its result's axes at
+        ``amap``) and the fresh output it stores: the accumulator, ``op``'s fused body,
+        or its elementwise consumer ``sink`` computed from it."""
+        dtype = product_dtype(op)  # the accumulator's; a fused body may cast the result
+        spec = LoopSpec(name, domain, len(domain))
         builder = SpecBuilder(self, spec, allow_acc=True)
         if sink is not None:
             node = builder.expand(sink, amap)
@@ -141,14 +163,7 @@ class ProductsMixin(PlannerBase):
         for i, ax in enumerate(amap):
             strides[ax] = out.strides[i]
         spec.outputs.append((node, TensorArg(out.buffer, out.dtype, tuple(strides))))
-        nb = len(batch)
-        ga = strided_operand(a.buffer, a.dtype, a.offset, a.strides[:nb], m, a.strides[nb], k,
-                             a.strides[nb + 1])
-        gb = strided_operand(b.buffer, b.dtype, b.offset, b.strides[:nb], n, b.strides[nb + 1], k,
-                             b.strides[nb])
-        emap = EpilogueMap(tuple(range(nb)), batch, (nb,), (m,), (nb + 1,), (n,))
-        self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
-        return out
+        return spec, out
 
     def add_product(self, ps: ProductSpec) -> None:
         """The GEMM kernel ``kernels.gemm.product_kernel`` picks for this arch."""
