@@ -93,6 +93,26 @@ def test_attention_batched(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t, s", [(1, 1), (7, 5), (4, 33)])
+def test_causal_attention(target, dtype, t, s):
+    q, k, v = rand((t, 8), dtype, 1), rand((s, 8), dtype, 2), rand((s, 3), dtype, 3)
+    f = kernel(nn_kernel("nn.causal_attention(q, k, v)",
+                         "input q: tensor, input k: tensor, input v: tensor"), target)
+    y = f(q, k, v)
+    assert_matches(y, ref.causal_attention(q, k, v))
+    np.testing.assert_allclose(y[0], v[0], rtol=1e-3)  # query 0 sees key 0 only
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_causal_attention_batched(target):
+    q, k, v = rand((2, 5, 4), seed=1), rand((2, 3, 4), seed=2), rand((2, 3, 3), seed=3)
+    f = kernel(nn_kernel("nn.causal_attention_batched(q, k, v)",
+                         "input q: tensor, input k: tensor, input v: tensor"), target)
+    assert_matches(f(q, k, v), ref.causal_attention_batched(q, k, v))
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("batch", [(1,), (7,), (2, 3)], ids=str)
 def test_mlp(target, batch):
     x = rand(batch + (5,), seed=1)

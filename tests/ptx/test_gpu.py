@@ -50,6 +50,26 @@ def test_matmul_f16_mma_on_gpu(mkn) -> None:
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-2)
 
 
+@pytest.mark.parametrize("mkn", [(129, 200, 65), (1024, 512, 1024)])  # 64x64; 128x128 tiles
+def test_matmul_i8_and_tf32_mma_on_gpu(mkn) -> None:
+    from wiadsl.runtime.jit import jit
+
+    m, k, n = mkn
+    rng = np.random.default_rng(3)
+    i8 = ("kernel k(input a: i8[M, K], input b: i8[K, N], output y: i32[M, N])"
+          " { y = cast(a, i32) @ cast(b, i32); }")
+    qa, qb = rng.integers(-128, 128, (m, k)).astype(np.int8), rng.integers(-128, 128, (k, n)).astype(np.int8)
+    np.testing.assert_array_equal(jit_kernel(i8, "k", "cuda")(qa, qb), qa.astype(np.int64) @ qb)
+    f32 = "kernel k(input a: f32[M, K], input b: f32[K, N], output y: f32[M, N]) { y = a @ b; }"
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+    def tf32(x):
+        return ((x.view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
+
+    got = jit(f32, kernel="k", target="cuda", allow_tf32=True)(a, b)
+    np.testing.assert_allclose(got, tf32(a).astype(np.float64) @ tf32(b), rtol=1e-4, atol=1e-3)
+
+
 def test_conv_and_large_reductions_on_gpu() -> None:
     conv = ("kernel k(input x: f32[2, 3, 31, 33], input w: f32[8, 3, 3, 3], output y: f32[2, 8, 31, 33])"
             " { y = conv2d(x, w, padding=1); }")

@@ -287,16 +287,13 @@ def test_int8_runs_on_wgmma_k32(ptxas: str) -> None:
     assert "matmul(wgmma)" not in kinds
 
 
-def test_tf32_only_with_allow_tf32(monkeypatch, ptxas: str) -> None:
-    from types import SimpleNamespace
-
+def test_tf32_only_with_allow_tf32(ptxas: str) -> None:
     rng = np.random.default_rng(6)
     a = rng.standard_normal((33, 40)).astype(np.float32)
     b = rng.standard_normal((24, 40)).astype(np.float32)
     shapes = {"a": a.shape, "b": b.shape}
     assert "matmul(wgmma)" not in _kinds(emit_ptx(corpus_module(F32T), "k", "sm_90", shapes)[1])
-    monkeypatch.setattr(wgmma_gemm, "current", lambda: SimpleNamespace(allow_tf32=True))
-    text, plan = emit_ptx(corpus_module(F32T), "k", "sm_90", shapes)
+    text, plan = emit_ptx(corpus_module(F32T), "k", "sm_90", shapes, allow_tf32=True)
     assert _kinds(plan) == ["matmul(wgmma)"] and "m64n128k8.f32.tf32.tf32" in text
     rc, log = assemble(ptxas, text, "sm_90")
     assert rc == 0 and spills(log) == {plan["kernels"][0]["name"]: 0}, log

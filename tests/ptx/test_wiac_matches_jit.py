@@ -112,7 +112,8 @@ def test_the_level_reaches_the_device_code(no_gpu_driver: None) -> None:
     ({"opt_level": 4}, "opt_level must be 0..3"),
     ({"opt_level": "2"}, "opt_level must be 0..3"),
     ({"arch": "sm_10"}, "unknown arch 'sm_10'"),
-    ({"tile": 64}, "takes the options arch, opt_level, fast_math, got tile"),
+    ({"tile": 64}, "takes the options arch, opt_level, fast_math, allow_tf32, got tile"),
+    ({"allow_tf32": 1}, "allow_tf32 must be True or False"),
 ])
 def test_bad_target_options_are_usage_errors(options: dict, message: str) -> None:
     a = np.ones((2, 3), np.float32)

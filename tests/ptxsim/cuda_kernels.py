@@ -245,6 +245,58 @@ extern "C" __global__ void mma_bf16(const __nv_bfloat16* A, const __nv_bfloat16*
   C[(g + 8) * 8 + 2 * t + 1] = d3;
 }
 
+// Integer and tf32 tensor-core shapes; fragments gathered straight from global memory with
+// the ISA's formulas ("Matrix fragments for mma.m16n8k32" / "mma.m16n8k8"), g = lane/4,
+// t = lane%4: s8 A a_i (row g + 8*((i>>2)&1), col 4t + (i&3) + 16*(i>>3)), B b_i (row
+// 4t + (i&3) + 16*(i>>2), col g); tf32 A a_i (row g + 8*(i&1), col t + 4*(i>>1)), B b_i
+// (row t + 4i, col g); C c_i (row g + 8*(i>>1), col 2t + (i&1)).
+extern "C" __global__ void mma_s8(const signed char* A, const signed char* Bt, const int* Cin,
+                                  int* C, int sat) {
+  int l = threadIdx.x, g = l >> 2, t = l & 3;
+  unsigned a[4], b[2];
+  for (int r = 0; r < 4; ++r)  // register r holds a_{4r..4r+3}: one row, 4 consecutive k
+    a[r] = *reinterpret_cast<const unsigned*>(A + (g + 8 * (r & 1)) * 32 + 4 * t + 16 * (r >> 1));
+  for (int r = 0; r < 2; ++r)  // b_{4r..4r+3}: column g, k 4t+16r .. +3 (Bt is [n][k])
+    b[r] = *reinterpret_cast<const unsigned*>(Bt + g * 32 + 4 * t + 16 * r);
+  int c[4], d[4];
+  for (int i = 0; i < 4; ++i) c[i] = Cin[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+  if (sat)
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+  else
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+  for (int i = 0; i < 4; ++i) C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = d[i];
+}
+
+extern "C" __global__ void mma_tf32(const float* A, const float* B, const float* Cin, float* C) {
+  int l = threadIdx.x, g = l >> 2, t = l & 3;
+  unsigned a[4], b[2];
+  for (int i = 0; i < 4; ++i)
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a[i]) : "f"(A[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)]));
+  for (int i = 0; i < 2; ++i)
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b[i]) : "f"(B[(t + 4 * i) * 8 + g]));
+  float c[4], d[4];
+  for (int i = 0; i < 4; ++i) c[i] = Cin[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                 "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  for (int i = 0; i < 4; ++i) C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = d[i];
+}
+
+extern "C" __global__ void to_tf32(const float* x, unsigned* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(y[i]) : "f"(x[i]));
+}
+
 // ---- kernels that must fail in the simulator ----
 extern "C" __global__ void oob_store(float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

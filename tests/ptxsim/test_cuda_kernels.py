@@ -190,6 +190,50 @@ def test_mma_bf16_m16n8k8(cuda_ptx):
     np.testing.assert_allclose(c, val(a) @ val(bt).T + cin, rtol=1e-5, atol=1e-5)
 
 
+def _tf32(x):
+    """f32 -> tf32 as cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero."""
+    return ((x.astype(np.float32).view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
+
+
+@pytest.mark.parametrize("sat", [0, 1])
+def test_mma_s8_m16n8k32_exact(cuda_ptx, sat):
+    a = RNG.integers(-128, 128, (16, 32)).astype(np.int8)
+    bt = RNG.integers(-128, 128, (8, 32)).astype(np.int8)
+    cin = RNG.integers(-2**20, 2**20, (16, 8)).astype(np.int32)
+    a[0], bt[0], bt[1] = 127, 127, -128  # C[0, 0] += 32 * 127^2, C[0, 1] -= 32 * 127 * 128
+    cin[0, :2] = [2**31 - 100, -2**31 + 100]  # past the s32 range: wraps, or saturates
+    c = np.zeros((16, 8), np.int32)
+    launch(cuda_ptx, "mma_s8", 1, 32, [a, bt, cin, c, sat])
+    full = a.astype(np.int64) @ bt.T.astype(np.int64) + cin
+    want = np.clip(full, -2**31, 2**31 - 1) if sat else (full + 2**31) % 2**32 - 2**31
+    assert (full[0, :2] != want[0, :2]).all()  # the corner case did leave the range
+    np.testing.assert_array_equal(c, want)
+
+
+def test_mma_tf32_m16n8k8(cuda_ptx):
+    a, b, cin = f32(16, 8), f32(8, 8), f32(16, 8)
+    c = np.zeros((16, 8), np.float32)
+    launch(cuda_ptx, "mma_tf32", 1, 32, [a, b, cin, c])
+    want = _tf32(a).astype(np.float64) @ _tf32(b) + cin
+    np.testing.assert_allclose(c, want, rtol=1e-6, atol=1e-6)
+    assert np.abs(c - (a.astype(np.float64) @ b + cin)).max() > 1e-5  # inputs were rounded
+
+
+def test_cvt_rna_tf32(cuda_ptx):
+    bits = np.array([0x3F800FFF, 0x3F801000, 0xBF801000, 0x3F802FFF, 0x7F7FFFFF, 0x00001000,
+                     0x7F800000, 0xFF800000], np.uint32)
+    x = np.concatenate([bits.view(np.float32), f32(33)])
+    y = np.zeros(len(x), np.uint32)
+    launch(cuda_ptx, "to_tf32", 2, 32, [x, y, len(x)])
+    # ties away from zero, a carry into the exponent, overflow to inf, subnormals, infinities
+    assert list(y[:8]) == [0x3F800000, 0x3F802000, 0xBF802000, 0x3F802000, 0x7F800000,
+                           0x00002000, 0x7F800000, 0xFF800000]
+    np.testing.assert_array_equal(y[8:].view(np.float32), _tf32(x[8:]))
+    y2 = np.zeros(1, np.uint32)
+    launch(cuda_ptx, "to_tf32", 1, 32, [np.array([np.nan], np.float32), y2, 1])
+    assert np.isnan(y2.view(np.float32)[0])
+
+
 def test_big_grid_vector_add_runs_all_threads_in_lockstep(cuda_ptx):
     """A 4×64 grid of 128 threads (32768 threads) takes as many simulator steps as one
     block does: every thread advances in the same NumPy step (the structure that makes

@@ -47,6 +47,15 @@ def _f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
+def _i8(*shape):
+    return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+def _tf32(x):
+    """f32 rounded to tf32 as ``cvt.rna.tf32.f32`` does (10 mantissa bits, ties away)."""
+    return ((x.view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
+
+
 def _softmax(a):
     e = np.exp(a - a.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -71,18 +80,35 @@ class Case:
     inputs: tuple
     oracle: Callable[..., np.ndarray]
     tol: float = 2e-5
+    #: emitted with the inputs' shapes (else every extent symbolic: ``wiac -o`` without -D)
+    static: bool = True
+    allow_tf32: bool = False
 
 
 MM = "kernel k(input a: {t}[M, K], input b: {t}[K, N], output y: {t}[M, N]) {{ y = a @ b; }}"
 NN = "import nn;\nkernel k({args}) {{ y = {expr}; }}"
 CASES = {
-    # static multiples of 8: cp.async double buffering, ldmatrix, mma.sync; 3 k tiles of 32,
-    # so a stage is refilled while the last tile read from it may still be in use
-    "matmul_f16_cp_async": Case(MM.format(t="f16"), (_f16(64, 96), _f16(96, 64)),
+    # The tensor-core GEMM (kernels/mma.py). Static multiples of 8: cp.async, ldmatrix,
+    # mma.sync, 64x64 tiles with 4 stages; 5 k tiles of 32, so stages are refilled while
+    # other warps may still read them, and the last tile read (stage 0) is where the
+    # epilogue stages the accumulators
+    "matmul_f16_cp_async": Case(MM.format(t="f16"), (_f16(64, 160), _f16(160, 64)),
                                 lambda a, b: a.astype(np.float32) @ b.astype(np.float32), 2e-3),
     # odd extents: predicated 2-byte loads instead of cp.async
-    "matmul_f16_odd": Case(MM.format(t="f16"), (_f16(33, 76), _f16(76, 17)),
+    "matmul_f16_odd": Case(MM.format(t="f16"), (_f16(33, 140), _f16(140, 17)),
                            lambda a, b: a.astype(np.float32) @ b.astype(np.float32), 2e-3),
+    # symbolic shapes: 128x128 tiles, 3 stages, the 16-byte path chosen at run time
+    # (K % 8 == 0), 4 k tiles; the epilogue stages the tile in two passes (two more syncs)
+    "matmul_f16_symbolic": Case(MM.format(t="f16"), (_f16(40, 128), _f16(128, 72)),
+                                lambda a, b: a.astype(np.float32) @ b.astype(np.float32), 2e-3,
+                                static=False),
+    "matmul_i8": Case("kernel k(input a: i8[M, K], input b: i8[N, K], output y: i32[M, N]) "
+                      "{ y = cast(a, i32) @ cast(transpose(b), i32); }",
+                      (_i8(24, 320), _i8(40, 320)),
+                      lambda a, b: a.astype(np.int64) @ b.T.astype(np.int64), 0),
+    "matmul_tf32": Case(MM.format(t="f32"), (_f32(20, 80), _f32(80, 24)),
+                        lambda a, b: _tf32(a).astype(np.float64) @ _tf32(b), 1e-5,
+                        allow_tf32=True),
     "matmul_f32": Case(MM.format(t="f32"), (_f32(33, 40), _f32(40, 20)), lambda a, b: a @ b, 1e-4),
     "softmax": Case(NN.format(args="input a: f32[M, N], output y: f32[M, N]", expr="nn.softmax(a)"),
                     (_f32(2, 40),), _softmax),
@@ -106,8 +132,8 @@ def _emit(name: str) -> tuple[str, dict]:
     case = CASES[name]
     func = compile_to_ir(case.source, name)
     params = [a.name_hint for a in func["k"].args]
-    shapes = {p: x.shape for p, x in zip(params, case.inputs, strict=True)}
-    return emit_ptx(func, "k", "sm_80", shapes)
+    shapes = {p: x.shape for p, x in zip(params, case.inputs, strict=True)} if case.static else None
+    return emit_ptx(func, "k", "sm_80", shapes, allow_tf32=case.allow_tf32)
 
 
 def _run(text: str, plan: dict, name: str, **opts) -> tuple[list, OptDevice]:

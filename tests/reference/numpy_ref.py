@@ -86,6 +86,8 @@ __all__ = [
     "rms_norm",
     "attention",
     "attention_batched",
+    "causal_attention",
+    "causal_attention_batched",
     "mlp",
     "EPS",
     # stdlib linalg
@@ -575,6 +577,20 @@ def attention(q, k, v):
 
 def attention_batched(q, k, v):
     return attention(q, k, v)
+
+
+def causal_attention(q, k, v):
+    """attention where query i attends to keys j <= i (top-left aligned, as torch.tril):
+    the other scores are -inf (a weak Python float: the scores keep their dtype)."""
+    q = np.asarray(q)
+    t, s = q.shape[-2], np.shape(k)[-2]
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
+    scores = np.where(np.arange(s) <= np.arange(t)[:, None], scores, -math.inf)
+    return np.matmul(softmax(scores, axis=-1), v)
+
+
+def causal_attention_batched(q, k, v):
+    return causal_attention(q, k, v)
 
 
 def mlp(x, w1, b1, w2, b2):

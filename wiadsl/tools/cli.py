@@ -110,6 +110,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     be.add_argument("--fast-math", action="store_true",
                     help="PTX: raw ex2/lg2.approx.ftz transcendentals (a few ulp, subnormals "
                          "flushed to 0); default: accurate to ~1 ulp, no .ftz")
+    be.add_argument("--allow-tf32", action="store_true",
+                    help="PTX: f32 matmuls on tensor cores in tf32 (inputs rounded to 10 "
+                         "mantissa bits, f32 accumulation; sm_80+); default: exact f32 FMA")
     be.add_argument("--array", default="128x128", metavar="RxC",
                     help="systolic array size (default 128x128)")
     be.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
@@ -145,7 +148,8 @@ def job_from_args(args: argparse.Namespace, text: str, filename: str) -> Compile
     opt = OptOptions(2 if args.level is None else args.level, args.pipeline, pm, patterns)
     return CompileJob(text, filename, args.kernel, opt, parse_defines(args.defines),
                       args.arch, parse_array(args.array), args.dataflow,
-                      [] if args.remarks else None, fast_math=args.fast_math)
+                      [] if args.remarks else None, fast_math=args.fast_math,
+                      allow_tf32=args.allow_tf32)
 
 
 #: Stages that run no pass: optimization options are ignored there (with a warning).

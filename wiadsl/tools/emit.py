@@ -49,6 +49,8 @@ class CompileJob:
     input_shapes: dict[str, tuple[int, ...]] | None = None
     #: PTX: raw ``.approx.ftz`` transcendentals (``wiac --fast-math``)
     fast_math: bool = False
+    #: PTX: f32 matmuls on tensor cores in tf32 (``wiac --allow-tf32``)
+    allow_tf32: bool = False
 
 
 @dataclass
@@ -249,7 +251,8 @@ def _ptx(job: CompileJob) -> Artifact:
     given = _backend_input(job, "ptx", False, optimize=False)
     opt = job.opt
     custom = opt.pipeline is not None or opt.patterns or opt.pm_options or job.remarks is not None
-    text, plan = program(given.module, given.shapes, TargetOptions(job.arch, opt.level, job.fast_math),
+    target = TargetOptions(job.arch, opt.level, job.fast_math, job.allow_tf32)
+    text, plan = program(given.module, given.shapes, target,
                          optimize=(lambda m: optimize_ir(m, opt, job.remarks)) if custom else None)
     return Artifact(text, {".json": json.dumps(plan, indent=2, sort_keys=True, default=str) + "\n"})
 

@@ -27,7 +27,8 @@ def target_options(target: str, job: CompileJob) -> dict[str, Any]:
     if target == "systolic":
         return {"array": job.array, "dataflow": job.dataflow}
     if target in ("ptxsim", "cuda"):  # the -O that 'wiac -o x.ptx' would compile at
-        return {"opt_level": job.opt.level, "fast_math": job.fast_math}
+        return {"opt_level": job.opt.level, "fast_math": job.fast_math,
+                "allow_tf32": job.allow_tf32}
     return {}
 
 

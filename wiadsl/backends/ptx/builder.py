@@ -45,12 +45,13 @@ class KernelBuilder:
     counts: dict[str, int] = field(default_factory=dict)
     labels: int = 0
     max_threads: int | None = None
+    #: ``.maxnreg``: a register budget for ptxas (None: its own heuristic, which under
+    #: ``.maxntid`` may pick fewer registers than a kernel needs and spill)
+    max_regs: int | None = None
     #: module-scope declarations this kernel uses (a ``.const`` table), by name
     module_decls: dict[str, str] = field(default_factory=dict)
     #: the options of the plan this kernel belongs to (``options.using``)
     options: CodegenOptions = field(default_factory=current)
-    #: ``.maxnreg`` (a kernel using ``setmaxnreg`` must declare its register budget)
-    max_regs: int | None = None
     #: bytes of ``.extern .shared`` memory the launch must provide
     dynamic_shared: int = 0
     #: the arch-specific target this kernel needs (``sm_90a`` for wgmma), else None

@@ -3,8 +3,8 @@
 ``cuda-python`` is imported on first use only; without it (or without a GPU) the
 target fails with a WiaUsageError saying what is missing.
 
-Options: ``arch`` (default: the device's), ``opt_level`` (default 2) and
-``fast_math``; the PTX is built by ``program.ptx_program``, as ``wiac -o x.ptx``
+Options: ``arch`` (default: the device's), ``opt_level`` (default 2), ``fast_math``
+and ``allow_tf32``; the PTX is built by ``program.ptx_program``, as ``wiac -o x.ptx``
 builds it.
 
 Invariants:

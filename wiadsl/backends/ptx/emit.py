@@ -52,13 +52,15 @@ class DevicePlan:
 
 def plan_kernel(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
                 shapes: dict[str, tuple[int | None, ...]] | None = None,
-                fast_math: bool = False) -> DevicePlan:
+                fast_math: bool = False, allow_tf32: bool = False) -> DevicePlan:
     """Plan ``kernel``; ``shapes`` fixes input extents by name (None: that axis stays
-    symbolic); ``fast_math``: raw ``.approx.ftz`` transcendentals (``options``)."""
+    symbolic); ``fast_math``: raw ``.approx.ftz`` transcendentals; ``allow_tf32``: f32
+    matmuls on tensor cores in tf32 (``options``)."""
     isa_version(arch)  # validates arch before any work
-    if not isinstance(fast_math, bool):
-        raise WiaUsageError(f"fast_math must be True or False, got {fast_math!r}")
-    with using(CodegenOptions(fast_math=fast_math, arch=arch)):
+    for name, flag in (("fast_math", fast_math), ("allow_tf32", allow_tf32)):
+        if not isinstance(flag, bool):
+            raise WiaUsageError(f"{name} must be True or False, got {flag!r}")
+    with using(CodegenOptions(fast_math=fast_math, allow_tf32=allow_tf32, arch=arch)):
         return _plan(module, kernel, arch, shapes)
 
 
@@ -82,21 +84,22 @@ def _plan(module: ModuleOp, kernel: str, arch: str,
 
 def emit_ptx(module: ModuleOp, kernel: str, arch: str = DEFAULT_ARCH,
              shapes: dict[str, tuple[int | None, ...]] | None = None,
-             fast_math: bool = False) -> tuple[str, dict[str, Any]]:
+             fast_math: bool = False, allow_tf32: bool = False) -> tuple[str, dict[str, Any]]:
     """PTX text and launch plan for ``kernel``; ``shapes`` fixes input extents by name."""
-    planned = plan_kernel(module, kernel, arch, shapes, fast_math)
+    planned = plan_kernel(module, kernel, arch, shapes, fast_math, allow_tf32)
     comment = (f"wiadsl PTX for kernel '{kernel}' ({len(planned.builders)} device kernels"
-               f"{', fast math' if fast_math else ''})")
+               f"{', fast math' if fast_math else ''}{', tf32' if allow_tf32 else ''})")
     return module_text(planned.builders, arch, comment), planned.plan
 
 
 def emit_ptx_module(module: ModuleOp, kernels: dict[str, dict[str, tuple[int | None, ...]] | None],
-                    arch: str = DEFAULT_ARCH, fast_math: bool = False) -> tuple[str, dict[str, Any]]:
+                    arch: str = DEFAULT_ARCH, fast_math: bool = False,
+                    allow_tf32: bool = False) -> tuple[str, dict[str, Any]]:
     """One PTX module holding the device entries of every kernel in ``kernels`` (name ->
     its input shapes, as for ``emit_ptx``), as nvcc puts every ``__global__`` of a file in
     one module, and one plan file: ``{"format": MODULE_FORMAT, "arch", "order": [kernels
     in declaration order], "plans": {kernel: plan}}``. Entry names already start with their kernel's name (``attn_k1_row``)."""
-    planned = {name: plan_kernel(module, name, arch, shapes, fast_math)
+    planned = {name: plan_kernel(module, name, arch, shapes, fast_math, allow_tf32)
                for name, shapes in kernels.items()}
     builders = [b for p in planned.values() for b in p.builders]
     owners: dict[str, str] = {}

@@ -11,6 +11,9 @@ Invariants:
   ``__expf``/``__logf``: a few ulp near 0, subnormal inputs and results flushed to 0);
   without it they are accurate to ~1 ulp through the subnormal range up to the overflow
   thresholds and no instruction carries ``.ftz``.
+- ``allow_tf32``: f32 x f32 matmuls may run on tensor cores in tf32 (inputs rounded to
+  10 mantissa bits, ``cvt.rna.tf32.f32``; f32 accumulation); without it they stay on
+  the exact FMA tiles.
 - ``arch``: the target of the plan (``sm_80``...), for instructions only some targets
   have (packed ``f16x2``/``bf16x2`` arithmetic in ``kernels/packed``).
 """
@@ -27,9 +30,10 @@ from .isa import DEFAULT_ARCH
 
 @dataclass(frozen=True)
 class CodegenOptions:
-    """Options that change the instructions of a kernel (not its plan)."""
+    """Options that change the kernels of a plan (``allow_tf32`` may pick another GEMM)."""
 
     fast_math: bool = False
+    allow_tf32: bool = False
     arch: str = DEFAULT_ARCH
 
 

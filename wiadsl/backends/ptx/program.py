@@ -27,7 +27,7 @@ from .isa import DEFAULT_ARCH, MIN_VERSION
 #: wiac's default -O level; the PTX targets' default opt_level
 DEFAULT_OPT_LEVEL = 2
 #: the jit options of the ptxsim and cuda targets
-TARGET_OPTIONS = ("arch", "opt_level", "fast_math")
+TARGET_OPTIONS = ("arch", "opt_level", "fast_math", "allow_tf32")
 
 Shapes = dict[str, tuple[int | None, ...]]
 #: IR -> optimized IR (a new module); wiac passes its own to honour -p and --print-ir-*
@@ -42,6 +42,8 @@ class TargetOptions:
     opt_level: int = DEFAULT_OPT_LEVEL
     #: raw ``.approx.ftz`` transcendentals (emit_ptx's ``fast_math``, ``options.py``)
     fast_math: bool = False
+    #: f32 matmuls on tensor cores in tf32 (``options.CodegenOptions``); default exact FMA
+    allow_tf32: bool = False
 
     @classmethod
     def from_target(cls, target: str, options: Mapping[str, Any], arch: str) -> TargetOptions:
@@ -57,10 +59,13 @@ class TargetOptions:
         level = options.get("opt_level", DEFAULT_OPT_LEVEL)
         if isinstance(level, bool) or not isinstance(level, int) or level not in range(4):
             raise WiaUsageError(f"target '{target}': opt_level must be 0..3, got {level!r}")
-        fast = options.get("fast_math", False)
-        if not isinstance(fast, bool):
-            raise WiaUsageError(f"target '{target}': fast_math must be True or False, got {fast!r}")
-        return cls(chosen, level, fast)
+        flags = {}
+        for name in ("fast_math", "allow_tf32"):
+            flags[name] = options.get(name, False)
+            if not isinstance(flags[name], bool):
+                raise WiaUsageError(f"target '{target}': {name} must be True or False, "
+                                    f"got {flags[name]!r}")
+        return cls(chosen, level, **flags)
 
 
 def optimized(module: ModuleOp, level: int) -> ModuleOp:
@@ -85,5 +90,7 @@ def ptx_program(module: ModuleOp, kernels: Mapping[str, Shapes | None], options:
     ir = optimize(module) if optimize is not None else optimized(module, options.opt_level)
     if len(kernels) == 1:
         name, shapes = next(iter(kernels.items()))
-        return emit_ptx(ir, name, options.arch, shapes, fast_math=options.fast_math)
-    return emit_ptx_module(ir, dict(kernels), options.arch, fast_math=options.fast_math)
+        return emit_ptx(ir, name, options.arch, shapes, fast_math=options.fast_math,
+                        allow_tf32=options.allow_tf32)
+    return emit_ptx_module(ir, dict(kernels), options.arch, fast_math=options.fast_math,
+                           allow_tf32=options.allow_tf32)

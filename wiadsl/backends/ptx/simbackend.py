@@ -3,7 +3,7 @@
 Expose as ``wiadsl.backends.ptx.simbackend:BACKEND`` (the registry lives in
 ``wiadsl/runtime/backend.py``). Shapes are specialized per call (static extents
 make every size a PTX immediate), so ``specialize_shapes`` is True. Options:
-``arch``, ``opt_level`` (default 2, as wiac's -O) and ``fast_math``; the PTX is built by
+``arch``, ``opt_level`` (default 2, as wiac's -O), ``fast_math`` and ``allow_tf32``; the PTX is built by
 ``program.ptx_program``, as ``wiac -o x.ptx`` builds it.
 
 Invariant: simulated buffers are NumPy byte arrays; every launch goes through

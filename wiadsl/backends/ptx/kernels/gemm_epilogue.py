@@ -4,6 +4,9 @@ Invariants:
 - The epilogue domain is the product's output domain; ``EpilogueMap`` says which
   domain axes a GEMM row enumerates (``row_axes``: ``(M,)`` for a matmul,
   ``(N, OH, OW)`` for a conv) and which a GEMM column enumerates, plus the batch axes.
+- An output that is the product itself in its own dtype (``is_direct``) is stored
+  from the accumulator, converted once by the store (f32 -> f16 is one ``cvt.rn``,
+  not a round trip through f16 and back to f32 before it).
 - Each accumulator is evaluated and stored under ``row < rows and col < cols``
   (tile edges); view offsets of the batch are computed once, outside every
   guarded region, so no register defined inside a guard is read after it.
@@ -28,6 +31,14 @@ class EpilogueMap:
     row_dims: tuple[Sym, ...]
     col_axes: tuple[int, ...]
     col_dims: tuple[Sym, ...]
+
+
+def is_direct(node: object, dtype: DType, acc_dtype: DType) -> bool:
+    """Whether an output expression is the accumulator itself, stored in its dtype, and
+    the store's conversion of the ``acc_dtype`` accumulator is that cast (none, or f32
+    rounded once to f16/bf16)."""
+    return isinstance(node, Acc) and node.dtype is dtype and (
+        dtype is acc_dtype or (acc_dtype is DType.F32 and dtype in (DType.F16, DType.BF16)))
 
 
 def emit_epilogue(cg: ExprCodegen, epi: LoopSpec, emap: EpilogueMap, acc_dtype: DType,
@@ -59,8 +70,10 @@ def emit_epilogue(cg: ExprCodegen, epi: LoopSpec, emap: EpilogueMap, acc_dtype: 
             skip = kb.new_label("edge")
             kb.bra(skip, p, negate=True)
             cg.memo = dict(base)
-            for acc in acc_nodes:
-                cg.memo[id(acc)] = cg.ops.cast(acc_at(i, j), acc_dtype, acc.dtype)
+            if not all(is_direct(node, t.dtype, acc_dtype) for node, t in epi.outputs):
+                for acc in acc_nodes:
+                    cg.memo[id(acc)] = cg.ops.cast(acc_at(i, j), acc_dtype, acc.dtype)
             for q, (node, t) in enumerate(epi.outputs):
-                cg.store(cg.address(-q - 1), cg.value(node), t.dtype)
+                v = acc_at(i, j) if is_direct(node, t.dtype, acc_dtype) else cg.value(node)
+                cg.store(cg.address(-q - 1), v, t.dtype)
             kb.label(skip)

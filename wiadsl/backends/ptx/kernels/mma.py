@@ -1,127 +1,99 @@
-"""Tensor-core GEMM for f16/bf16 operands (sm_80+): ``mma.sync.m16n8k16`` with f32 accumulation.
+"""Tensor-core GEMM (sm_80+): ``mma.sync`` + ``ldmatrix`` + a multistage ``cp.async`` pipeline.
 
-Block tile 64x64, k tile 32, 128 threads = 4 warps in a 2x2 grid; each warp owns
-a 32x32 sub-tile = 2 (m16) x 4 (n8) mma tiles, 32 f32 accumulators per thread.
+The block tile, warp tiles, stages and instruction come from ``mma_config`` (f16/bf16
+``m16n8k16``, i8 ``m16n8k32``, tf32 ``m16n8k8``; 128x128 or 64x64 blocks of 4 warps).
+Each warp owns a ``wtm x wtn`` sub-tile: ``mi`` (m16) x ``ni`` (n8) mma tiles, 4
+accumulators each. Shared memory holds ``stages`` stages of ``[A tile | B tile]``,
+XOR-swizzled (``mma_smem``), A as ``[m][k]`` and B as ``[n][k]`` or ``[k][n]``.
 
-Shared memory (two stages, double-buffered): A as ``As[m][k]`` and B either as
-``Bs[n][k]`` (when B's k stride is 1: transposed weights, conv filters) or
-``Bs[k][n]``; rows are padded by 8 halves so the 8 row addresses of one
-``ldmatrix`` phase fall in distinct banks. Fragments come from
-``ldmatrix.x4`` (``.trans`` for ``Bs[k][n]``).
+Fragments (PTX ISA "Matrix fragments for mma.m16n8k*", g = lane/4, t = lane%4). One
+k step reads 32 bytes of each 64-byte shared row (k16 halves, k32 bytes, k8 floats):
+``ldmatrix.x4`` lane l addresses row l%8 of matrix l/8 and receives row l/4, bytes
+4(l%4)..4(l%4)+3 of each 8x16-byte matrix, which for A = (rows 0-7, bytes 0-15),
+(rows 8-15, 0-15), (rows 0-7, 16-31), (rows 8-15, 16-31) are exactly a0..a3 of every
+type (two halves, four s8 or one tf32 per register); B ``[n][k]`` the same way gives
+{b0, b1} of two n8 tiles. B ``[k][n]``: 16-bit types use ``ldmatrix .trans``; tf32
+reads its two words per n8 tile with ``ld.shared.b32`` (no 32-bit transpose exists).
+tf32 fragments are rounded with ``cvt.rna.tf32.f32`` before each mma.
 
-Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", g = lane/4,
-t = lane%4): A a_i at row g + 8*((i/2)%2), col 2t + i%2 + 8*(i/4); B b_i at
-row (k) 2t + i%2 + 8*(i/2), col g; C c_i at row g + 8*(i/2), col 2t + i%2.
-``ldmatrix.x4`` lane l addresses row l%8 of matrix l/8, and thread l receives
-row l/4, columns 2(l%4), 2(l%4)+1 of each matrix — so for A the four matrices
-are (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
-
-Invariants:
-- Tiles are loaded with ``cp.async.cg`` 16-byte chunks (``src-size`` 0 zero-fills
-  rows outside the matrix) when the operand is a plain strided matrix whose
-  contiguous extent, other stride and offset are static multiples of 8;
-  otherwise element by element with predicated ``ld.global.b16`` (zero outside,
-  im2col guards for conv). Either way any M, N, K is correct.
-- Tile ``t+1`` is loaded into the other stage before tile ``t`` is consumed;
-  ``cp.async.wait_group`` then ``bar.sync`` precede every use, and a ``bar.sync``
-  after the use precedes the overwrite of that stage.
+Pipeline (CUTLASS's multistage scheme), KT = ceil(K / bk) k tiles, S stages:
+- prologue: tiles 0 .. S-2 are issued into stages 0 .. S-2, one commit group each
+  (a group past KT is committed empty, so group g always holds tile g);
+- iteration kt: ``cp.async.wait_group S-2`` (this thread's copies of tile kt have
+  landed), ``bar.sync`` (everyone's have; everyone finished iteration kt-1, which read
+  stage (kt-1) % S), issue tile kt+S-1 into that stage and commit, compute tile kt;
+- after the loop only empty groups are pending; the epilogue's ``bar.sync`` orders
+  the last reads of the stages before it reuses their memory.
+Element-path loads (``mma_tiles``) are plain stores issued at the same point, so the
+same barrier orders them. Any M, N, K is correct: tiles are zero filled outside.
 """
 
 from __future__ import annotations
 
-from ....diagnostics import WiaError
+from dataclasses import dataclass
+
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import float_literal
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, batch_coords, launch_grid, setup
+from .mma_config import ROW_BYTES, MmaConfig
+from .mma_epilogue import staged_epilogue, vector_epilogue_ok
+from .mma_smem import SmemTile, emit_swizzle
 from .mma_tiles import TileLoad, tile_loader
 
-TM, TN, BK, THREADS = 64, 64, 32, 128
-PITCH_K = BK + 8          # halves per row of a [mn][k] tile
-PITCH_N = TN + 8          # halves per row of a [k][n] tile
-MMA_TYPES = {DType.F16: "f16", DType.BF16: "bf16"}
+KSTEP_BYTES = 32  # one mma k step = half of a 64-byte shared row
 
 
-def mma_eligible(spec: ProductSpec, sm: int) -> bool:
-    """f16 x f16 or bf16 x bf16 with f32 accumulation, on sm_80 or newer."""
-    return (sm >= 80 and spec.acc is DType.F32 and spec.a.dtype is spec.b.dtype
-            and spec.a.dtype in MMA_TYPES)
+@dataclass
+class Warp:
+    """This thread's place: lane, warp row/column, block tile origin (b32 registers)."""
+
+    tid: str
+    lane: str
+    wm: str
+    wn: str
+    m0: str
+    n0: str
 
 
-def mma_kernel(spec: ProductSpec) -> EmittedKernel:
-    if spec.a.dtype not in MMA_TYPES or spec.b.dtype is not spec.a.dtype:
-        raise WiaError(f"mma.sync needs f16 or bf16 operands of one dtype, got "
-                       f"{spec.a.dtype} and {spec.b.dtype}")
-    ab = MMA_TYPES[spec.a.dtype]
-    kb = KernelBuilder(spec.name, max_threads=THREADS)
-    params, cg, (cx, cy, _) = setup(kb, spec, TM, TN)
-    b_nk = spec.b.k[-1][1] == 1 or len(spec.b.k) > 1
-    a_bytes, b_bytes = TM * PITCH_K * 2, (TN * PITCH_K if b_nk else BK * PITCH_N) * 2
-    a_s = kb.shared_array("tile_a", "b16", 2 * a_bytes // 2, 16)
-    b_s = kb.shared_array("tile_b", "b16", 2 * b_bytes // 2, 16)
+def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
+    kb = KernelBuilder(spec.name, max_threads=cfg.threads)
+    params, cg, (cx, cy, _) = setup(kb, spec, cfg.bm, cfg.bn)
+    smem = kb.shared_array("gemm_smem", "b8", cfg.smem_bytes, 128)
     m, n, k = params.sym(spec.m), params.sym(spec.n), params.sym(spec.k)
     tid = kb.special("%tid.x")
     lane, warp, wm, wn, m0, n0 = kb.regs("b32", 6)
     for s in (f"and.b32 {lane}, {tid}, 31", f"shr.u32 {warp}, {tid}, 5",
-              f"shr.u32 {wm}, {warp}, 1", f"and.b32 {wn}, {warp}, 1",
-              f"shl.b32 {m0}, {cy}, 6", f"shl.b32 {n0}, {cx}, 6"):
+              f"div.u32 {wm}, {warp}, {cfg.warps_n}", f"rem.u32 {wn}, {warp}, {cfg.warps_n}",
+              f"mul.lo.u32 {m0}, {cy}, {cfg.bm}", f"mul.lo.u32 {n0}, {cx}, {cfg.bn}"):
         kb.prologue.append(s + ";")
+    w = Warp(tid, lane, wm, wn, m0, n0)
     zc = batch_coords(cg, spec)
-    loads = [tile_loader(kb, params, spec.a, zc, tid, m0, TM, False, PITCH_K, spec.batch),
-             tile_loader(kb, params, spec.b, zc, tid, n0, TN, not b_nk,
-                         PITCH_K if b_nk else PITCH_N, spec.batch)]
-    a_lane, b_lane = _lane_offsets(kb, lane, wm, wn, b_nk)
-    accs = kb.regs("f32", 32)
+    a_tile = SmemTile(cfg.bm, ROW_BYTES, 0)
+    b_tile = SmemTile(cfg.bn if cfg.b_nk else cfg.bk, cfg.b_pitch, cfg.a_bytes)
+    loads = [tile_loader(kb, params, spec.a, zc, spec.batch, a_tile, cfg.op.elem, False, m0, tid,
+                         cfg.threads),
+             tile_loader(kb, params, spec.b, zc, spec.batch, b_tile, cfg.op.elem, not cfg.b_nk, n0,
+                         tid, cfg.threads)]
+    base = kb.reg("b32")
+    kb.emit(f"mov.u32 {base}, {smem}")
+    frags = Fragments(kb, cfg, w, a_tile, b_tile)
+    acc_t = "b32" if cfg.op.integer else "f32"
+    accs = kb.regs(acc_t, 4 * cfg.mi * cfg.ni)
+    zero = "0" if cfg.op.integer else float_literal(0.0, DType.F32)
     for r in accs:
-        kb.emit(f"mov.f32 {r}, {float_literal(0.0, DType.F32)}")
-    stage, k0, knext = kb.regs("b32", 3)
-    kb.emit(f"mov.u32 {stage}, 0")
-    kb.emit(f"mov.u32 {k0}, 0")
-    _load_stage(kb, loads, (a_s, b_s), (a_bytes, b_bytes), "0", k0)
-    top, done = kb.new_label("ktile"), kb.new_label("ktile_end")
-    kb.label(top)
-    p = kb.reg("pred")
-    kb.emit(f"setp.ge.u32 {p}, {k0}, {k}")
-    kb.bra(done, p)
-    kb.emit(f"add.u32 {knext}, {k0}, {BK}")
-    more, other = kb.reg("pred"), kb.reg("b32")
-    kb.emit(f"setp.lt.u32 {more}, {knext}, {k}")
-    kb.emit(f"xor.b32 {other}, {stage}, 1")
-    last, joined = kb.new_label("last"), kb.new_label("loaded")
-    kb.bra(last, more, negate=True)
-    _load_stage(kb, loads, (a_s, b_s), (a_bytes, b_bytes), other, knext)
-    if any(ld.async_copy for ld in loads):
-        kb.emit("cp.async.wait_group 1")
-    kb.emit(f"bra.uni {joined}")
-    kb.label(last)
-    if any(ld.async_copy for ld in loads):
-        kb.emit("cp.async.wait_group 0")
-    kb.label(joined)
-    kb.emit("bar.sync 0")
-    _compute(kb, ab, accs, stage, (a_s, b_s), (a_bytes, b_bytes), a_lane, b_lane, b_nk)
-    kb.emit("bar.sync 0")
-    kb.emit(f"mov.u32 {stage}, {other}")
-    kb.emit(f"mov.u32 {k0}, {knext}")
-    kb.emit(f"bra.uni {top}")
-    kb.label(done)
-    g, t = kb.reg("b32"), kb.reg("b32")
-    kb.emit(f"shr.u32 {g}, {lane}, 2")
-    kb.emit(f"and.b32 {t}, {lane}, 3")
-    rbase, cbase = kb.reg("b32"), kb.reg("b32")
-    kb.emit(f"mad.lo.u32 {rbase}, {wm}, 32, {m0}")
-    kb.emit(f"add.u32 {rbase}, {rbase}, {g}")
-    kb.emit(f"mad.lo.u32 {cbase}, {wn}, 32, {n0}")
-    kb.emit(f"mad.lo.u32 {cbase}, {t}, 2, {cbase}")
-    rows, cols = kb.regs("b32", 4), kb.regs("b32", 8)
-    for i in range(4):  # rows: mi*16 + 8h (i = 2*mi + h)
-        kb.emit(f"add.u32 {rows[i]}, {rbase}, {16 * (i >> 1) + 8 * (i & 1)}")
-    for j in range(8):  # cols: ni*8 + q (j = 2*ni + q)
-        kb.emit(f"add.u32 {cols[j]}, {cbase}, {8 * (j >> 1) + (j & 1)}")
-    emit_epilogue(cg, spec.epilogue, spec.emap, DType.F32, rows, cols, m, n,
-                  lambda i, j: accs[_acc_index(i >> 1, j >> 1, 2 * (i & 1) + (j & 1))])
-    return EmittedKernel(kb, params.args, launch_grid(spec, TM, TN), (THREADS, 1, 1), _mma_kind(spec.kind))
+        kb.emit(f"mov.{acc_t} {r}, {zero}")
+    _pipeline(kb, cfg, loads, base, k, lambda stage: frags.compute(stage, accs))
+    if vector_epilogue_ok(spec):
+        staged_epilogue(cg, spec, cfg, w, base, accs, m, n)
+    else:
+        rows, cols = _fragment_coords(kb, cfg, w)
+        emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
+                      lambda i, j: accs[acc_index(cfg, i >> 1, j >> 1, 2 * (i & 1) + (j & 1))])
+    return EmittedKernel(kb, params.args, launch_grid(spec, cfg.bm, cfg.bn), (cfg.threads, 1, 1),
+                         _mma_kind(spec.kind))
 
 
 def _mma_kind(kind: str) -> str:
@@ -129,76 +101,215 @@ def _mma_kind(kind: str) -> str:
     return kind[:-1] + ",mma)" if kind.endswith(")") else kind + "(mma)"
 
 
-def _acc_index(mi: int, ni: int, c: int) -> int:
-    return (mi * 4 + ni) * 4 + c
+def acc_index(cfg: MmaConfig, mi: int, ni: int, c: int) -> int:
+    """Accumulator ``c`` (C fragment element) of mma tile (mi, ni)."""
+    return (mi * cfg.ni + ni) * 4 + c
 
 
-def _lane_offsets(kb: KernelBuilder, lane: str, wm: str, wn: str, b_nk: bool) -> tuple[str, str]:
-    """Byte offsets (within a stage) of this lane's ldmatrix row for A (mi=0, ks=0) and B."""
-    r8, j, jlo, jhi = kb.regs("b32", 4)
-    kb.emit(f"and.b32 {r8}, {lane}, 7")
-    kb.emit(f"shr.u32 {j}, {lane}, 3")
-    kb.emit(f"and.b32 {jlo}, {j}, 1")
-    kb.emit(f"shr.u32 {jhi}, {j}, 1")
-    row, a_off = kb.reg("b32"), kb.reg("b32")  # A: row r8 + 8*jlo + 32*wm, k 8*jhi
-    kb.emit(f"mad.lo.u32 {row}, {jlo}, 8, {r8}")
-    kb.emit(f"mad.lo.u32 {row}, {wm}, 32, {row}")
-    kb.emit(f"mul.lo.u32 {a_off}, {row}, {PITCH_K * 2}")
-    kb.emit(f"mad.lo.u32 {a_off}, {jhi}, 16, {a_off}")
-    b_off, brow = kb.reg("b32"), kb.reg("b32")
-    if b_nk:  # Bs[n][k]: n row r8 + 8*jhi + 32*wn, k 8*jlo (non-transposed ldmatrix)
-        kb.emit(f"mad.lo.u32 {brow}, {jhi}, 8, {r8}")
-        kb.emit(f"mad.lo.u32 {brow}, {wn}, 32, {brow}")
-        kb.emit(f"mul.lo.u32 {b_off}, {brow}, {PITCH_K * 2}")
-        kb.emit(f"mad.lo.u32 {b_off}, {jlo}, 16, {b_off}")
-    else:  # Bs[k][n]: k row r8 + 8*jlo, n 8*jhi + 32*wn (ldmatrix .trans)
-        kb.emit(f"mad.lo.u32 {brow}, {jlo}, 8, {r8}")
-        kb.emit(f"mul.lo.u32 {b_off}, {brow}, {PITCH_N * 2}")
-        kb.emit(f"mad.lo.u32 {b_off}, {jhi}, 16, {b_off}")
-        kb.emit(f"mad.lo.u32 {b_off}, {wn}, 64, {b_off}")
-    return a_off, b_off
+def _fragment_coords(kb: KernelBuilder, cfg: MmaConfig, w: Warp) -> tuple[list[str], list[str]]:
+    """Global rows (i = 2*mi + h: +16mi + 8h) and columns (j = 2*ni + q: +8ni + q) of
+    this thread's accumulators (C fragment: row g + 8h, column 2t + q)."""
+    g, t, rbase, cbase = kb.regs("b32", 4)
+    kb.emit(f"shr.u32 {g}, {w.lane}, 2")
+    kb.emit(f"and.b32 {t}, {w.lane}, 3")
+    kb.emit(f"mad.lo.u32 {rbase}, {w.wm}, {cfg.wtm}, {w.m0}")
+    kb.emit(f"add.u32 {rbase}, {rbase}, {g}")
+    kb.emit(f"mad.lo.u32 {cbase}, {w.wn}, {cfg.wtn}, {w.n0}")
+    kb.emit(f"mad.lo.u32 {cbase}, {t}, 2, {cbase}")
+    rows, cols = kb.regs("b32", 2 * cfg.mi), kb.regs("b32", 2 * cfg.ni)
+    for i, r in enumerate(rows):
+        kb.emit(f"add.u32 {r}, {rbase}, {16 * (i >> 1) + 8 * (i & 1)}")
+    for j, c in enumerate(cols):
+        kb.emit(f"add.u32 {c}, {cbase}, {8 * (j >> 1) + (j & 1)}")
+    return rows, cols
 
 
-def _load_stage(kb: KernelBuilder, loads: list[TileLoad], bases: tuple[str, str],
-                sizes: tuple[int, int], stage: str, k0: str) -> None:
-    for ld, base, size in zip(loads, bases, sizes, strict=True):
-        addr = kb.reg("b32")
-        kb.emit(f"mov.u32 {addr}, {base}")
-        if stage != "0":
-            kb.emit(f"mad.lo.u32 {addr}, {stage}, {size}, {addr}")
-        ld.emit(addr, k0)
-    if any(ld.async_copy for ld in loads):
-        kb.emit("cp.async.commit_group")
+def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: str, k: str,
+              compute) -> None:
+    """The multistage k loop (module docstring): prologue, then wait/barrier/issue/compute."""
+    stages, sb, bk = cfg.stages, cfg.stage_bytes, cfg.bk
+    copies = any(ld.async_copy for ld in loads)
+    wr, ld_k, end = kb.regs("b32", 3)
+    kb.emit(f"mov.u32 {wr}, {base}")
+    kb.emit(f"mov.u32 {ld_k}, 0")
+    kb.emit(f"add.u32 {end}, {base}, {stages * sb}")
+
+    def issue() -> None:
+        """Tile ``ld_k`` into stage ``wr`` (none past K; the group is committed anyway)."""
+        past, skip = kb.reg("pred"), kb.new_label("no_tile")
+        kb.emit(f"setp.ge.u32 {past}, {ld_k}, {k}")
+        kb.bra(skip, past)
+        for ld in loads:
+            ld.emit(wr, ld_k)
+        kb.label(skip)
+        if copies:
+            kb.emit("cp.async.commit_group")
+        kb.emit(f"add.u32 {ld_k}, {ld_k}, {bk}")
+        kb.emit(f"add.u32 {wr}, {wr}, {sb}")
+        wrap = kb.reg("pred")
+        kb.emit(f"setp.ge.u32 {wrap}, {wr}, {end}")
+        kb.emit(f"@{wrap} mov.u32 {wr}, {base}")
+
+    top, done = kb.new_label("prologue"), kb.new_label("prologue_end")
+    p = kb.reg("pred")
+    kb.label(top)
+    kb.emit(f"setp.ge.u32 {p}, {ld_k}, {(stages - 1) * bk}")
+    kb.bra(done, p)
+    issue()
+    kb.emit(f"bra.uni {top}")
+    kb.label(done)
+    rd, k0 = kb.regs("b32", 2)
+    kb.emit(f"mov.u32 {rd}, {base}")
+    kb.emit(f"mov.u32 {k0}, 0")
+    top, done = kb.new_label("ktile"), kb.new_label("ktile_end")
+    kb.label(top)
+    p = kb.reg("pred")
+    kb.emit(f"setp.ge.u32 {p}, {k0}, {k}")
+    kb.bra(done, p)
+    if copies:
+        kb.emit(f"cp.async.wait_group {stages - 2}")
+    kb.emit("bar.sync 0")
+    issue()
+    compute(rd)
+    kb.emit(f"add.u32 {k0}, {k0}, {bk}")
+    kb.emit(f"add.u32 {rd}, {rd}, {sb}")
+    wrap = kb.reg("pred")
+    kb.emit(f"setp.ge.u32 {wrap}, {rd}, {end}")
+    kb.emit(f"@{wrap} mov.u32 {rd}, {base}")
+    kb.emit(f"bra.uni {top}")
+    kb.label(done)
 
 
-def _compute(kb: KernelBuilder, ab: str, accs: list[str], stage: str, bases: tuple[str, str],
-             sizes: tuple[int, int], a_lane: str, b_lane: str, b_nk: bool) -> None:
-    """Two k16 steps of 8 mma each: fragments by ldmatrix.x4 from this stage's tiles."""
-    pa, pb = kb.reg("b32"), kb.reg("b32")
-    for ptr, base, size, lane_off in ((pa, bases[0], sizes[0], a_lane), (pb, bases[1], sizes[1], b_lane)):
-        kb.emit(f"mov.u32 {ptr}, {base}")
-        kb.emit(f"mad.lo.u32 {ptr}, {stage}, {size}, {ptr}")
-        kb.emit(f"add.u32 {ptr}, {ptr}, {lane_off}")
-    trans = "" if b_nk else ".trans"
-    for ks in range(BK // 16):
-        afr = []
-        for mi in range(2):
-            regs = kb.regs("b32", 4)
-            off = mi * 16 * PITCH_K * 2 + ks * 32
-            kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{pa}+{off}]")
-            afr.append(regs)
-        bfr = []
-        for pair in range(2):
-            regs = kb.regs("b32", 4)
-            off = (pair * 16 * PITCH_K * 2 + ks * 32) if b_nk else (ks * 16 * PITCH_N * 2 + pair * 32)
-            kb.emit(f"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{{', '.join(regs)}}}, [{pb}+{off}]")
-            # Bs[n][k]: matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15);
-            # Bs[k][n] (.trans): (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15):
-            # either way registers 0-1 are {b0b1, b2b3} of n-tile 2*pair, 2-3 of 2*pair+1
-            bfr += [regs[0:2], regs[2:4]]
-        for mi in range(2):
-            for ni in range(4):
-                d = accs[_acc_index(mi, ni, 0):_acc_index(mi, ni, 0) + 4]
-                kb.emit(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 "
-                        f"{{{', '.join(d)}}}, {{{', '.join(afr[mi])}}}, "
-                        f"{{{', '.join(bfr[ni])}}}, {{{', '.join(d)}}}")
+class Fragments:
+    """Per-lane shared offsets (from a stage's start) of the fragments, computed once
+    before the k loop, and the mma of one stage."""
+
+    def __init__(self, kb: KernelBuilder, cfg: MmaConfig, w: Warp, a: SmemTile, b: SmemTile):
+        self.kb, self.cfg, self.b = kb, cfg, b
+        r8, j, jlo, jhi = kb.regs("b32", 4)
+        kb.emit(f"and.b32 {r8}, {w.lane}, 7")
+        kb.emit(f"shr.u32 {j}, {w.lane}, 3")
+        kb.emit(f"and.b32 {jlo}, {j}, 1")
+        kb.emit(f"shr.u32 {jhi}, {j}, 1")
+        # A: row wm*wtm + r8 + 8*jlo, chunk jhi (+2 per k step); B [n][k]: row wn*wtn + r8
+        # + 8*jhi, chunk jlo (x4 matrices: n 0-7 k lo, n 0-7 k hi, n 8-15 k lo, n 8-15 k hi)
+        self.a = self._kstep_offsets(a, w.wm, cfg.wtm, r8, jlo, jhi)
+        if cfg.b_nk:
+            self.b_off = self._kstep_offsets(b, w.wn, cfg.wtn, r8, jhi, jlo)
+        elif cfg.op.elem == 2:
+            self.b_off = self._trans_offsets(b, w, r8, jlo, jhi)
+        else:
+            self.b_off = self._word_offsets(b, w)
+
+    def _kstep_offsets(self, tile: SmemTile, wpos: str, wsize: int, r8: str, r8hi: str,
+                       chunk: str) -> list[str]:
+        """Lane offsets of k steps 0 and 1 in a [mn][k] tile (64-byte rows, x = (row>>1)&3)."""
+        kb = self.kb
+        row = kb.reg("b32")
+        kb.emit(f"mad.lo.u32 {row}, {r8hi}, 8, {r8}")
+        kb.emit(f"mad.lo.u32 {row}, {wpos}, {wsize}, {row}")
+        x, c = emit_swizzle(kb, tile.pitch, r8), kb.reg("b32")
+        kb.emit(f"xor.b32 {c}, {chunk}, {x}")
+        offs = []
+        for ks in range(2):   # chunk + 2ks == chunk | 2ks, so (chunk + 2ks) ^ x == c ^ 2ks
+            o, cc = kb.reg("b32"), kb.reg("b32")
+            kb.emit(f"xor.b32 {cc}, {c}, {2 * ks}")
+            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
+            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
+            offs.append(o)
+        return offs
+
+    def _trans_offsets(self, tile: SmemTile, w: Warp, r8: str, jlo: str, jhi: str) -> list[str]:
+        """B [k][n], ldmatrix .trans: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
+        (k 8-15, n 8-15) of n8-tile pair p: lane row r8 + 8*jlo, chunk wn*wtn/8 + 2p + jhi."""
+        kb, cfg = self.kb, self.cfg
+        row, c = kb.reg("b32"), kb.reg("b32")
+        kb.emit(f"mad.lo.u32 {row}, {jlo}, 8, {r8}")
+        kb.emit(f"mad.lo.u32 {c}, {w.wn}, {cfg.wtn // 8}, {jhi}")
+        x = emit_swizzle(kb, tile.pitch, r8)
+        kb.emit(f"xor.b32 {c}, {c}, {x}")
+        offs = []
+        for p in range(cfg.ni // 2):  # 2p < wtn/8 and below wn's chunk bits: + is ^
+            o, cc = kb.reg("b32"), kb.reg("b32")
+            kb.emit(f"xor.b32 {cc}, {c}, {2 * p}")
+            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
+            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
+            offs.append(o)
+        return offs
+
+    def _word_offsets(self, tile: SmemTile, w: Warp) -> list[str]:
+        """tf32 B [k][n]: per h (k row t + 4h) the lane's base offset and its swizzled
+        chunk bits (16 * ((g >> 2) ^ x(t + 4h))); n8 tile ni adds chunk 2ni (module mma_smem)."""
+        kb, cfg = self.kb, self.cfg
+        g, t, q, word = kb.regs("b32", 4)
+        kb.emit(f"shr.u32 {g}, {w.lane}, 2")
+        kb.emit(f"and.b32 {t}, {w.lane}, 3")
+        kb.emit(f"shr.u32 {q}, {g}, 2")
+        kb.emit(f"and.b32 {word}, {g}, 3")
+        out = []
+        for h in range(2):
+            row, bofs, bits = kb.regs("b32", 3)
+            kb.emit(f"add.u32 {row}, {t}, {4 * h}")
+            x = emit_swizzle(kb, tile.pitch, row)
+            kb.emit(f"xor.b32 {bits}, {q}, {x}")
+            kb.emit(f"shl.b32 {bits}, {bits}, 4")
+            kb.emit(f"mad.lo.u32 {bofs}, {row}, {tile.pitch}, {tile.base}")
+            kb.emit(f"mad.lo.u32 {bofs}, {w.wn}, {cfg.wtn * 4}, {bofs}")
+            kb.emit(f"mad.lo.u32 {bofs}, {word}, 4, {bofs}")
+            out += [bofs, bits]
+        return out
+
+    def compute(self, stage: str, accs: list[str]) -> None:
+        """Every mma of the stage at shared address ``stage``: 2 k steps of mi x ni."""
+        kb, cfg = self.kb, self.cfg
+        tf32 = cfg.op.ab == "tf32"
+        for ks in range(ROW_BYTES // KSTEP_BYTES):
+            pa = kb.reg("b32")
+            kb.emit(f"add.u32 {pa}, {stage}, {self.a[ks]}")
+            afr = []
+            for mi in range(cfg.mi):
+                regs = kb.regs("b32", 4)
+                kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, "
+                        f"[{pa}+{mi * 16 * ROW_BYTES}]")
+                afr.append(regs)
+            bfr = self._b_fragments(stage, ks)
+            if tf32:
+                for r in [r for regs in afr + bfr for r in regs]:
+                    kb.emit(f"cvt.rna.tf32.f32 {r}, {r}")
+            for mi in range(cfg.mi):
+                for ni in range(cfg.ni):
+                    d = accs[acc_index(cfg, mi, ni, 0):acc_index(cfg, mi, ni, 0) + 4]
+                    kb.emit(f"{cfg.op.text} {{{', '.join(d)}}}, {{{', '.join(afr[mi])}}}, "
+                            f"{{{', '.join(bfr[ni])}}}, {{{', '.join(d)}}}")
+
+    def _b_fragments(self, stage: str, ks: int) -> list[list[str]]:
+        """{b0, b1} of each n8 tile for k step ``ks``."""
+        kb, cfg, out = self.kb, self.cfg, []
+        if cfg.b_nk or cfg.op.elem == 2:
+            trans = "" if cfg.b_nk else ".trans"
+            for p in range(cfg.ni // 2):
+                if cfg.b_nk:   # pair p is rows +16p; k step ks is in the lane offset
+                    src, imm = self.b_off[ks], p * 16 * ROW_BYTES
+                else:          # pair p is in the lane offset; k step ks is rows +16ks
+                    src, imm = self.b_off[p], ks * 16 * self.b.pitch
+                addr = kb.reg("b32")
+                kb.emit(f"add.u32 {addr}, {stage}, {src}")
+                regs = kb.regs("b32", 4)
+                kb.emit(f"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{{', '.join(regs)}}}, "
+                        f"[{addr}+{imm}]")
+                out += [regs[0:2], regs[2:4]]
+            return out
+        # tf32 [k][n]: b_h = B[k = t + 4h + 8ks][n = 8ni + g], one word each
+        frags: list[list[str]] = [[] for _ in range(cfg.ni)]
+        for h in range(2):
+            bofs, bits = self.b_off[2 * h], self.b_off[2 * h + 1]
+            rowbase = kb.reg("b32")
+            kb.emit(f"add.u32 {rowbase}, {stage}, {bofs}")
+            for ni in range(cfg.ni):
+                c = 2 * ni   # chunk 2ni + q: the bits below 8 XOR with x, the rest add
+                addr, r = kb.reg("b32"), kb.reg("b32")
+                kb.emit(f"xor.b32 {addr}, {bits}, {16 * (c & 7)}")
+                kb.emit(f"add.u32 {addr}, {addr}, {rowbase}")
+                kb.emit(f"ld.shared.b32 {r}, [{addr}+{16 * (c & ~7) + 8 * ks * self.b.pitch}]")
+                frags[ni].append(r)
+        return frags

@@ -1,142 +1,226 @@
-"""Global -> shared tile loads of 16-bit operands for the mma kernel (128 threads, k tile 32).
+"""Global -> shared tile loads of the tensor-core GEMM (any block tile, element size 1, 2 or 4).
 
-Two shared layouts: ``[mn][k]`` (64 x 32 halves, pitch ``PITCH_K``) and ``[k][mn]``
-(32 x 64 halves, pitch ``PITCH_N``). Two ways to fill them:
+An operand's tile holds rows ``mn0 .. mn0+tile-1`` and k ``k0 .. k0+bk-1`` of the
+operand, either ``[mn][k]`` (64-byte rows) or ``[k][mn]`` (``k_major``: B with N
+contiguous), swizzled (``mma_smem``). Two ways to fill it:
 
 | path | when | per thread per tile |
 | --- | --- | --- |
-| ``cp.async.cg`` 16 B | plain strided matrix, contiguous along the tile's inner axis, the other stride, offset, batch strides and the contiguous extent static multiples of 8 | 2 chunks of 8 halves; ``src-size`` 0 outside the matrix (zero fill) |
-| element | anything else (odd sizes, transposed views, im2col) | 16 predicated ``ld.global.b16`` + ``st.shared.b16`` (0 outside) |
+| chunk | a plain strided matrix contiguous along the tile's rows, whose other stride, offset and batch strides are multiples of 16 bytes | ``cp.async.cg`` 16-byte chunks; ``src-size`` = the bytes inside the matrix (0 past its rows, fewer at the end of a row: zero fill) |
+| element | anything else (unaligned or transposed views, im2col) | predicated scalar ``ld.global`` + ``st.shared`` (0 outside, im2col guards for conv) |
+
+The choice is made at compile time when every stride and offset is known, else by a
+predicate evaluated once per kernel from the parameters (``fast``): the same for every
+thread of the grid, so the branch between the two paths never diverges. Both paths
+fill the same layout, so the pipeline around them does not care which one ran.
 
 Invariants:
-- Thread t owns fixed inner-axis positions: for ``[mn][k]`` the k lane is
-  t % 32 (element) or 8*(t % 4) (chunk) and rows vary with j; for ``[k][mn]`` the
-  mn lane is fixed and k varies with j. Row data of unguarded operands is computed
-  once before the k loop; guarded (im2col) rows are recomputed per tile to keep
-  register pressure low.
-- A chunk is either wholly inside the matrix or wholly outside (the contiguous
-  extent is a multiple of 8), so ``src-size`` is 16 or 0.
+- The 16-byte path needs the buffers themselves 16-byte aligned: both executors
+  allocate each buffer on its own (cuMemAlloc: 256 bytes; the simulator: a region).
+- A chunk starts at a k (or mn) that is a multiple of 16 bytes, so its source is
+  16-byte aligned whenever ``fast`` holds; its length is clamped by ``src-size``, so any
+  extent is exact.
+- Thread ``t``'s j-th chunk (element) is ``t + j * threads`` in row-major order over
+  the tile's chunks (elements): fixed lane column, rows ``t / per_row + j * (threads /
+  per_row)``. The shared offsets of a lane repeat every 8 rows, so at most
+  ``8 / gcd(8, rows per j)`` distinct offset registers are computed, once, before the
+  k loop; the rows' global data is recomputed per tile (cheap for plain matrices; for
+  im2col it keeps registers free for the accumulators).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import gcd
 
 from ..builder import KernelBuilder
 from ..codegen import KernelParams
 from ..symbolic import Sym
+from .mma_smem import SmemTile
 from .operands import GemmOperand, KInfo, OperandLoader, RowInfo
 
-THREADS, BK, TMN = 128, 32, 64
+LD_TYPE = {1: "b8", 2: "b16", 4: "b32"}
+LD_REG = {1: "b16", 2: "b16", 4: "b32"}
 
 
-def _static8(v) -> bool:
-    return isinstance(v, int) and v % 8 == 0
-
-
-def async_ok(op: GemmOperand, k_major: bool) -> bool:
-    """Whether 16-byte ``cp.async`` chunks along the tile's contiguous axis are exact."""
+def fast_conditions(op: GemmOperand, k_major: bool, elem: int) -> list[Sym] | None:
+    """The values that must be multiples of ``16 / elem`` for the 16-byte path (None:
+    the path can never apply)."""
     if not op.simple():
-        return False
-    (rows, rs), (depth, ks) = op.mn[0], op.k[0]
-    contiguous, other, extent = (rs, ks, rows) if k_major else (ks, rs, depth)
-    return (contiguous == 1 and _static8(other) and _static8(extent) and _static8(op.offset)
-            and all(_static8(s) for s in op.batch))
+        return None
+    (_, rs), (_, ks) = op.mn[0], op.k[0]
+    contiguous, other = (rs, ks) if k_major else (ks, rs)
+    if contiguous != 1:
+        return None
+    vec = 16 // elem
+    need = [s for s in (other, op.offset, *op.batch) if not (isinstance(s, int) and s % vec == 0)]
+    if any(isinstance(s, int) for s in need):
+        return None  # a known value that is not aligned
+    return need
+
+
+@dataclass(frozen=True)
+class LanePlan:
+    """One path's fixed per-lane data: shared offsets per row phase, the first tile row,
+    and the lane column's coordinate along the tile's contiguous axis."""
+
+    offsets: list[str]
+    row0: str
+    first: str
 
 
 @dataclass
 class TileLoad:
-    """Loads one operand's tile (rows ``mn0..mn0+63``, k ``k0..k0+31``) into a stage."""
+    """Loads one operand's tile into a stage; ``prepare`` runs before the k loop."""
 
     kb: KernelBuilder
+    params: KernelParams
     ld: OperandLoader
-    tid: str
-    mn0: str
+    tile: SmemTile
+    elem: int
     k_major: bool
-    pitch: int
-    async_copy: bool
-    hoisted: dict[int, RowInfo] = field(default_factory=dict)
+    mn0: str
+    tid: str
+    threads: int
+    #: the chunk path's predicate: True/False when static, else a pred register
+    fast: bool | str = False
+    lanes: dict[str, LanePlan] = field(default_factory=dict)
 
-    def _mn_k(self, j: int) -> tuple[str, str]:
-        """(tile row, tile k) of this thread's j-th element or chunk, as registers/immediates."""
-        kb, tid = self.kb, self.tid
-        mn, kk = kb.reg("b32"), kb.reg("b32")
-        if self.async_copy and not self.k_major:    # 64 rows x 4 chunks
-            kb.emit(f"shr.u32 {mn}, {tid}, 2")
-            kb.emit(f"add.u32 {mn}, {mn}, {32 * j}")
-            kb.emit(f"and.b32 {kk}, {tid}, 3")
-            kb.emit(f"shl.b32 {kk}, {kk}, 3")
-        elif self.async_copy:                        # 32 k x 8 chunks
-            kb.emit(f"and.b32 {mn}, {tid}, 7")
-            kb.emit(f"shl.b32 {mn}, {mn}, 3")
-            kb.emit(f"shr.u32 {kk}, {tid}, 3")
-            kb.emit(f"add.u32 {kk}, {kk}, {16 * j}")
-        elif not self.k_major:                       # 64 x 32 elements
-            kb.emit(f"shr.u32 {mn}, {tid}, 5")
-            kb.emit(f"add.u32 {mn}, {mn}, {4 * j}")
-            kb.emit(f"and.b32 {kk}, {tid}, 31")
-        else:                                        # 32 x 64 elements
-            kb.emit(f"and.b32 {mn}, {tid}, 63")
-            kb.emit(f"shr.u32 {kk}, {tid}, 6")
-            kb.emit(f"add.u32 {kk}, {kk}, {2 * j}")
-        return mn, kk
+    # ---------------------------------------------------------------- geometry
+    def _per_row(self, path: str) -> int:
+        return self.tile.chunks if path == "chunk" else self.tile.pitch // self.elem
+
+    def count(self, path: str) -> int:
+        return self.tile.rows * self._per_row(path) // self.threads
+
+    def _rows_per_j(self, path: str) -> int:
+        return self.threads // self._per_row(path)
 
     @property
-    def count(self) -> int:
-        return 2 if self.async_copy else 16
+    def paths(self) -> list[str]:
+        return ["chunk"] if self.fast is True else ["element"] if self.fast is False \
+            else ["chunk", "element"]
 
-    def _row(self, j: int, mn: str) -> RowInfo:
-        """Row data of element j: hoisted before the k loop unless the operand is guarded."""
-        key = 0 if self.k_major else j  # [k][mn]: one row per thread
-        if key in self.hoisted:
-            return self.hoisted[key]
-        g = self.kb.reg("b32")
-        self.kb.emit(f"add.u32 {g}, {self.mn0}, {mn}")
-        return self.ld.row(g)
+    @property
+    def async_copy(self) -> bool:
+        return self.fast is not False
 
-    def prepare(self) -> None:
-        """Before the k loop: row data of every element (unguarded operands only)."""
-        if self.ld.op.guards:
-            return
-        for j in range(1 if self.k_major else self.count):
-            mn, _ = self._mn_k(j)
-            self.hoisted[j] = self._row(j, mn)
-
-    def emit(self, stage_base: str, k0: str) -> None:
+    # ---------------------------------------------------------------- before the loop
+    def prepare(self, conditions: list[Sym] | None) -> None:
         kb = self.kb
-        kinfo: dict[int, KInfo] = {}
-        for j in range(self.count):
-            mn, kk = self._mn_k(j)
-            row = self._row(j, mn)
-            key = j if self.k_major else 0  # [mn][k]: one k per thread
-            if key not in kinfo:
-                gk = kb.reg("b32")
-                kb.emit(f"add.u32 {gk}, {k0}, {kk}")
-                kinfo[key] = self.ld.kidx(gk)
-            ok, addr = self.ld.element(row, kinfo[key])
-            slot, saddr = kb.reg("b32"), kb.reg("b32")
-            if self.k_major:
-                kb.emit(f"mad.lo.u32 {slot}, {kk}, {self.pitch}, {mn}")
+        if conditions is None or not conditions:
+            self.fast = conditions is not None
+        else:
+            t = "64" if self.ld.wide else "32"
+            p = kb.reg("pred")
+            kb.emit(f"setp.eq.u32 {p}, 0, 0")
+            for s in conditions:
+                r, q = kb.reg(f"b{t}"), kb.reg("pred")
+                kb.emit(f"and.b{t} {r}, {self.params.sym(s, 's' + t)}, {16 // self.elem - 1}")
+                kb.emit(f"setp.eq.s{t} {q}, {r}, 0")
+                kb.emit(f"and.pred {p}, {p}, {q}")
+            self.fast = p
+        for path in self.paths:
+            self.lanes[path] = self._lanes(path)
+
+    def _lanes(self, path: str) -> LanePlan:
+        kb, per_row = self.kb, self._per_row(path)
+        col, row0 = kb.reg("b32"), kb.reg("b32")
+        kb.emit(f"and.b32 {col}, {self.tid}, {per_row - 1}")
+        kb.emit(f"shr.u32 {row0}, {self.tid}, {per_row.bit_length() - 1}")
+        rpj = self._rows_per_j(path)
+        offs = []
+        for p in range(min(self.count(path), 8 // gcd(8, rpj))):
+            row = row0
+            if p:
+                row = kb.reg("b32")
+                kb.emit(f"add.u32 {row}, {row0}, {p * rpj}")
+            if path == "chunk":
+                offs.append(self.tile.lane_offset(kb, row, col))
             else:
-                kb.emit(f"mad.lo.u32 {slot}, {mn}, {self.pitch}, {kk}")
-            kb.emit(f"mad.lo.u32 {saddr}, {slot}, 2, {stage_base}")
-            if self.async_copy:
-                n = kb.reg("b32")
-                kb.emit(f"selp.u32 {n}, 16, 0, {ok}")
-                kb.emit(f"cp.async.cg.shared.global [{saddr}], [{addr}], 16, {n}")
+                byte, chunk, within = kb.reg("b32"), kb.reg("b32"), kb.reg("b32")
+                kb.emit(f"mul.lo.u32 {byte}, {col}, {self.elem}")
+                kb.emit(f"shr.u32 {chunk}, {byte}, 4")
+                kb.emit(f"and.b32 {within}, {byte}, 15")
+                offs.append(self.tile.lane_offset(kb, row, chunk, within))
+        first = kb.reg("b32")
+        kb.emit(f"mul.lo.u32 {first}, {col}, {16 // self.elem if path == 'chunk' else 1}")
+        return LanePlan(offs, row0, first)
+
+    # ---------------------------------------------------------------- per tile
+    def emit(self, stage: str, k0: str) -> None:
+        """Load the tile at k ``k0`` into the stage whose shared address is ``stage``."""
+        if isinstance(self.fast, bool):
+            self._emit(self.paths[0], stage, k0)
+            return
+        kb = self.kb
+        slow, done = kb.new_label("elem_tile"), kb.new_label("tile_loaded")
+        kb.bra(slow, self.fast, negate=True)
+        self._emit("chunk", stage, k0)
+        kb.emit(f"bra.uni {done}")
+        kb.label(slow)
+        self._emit("element", stage, k0)
+        kb.label(done)
+
+    def _emit(self, path: str, stage: str, k0: str) -> None:
+        kb, lane = self.kb, self.lanes[path]
+        period, rpj = len(lane.offsets), self._rows_per_j(path)
+        # the lane column is fixed for the whole tile: mn when k_major, else k
+        col_row = self._row(lane.first) if self.k_major else None
+        col_k = None if self.k_major else self._k(k0, lane.first)
+        for j in range(self.count(path)):
+            trow = kb.reg("b32")  # the tile row of this chunk / element
+            kb.emit(f"add.u32 {trow}, {lane.row0}, {j * rpj}")
+            if col_row is not None:   # tile rows are k; mn is the contiguous axis
+                (row, along), (kinfo, _) = col_row, self._k(k0, trow)
+            else:                     # tile rows are mn; k is the contiguous axis
+                assert col_k is not None
+                (row, _), (kinfo, along) = self._row(trow), col_k
+            ok, addr = self.ld.element(row, kinfo)
+            saddr = kb.reg("b32")
+            kb.emit(f"add.u32 {saddr}, {stage}, {lane.offsets[j % period]}")
+            imm = (j // period) * period * rpj * self.tile.pitch
+            dst = f"[{saddr}+{imm}]" if imm else f"[{saddr}]"
+            if path == "chunk":
+                self._chunk(dst, addr, ok, along)
             else:
-                h = kb.reg("b16")
-                kb.emit(f"mov.b16 {h}, 0")
-                kb.emit(f"@{ok} ld.global.b16 {h}, [{addr}]")
-                kb.emit(f"st.shared.b16 [{saddr}], {h}")
+                h = kb.reg(LD_REG[self.elem])
+                kb.emit(f"mov.b{32 if self.elem == 4 else 16} {h}, 0")
+                kb.emit(f"@{ok} ld.global.{LD_TYPE[self.elem]} {h}, [{addr}]")
+                kb.emit(f"st.shared.{LD_TYPE[self.elem]} {dst}, {h}")
+
+    def _row(self, rel: str) -> tuple[RowInfo, str]:
+        g = self.kb.reg("b32")
+        self.kb.emit(f"add.u32 {g}, {self.mn0}, {rel}")
+        return self.ld.row(g), g
+
+    def _k(self, k0: str, rel: str) -> tuple[KInfo, str]:
+        g = self.kb.reg("b32")
+        self.kb.emit(f"add.u32 {g}, {k0}, {rel}")
+        return self.ld.kidx(g), g
+
+    def _chunk(self, dst: str, src: str, ok: str, along: str) -> None:
+        """``cp.async`` of the chunk starting at ``along`` on the contiguous axis: 16 bytes
+        where the matrix has them all, fewer at its end, 0 outside (zero fill)."""
+        kb, vec = self.kb, 16 // self.elem
+        ext = self.ld.op.rows if self.k_major else self.ld.op.depth
+        n = kb.reg("b32")
+        if isinstance(ext, int) and ext % vec == 0:
+            kb.emit(f"selp.u32 {n}, 16, 0, {ok}")
+        else:
+            kb.emit(f"sub.u32 {n}, {self.ld.rows if self.k_major else self.ld.depth}, {along}")
+            kb.emit(f"min.u32 {n}, {n}, {vec}")
+            if self.elem > 1:
+                kb.emit(f"shl.b32 {n}, {n}, {self.elem.bit_length() - 1}")
+            kb.emit(f"selp.u32 {n}, {n}, 0, {ok}")
+        kb.emit(f"cp.async.cg.shared.global {dst}, [{src}], 16, {n}")
 
 
 def tile_loader(kb: KernelBuilder, params: KernelParams, op: GemmOperand, batch: list[str],
-                tid: str, mn0: str, tile: int, k_major: bool, pitch: int,
-                batch_extents: tuple[Sym, ...]) -> TileLoad:
-    """The loader of one operand; row data is prepared here (before the k loop)."""
-    assert tile == TMN
+                batch_extents: tuple[Sym, ...], tile: SmemTile, elem: int, k_major: bool,
+                mn0: str, tid: str, threads: int) -> TileLoad:
+    """The loader of one operand, prepared (path predicate, lane offsets) before the k loop."""
     ld = OperandLoader(kb, params, op, batch, batch_extents)
-    t = TileLoad(kb, ld, tid, mn0, k_major, pitch, async_ok(op, k_major))
-    t.prepare()
+    t = TileLoad(kb, params, ld, tile, elem, k_major, mn0, tid, threads)
+    t.prepare(fast_conditions(op, k_major, elem))
     return t

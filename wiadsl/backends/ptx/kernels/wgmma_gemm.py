@@ -84,8 +84,9 @@ STEP_K, STEP_MN = 32 >> 4, (16 * BK_BYTES) >> 4
 
 #: SMs of an H100 SXM, and the waves of blocks a 128 x 256 grid must fill to be chosen
 H100_SMS, WIDE_TILE_WAVES = 132, 2
-#: archs that have wgmma (sm_90a only: not sm_100 and later, whose tensor cores differ)
-WGMMA_ARCHS = ("sm_90", "sm_90a")
+#: the sm number that has wgmma (sm_90 / sm_90a; not sm_100 and later, whose tensor
+#: cores differ)
+WGMMA_SM = 90
 
 
 @dataclass(frozen=True)
@@ -100,17 +101,17 @@ class WgmmaPlan:
     when: str | None
 
 
-def wgmma_plan(spec: ProductSpec, arch: str, allow_tf32: bool | None = None) -> WgmmaPlan | None:
-    """The plan for ``spec`` on ``arch`` when the Hopper kernel can run it (else None):
+def wgmma_plan(spec: ProductSpec, sm: int, allow_tf32: bool | None = None) -> WgmmaPlan | None:
+    """The plan for ``spec`` on ``sm_<sm>`` when the Hopper kernel can run it (else None):
     sm_90(a); f16 x f16 or bf16 x bf16 in f32, i8 x i8 in i32, or f32 x f32 in f32 as tf32
     when ``allow_tf32`` (default: the codegen option, ``options.py``); both operands
     TMA-loadable, K-major for i8 and tf32 (wgmma transposes only 16-bit operands)."""
     kind = MMA_KINDS.get(spec.a.dtype)
-    if arch not in WGMMA_ARCHS or kind is None or spec.b.dtype is not spec.a.dtype \
+    if sm != WGMMA_SM or kind is None or spec.b.dtype is not spec.a.dtype \
             or spec.acc is not kind.acc:
         return None
-    if spec.a.dtype is DType.F32 and not (
-            getattr(current(), "allow_tf32", False) if allow_tf32 is None else allow_tf32):
+    if spec.a.dtype is DType.F32 and not (current().allow_tf32 if allow_tf32 is None
+                                          else allow_tf32):
         return None
     la = tma_operand(spec.a, spec.batch, mn_major_ok=kind.transposable)
     lb = tma_operand(spec.b, spec.batch, mn_major_ok=kind.transposable)

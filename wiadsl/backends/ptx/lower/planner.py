@@ -27,6 +27,7 @@ from .. import device_errors
 from ..isa import DEFAULT_ARCH
 from ..kernels.elementwise import EmittedKernel
 from ..symbolic import Sym, call, evaluate
+from .attention_plan import AttentionMixin
 from .fuse import REDUCE_KIND, is_elementwise, value_dtype
 from .ops_plan import OpsMixin
 from .values import HostScalar, Lazy, View, broadcast_shapes, dense_view, numel
@@ -50,7 +51,7 @@ def unique_block_names(blocks: list[Block]) -> dict[int, str]:
     return names
 
 
-class Planner(OpsMixin):
+class Planner(AttentionMixin, OpsMixin):
     """Plans one function; ``run()`` returns the plan dict (kernels in ``self.kernels``)."""
 
     def __init__(self, func: FuncOp, shapes: dict[str, tuple[int | None, ...]] | None = None,
@@ -75,6 +76,7 @@ class Planner(OpsMixin):
         self.scalar_views: dict[int, View] = {}
         self.counter = 0
         self.block_names = unique_block_names(func.blocks)
+        self.flash_ready: dict[int, Any] = {}
 
     # ------------------------------------------------------------ names
     def fresh(self, stem: str) -> str:
@@ -239,6 +241,7 @@ class Planner(OpsMixin):
             else:
                 self.env[id(arg)] = HostScalar(pname, value_dtype(arg))
                 params.append({"scalar": pname, "dtype": str(value_dtype(arg) or "index")})
+        self.begin_block(block)
         for op in block.ops:
             self.plan_op(op)
         self.blocks.append({"name": self.block_names[id(block)], "params": params,
@@ -246,6 +249,10 @@ class Planner(OpsMixin):
 
     # ------------------------------------------------------------ ops
     def plan_op(self, op: Operation) -> None:
+        if id(op) in self.deferred:  # inside an attention pattern (``attention_plan``)
+            return
+        if id(op) in self.attention:
+            self.prepare_attention(op)
         if op.name in ("cf.br", "cf.cond_br", "func.return"):
             self.plan_terminator(op)
         elif op.results and all(not isinstance(r.type, TensorType) for r in op.results):

@@ -11,14 +11,14 @@ Invariants:
   A tile is loaded and zero padding as guards on those loads; the fused body is
   the tile kernel's epilogue. Integer convs and pools are row kernels over
   windows whose input loads carry the same guards.
-- f16/bf16 products with f32 accumulation run on tensor cores: on sm_90 the Hopper
-  kernel (``wgmma`` + TMA) when TMA can load both operands, else (and on sm_80+)
-  ``mma.sync``; everything else on the FMA tiles.
+- f16/bf16 products with f32 accumulation, i8 x i8 products in i32 and (with
+  ``allow_tf32``) f32 products run on tensor cores when the target is sm_80 or newer:
+  on sm_90 the Hopper kernel (``wgmma`` + TMA) where TMA can load both operands, else
+  ``mma.sync``; everything else on the FMA tiles (``kernels.gemm`` decides).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ....dtypes import DType
@@ -27,12 +27,11 @@ from ....ir.types import TensorType
 from ..expr import Acc, Apply, LoopSpec, Node, ReduceStage, Stage, TensorArg
 from ..isa import sm_number
 from ..kernels.elementwise import EmittedKernel
+from ..kernels.gemm import product_kernels
 from ..kernels.gemm_epilogue import EpilogueMap
-from ..kernels.matmul import ProductSpec, matmul_kernel
-from ..kernels.mma import mma_eligible, mma_kernel
+from ..kernels.matmul import ProductSpec
 from ..kernels.operands import GemmOperand, Guard, strided_operand
 from ..kernels.row import row_kernel
-from ..kernels.wgmma_gemm import wgmma_kernel, wgmma_plan
 from ..symbolic import Sym, _fold, mul, sub
 from .fuse import SpecBuilder, expand_body, is_elementwise, product_dtype, value_dtype
 from .values import HostScalar, Lazy, View, broadcast_shapes, broadcast_stride
@@ -52,6 +51,8 @@ class PlannerBase:
         arch: str
         env: dict[int, Any]
         steps: list[dict[str, Any]]
+        #: ids of the matmuls planned as one flash-attention kernel (``AttentionMixin``)
+        flash_ready: dict[int, Any]
 
         def kernel_name(self, kind: str) -> str: ...
         def unify(self, a: str, b: str) -> bool: ...
@@ -64,6 +65,8 @@ class PlannerBase:
         # defined by OpsMixin
         def result_shape(self, op: Operation) -> tuple[Sym, ...]: ...
         def check(self, cond: str, message: str) -> None: ...
+        # defined by AttentionMixin
+        def flash_attention(self, op: Operation, sink: Operation | None) -> View: ...
 
 
 class ProductsMixin(PlannerBase):
@@ -124,9 +127,27 @@ class ProductsMixin(PlannerBase):
         return self.materialize(v)
 
     def matmul(self, op: Operation, sink: Operation | None = None) -> View:
+        if id(op) in self.flash_ready:
+            return self.flash_attention(op, sink)
         domain, amap, a, b, (batch, m, n, k) = self.product_domain(op)
         dtype = product_dtype(op)  # the accumulator's; a fused body may cast the result
-        spec = LoopSpec(self.kernel_name("matmul"), domain, len(domain))
+        spec, out = self.product_output(op, sink, self.kernel_name("matmul"), domain, amap)
+        nb = len(batch)
+        ga = strided_operand(a.buffer, a.dtype, a.offset, a.strides[:nb], m, a.strides[nb], k,
+                             a.strides[nb + 1])
+        gb = strided_operand(b.buffer, b.dtype, b.offset, b.strides[:nb], n, b.strides[nb + 1], k,
+                             b.strides[nb])
+        emap = EpilogueMap(tuple(range(nb)), batch, (nb,), (m,), (nb + 1,), (n,))
+        self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
+        return out
+
+    def product_output(self, op: Operation, sink: Operation | None, name: str,
+                       domain: tuple[Sym, ...], amap: tuple[int, ...]) -> tuple[LoopSpec, View]:
+        """The epilogue spec of product ``op`` over ``domain`` (its result's axes at
+        ``amap``) and the fresh output it stores: the accumulator, ``op``'s fused body,
+        or its elementwise consumer ``sink`` computed from it."""
+        dtype = product_dtype(op)  # the accumulator's; a fused body may cast the result
+        spec = LoopSpec(name, domain, len(domain))
         builder = SpecBuilder(self, spec, allow_acc=True)
         if sink is not None:
             node = builder.expand(sink, amap)
@@ -143,31 +164,13 @@ class ProductsMixin(PlannerBase):
         for i, ax in enumerate(amap):
             strides[ax] = out.strides[i]
         spec.outputs.append((node, TensorArg(out.buffer, out.dtype, tuple(strides))))
-        nb = len(batch)
-        ga = strided_operand(a.buffer, a.dtype, a.offset, a.strides[:nb], m, a.strides[nb], k,
-                             a.strides[nb + 1])
-        gb = strided_operand(b.buffer, b.dtype, b.offset, b.strides[:nb], n, b.strides[nb + 1], k,
-                             b.strides[nb])
-        emap = EpilogueMap(tuple(range(nb)), batch, (nb,), (m,), (nb + 1,), (n,))
-        self.add_product(ProductSpec(spec.name, batch, m, n, k, ga, gb, ACC[dtype], spec, emap))  # type: ignore[index]
-        return out
+        return spec, out
 
     def add_product(self, ps: ProductSpec) -> None:
-        """The Hopper kernel (wgmma + TMA, ``kernels.wgmma_gemm``) where its operands allow
-        on sm_90; else the tensor-core kernel (f16/bf16 on sm_80+), else the FMA tiles.
-        With symbolic strides the Hopper kernel launches only where they suit TMA (its
-        ``when``) and the other kernel, renamed ``<name>_sm80``, everywhere else."""
-        hopper = wgmma_plan(ps, self.arch)
-        when = None
-        if hopper is not None:
-            self.add_kernel(wgmma_kernel(ps, hopper.a, hopper.b, hopper.tn), hopper.when)
-            if hopper.when is None:
-                return
-            ps, when = replace(ps, name=ps.name + "_sm80"), f"not ({hopper.when})"
-        if mma_eligible(ps, sm_number(self.arch)):
-            self.add_kernel(mma_kernel(ps), when)
-        else:
-            self.add_kernel(matmul_kernel(ps), when)
+        """The GEMM kernels ``kernels.gemm.product_kernels`` picks for this arch, each
+        launched where its condition holds (symbolic shapes on sm_90: Hopper or sm_80)."""
+        for kernel, when in product_kernels(ps, sm_number(self.arch)):
+            self.add_kernel(kernel, when)
 
     # ------------------------------------------------------------ windows
     def window_shape(self, op: Operation) -> tuple[Sym, ...]:

@@ -1,8 +1,10 @@
 """Moves and conversions: mov (incl. packing ``{a,b}``), cvt (every int/float pair,
 f16/bf16, ``.f16x2``/``.bf16x2`` packing, ``.rni/.rzi/.rmi/.rpi``, ``.rn/.rz/.rm/.rp``,
-``.sat``, ``.ftz``), cvta (generic ↔ global/shared/local).
+``.sat``, ``.ftz``, ``cvt.rna.tf32.f32``), cvta (generic ↔ global/shared/local).
 
-Invariants: float → int conversions round as the modifier says and saturate to
+Invariants: ``cvt.rna.tf32.f32`` rounds the f32 to 10 mantissa bits, ties away from
+zero (overflow to inf), as an f32 bit pattern whose low 13 bits are 0 (the layout the
+simulated ``mma .tf32`` reads); a NaN becomes the canonical NaN. Float → int conversions round as the modifier says and saturate to
 the destination range, NaN → 0 (as PTX defines); int → int conversions wrap
 unless ``.sat``; narrowing float conversions round once from the exact value.
 """
@@ -92,6 +94,8 @@ def build_cvt(ins, cx):
     if len(types) != 2:
         raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line}")
     dst_t, src_t = types
+    if dst_t.name == "tf32":
+        return _build_tf32(ins, cx, flags, src_t)
     if dst_t.name in ("f16x2", "bf16x2"):
         half = TYPES["f16"] if dst_t.name == "f16x2" else TYPES["bf16"]
         a, b = reader(cx, ins.operands[1], src_t), reader(cx, ins.operands[2], src_t)
@@ -108,6 +112,23 @@ def build_cvt(ins, cx):
     a = reader(cx, ins.operands[1], src_t)
     d = writer(cx, ins.operands[0], dst_t)
     return Compiled(ins, lambda w, idx: d(w, idx, convert(a(w, idx), src_t, dst_t, flags)))
+
+
+def tf32_rna(bits: np.ndarray) -> np.ndarray:
+    """f32 bit patterns rounded to tf32 (10 mantissa bits), ties away from zero."""
+    u = np.asarray(bits, np.uint32)
+    r = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)  # sign-magnitude: rounds |x|
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, np.uint32(0x7FFFFFFF), r).astype(np.uint32)
+
+
+def _build_tf32(ins, cx, flags, src_t):
+    if src_t.name != "f32" or flags - {"rna"} or "rna" not in flags:
+        raise cx.error(f"unsupported instruction '{ins.opcode}' at line {ins.line} "
+                       "(only cvt.rna.tf32.f32)")
+    a = reader(cx, ins.operands[1], TYPES["b32"])
+    d = writer(cx, ins.operands[0], TYPES["b32"])
+    return Compiled(ins, lambda w, idx: d(w, idx, tf32_rna(a(w, idx))))
 
 
 @op("mov")

@@ -64,6 +64,7 @@ def _mk() -> dict[str, PtxType]:
     table["bf16"] = PtxType("bf16", "bf", 16)
     table["f16x2"] = PtxType("f16x2", "b", 32)
     table["bf16x2"] = PtxType("bf16x2", "b", 32)
+    table["tf32"] = PtxType("tf32", "b", 32)  # an f32 bit pattern (mma reads its top 19 bits)
     return table
 
 
