@@ -44,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_refs  # noqa: E402
 import gpu_rows  # noqa: E402
 
-from wiadsl.backends.ptx.isa import MIN_VERSION  # noqa: E402
 from wiadsl.backends.ptx.program import TargetOptions, ptx_program  # noqa: E402
 from wiadsl.backends.ptx.timing import (  # noqa: E402
     TimedDevice,
@@ -71,7 +70,7 @@ def cuda_target(arch: str | None) -> Target:
     from wiadsl.backends.ptx import cuda
 
     info = cuda.device_info()
-    chosen = arch or (info["arch"] if info["arch"] in MIN_VERSION else "sm_90")
+    chosen = arch or cuda.supported_arch(info["arch"])
     return Target(False, chosen, cuda.CudaDevice, cuda.synchronize,
                   f"{info['name']} ({info['arch']}, {info['sms']} SMs, "
                   f"{info['memory_bytes'] / 2**30:.0f} GiB), driver CUDA {info['driver_cuda']}")

@@ -273,12 +273,13 @@ class CudaBackend:
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
         TargetOptions.from_target(self.name, options, DEFAULT_ARCH)  # bad options before the driver
         driver()  # fail early and clearly when cuda-python or the GPU is missing
-        arch = options.get("arch") or _supported(device_arch())
+        arch = options.get("arch") or supported_arch(device_arch())
         return ShapeSpecialized(module, kernel, TargetOptions.from_target(self.name, options, arch),
                                 CudaDevice)
 
 
-def _supported(arch: str) -> str:
+def supported_arch(arch: str) -> str:
+    """``arch`` if the emitter targets it, else the default (a newer GPU runs its PTX)."""
     from .isa import MIN_VERSION
     return arch if arch in MIN_VERSION else DEFAULT_ARCH
 
