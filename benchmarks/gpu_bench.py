@@ -162,7 +162,7 @@ def compile_only(rows: list[gpu_rows.Row], arch: str, args: argparse.Namespace) 
     """Compile every row at its size for ``arch`` (no device): the kernels each plan holds
     and, with ptxas, each kernel's registers and spills. Status 1 if ptxas refuses one
     or a kernel spills."""
-    ptxas = args.ptxas or shutil.which("ptxas")
+    ptxas = None if args.no_ptxas else (args.ptxas or shutil.which("ptxas"))
     print(f"compile only, {arch} at -O{args.opt_level}; ptxas: {ptxas or 'not found'}")
     bad = 0
     for row in rows:
@@ -241,6 +241,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--compile-only", action="store_true",
                     help="compile every row at its GPU size (no device), ptxas when found")
     ap.add_argument("--ptxas", default=None, help="ptxas for --compile-only (default: on PATH)")
+    ap.add_argument("--no-ptxas", action="store_true", help="--compile-only without ptxas")
     args = ap.parse_args(argv)
     args.seconds = args.seconds if args.seconds is not None else (0.0 if args.sim else 0.3)
     args.batches = args.batches or (1 if args.sim else 5)
@@ -270,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_only:
         arch = args.arch or "sm_90"
         return compile_only(select(gpu_rows.rows(args.sim, arch), args.rows), arch, args)
-    target = sim_target(args.arch) if args.sim else cuda_target(args.arch)
+    try:
+        target = sim_target(args.arch) if args.sim else cuda_target(args.arch)
+    except Exception as exc:  # no cuda-python, no driver, no GPU
+        print(f"gpu_bench: no GPU to run on ({type(exc).__name__}: {exc}); "
+              f"--sim runs the dry run on the simulator")
+        return 2
     cp, cupy_line = import_cupy(args.sim)
     rows = select(gpu_rows.rows(args.sim, target.arch), args.rows)
     print(f"device: {target.description}; compiled for {target.arch} at -O{args.opt_level}; "
