@@ -23,6 +23,7 @@ then have no reference). Exit status 1 when a row's check fails or a row errs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import shutil
@@ -38,11 +39,24 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # run from a checkout: import its wiadsl
+    sys.path.insert(0, str(HERE.parent))
 
-import gpu_refs  # noqa: E402
-import gpu_rows  # noqa: E402
+
+def _sibling(name: str) -> Any:
+    """Import benchmarks/<name>.py by path (this folder is never put on sys.path: its
+    modules are named like packages, e.g. onnx.py)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules[name]
+
+
+gpu_refs = _sibling("gpu_refs")
+gpu_rows = _sibling("gpu_rows")
 
 from wiadsl.backends.ptx.program import TargetOptions, ptx_program  # noqa: E402
 from wiadsl.backends.ptx.timing import (  # noqa: E402
