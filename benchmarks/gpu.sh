@@ -9,6 +9,8 @@
 #      copy bandwidth, attention), one table at the end
 # usage: bash benchmarks/gpu.sh [--sim] [gpu_bench.py options, e.g. --json $OUT/bench.json]
 #   --sim: the same steps on the PTX simulator (no GPU, no CuPy): a dry run of the plumbing.
+#   gpu_bench.py options go to the compile and bench steps (--rows i8,causal: those rows);
+#   WIADSL_GPU_TESTS_K=EXPR runs only the tests pytest -k EXPR selects (a rerun).
 # Each step has its own time limit and prints one summary line; a failing step does not
 # stop the next; the last lines summarize all steps; the exit status is 1 if any failed.
 set -u
@@ -68,8 +70,9 @@ EOF
 SUMMARY+=("setup: ok ($((SECONDS - t0)) s)")
 
 # ---- 2-4
-step compile 90 python3 benchmarks/gpu_bench.py --compile-only
+step compile 90 python3 benchmarks/gpu_bench.py --compile-only "$@"
 TESTS=(tests/ptx/test_gpu.py tests/ptx/test_gpu_kernels.py)
+[ -n "${WIADSL_GPU_TESTS_K:-}" ] && TESTS+=(-k "$WIADSL_GPU_TESTS_K")
 if [ "$SIM" -eq 1 ]; then
     step tests 400 env WIADSL_GPU_TARGET=ptxsim python3 -m pytest -q -m gpu "${TESTS[@]}" -rfE
     step bench 120 python3 benchmarks/gpu_bench.py --sim "$@"

@@ -6,6 +6,7 @@ written); ``--compile-only`` at the GPU sizes. The CuPy references run on a NumP
 stand-in for CuPy whose ``cublasGemmEx`` follows the cuBLAS definition (column-major
 operands, ``op`` and leading dimensions as documented), so the row-major mapping of
 ``gpu_refs.gemm_ex`` is checked against that definition, not against itself.
+``benchmarks/gpu.sh --sim`` runs its four steps on one test and one row.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -185,3 +190,18 @@ def test_other_references_compute_the_row(bench, monkeypatch, make) -> None:
     ref = gpu_refs.REFERENCES[row.reference](cp, xs)
     ref.step()
     assert row.check(xs, np.asarray(ref.out.get())) <= max(row.tol, 1e-6)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
+                    reason="needs bash and timeout")
+def test_gpu_sh_dry_run_steps_and_summary() -> None:
+    """gpu.sh --sim with one test and one row: each step runs under its limit and reports."""
+    env = {**os.environ, "WIADSL_GPU_TESTS_K": "test_matmul_large_on_gpu"}
+    p = subprocess.run(["bash", str(BENCH / "gpu.sh"), "--sim", "--rows", "i8", "--no-ptxas"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = p.stdout[p.stdout.index("== gpu.sh summary (SIMULATOR DRY RUN"):]
+    for step in ("setup", "compile", "tests", "bench"):
+        assert re.search(rf"^   {step}: ok \(\d+ s\)$", summary, re.M), summary
+    assert "1 passed" in p.stdout and "gpu_bench: 1 rows ok, 0 failed" in p.stdout
+    assert summary.rstrip().endswith("gpu.sh: exit 0")
