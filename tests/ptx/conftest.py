@@ -1,6 +1,8 @@
 """PTX backend tests: the ``gpu`` marker, ptxas discovery, and the ``ptxsim`` target.
 
-Tests marked ``gpu`` run only where cuda-python finds a GPU; the rest need no GPU.
+Tests marked ``gpu`` run only where cuda-python finds a GPU, or on the simulator when
+``WIADSL_GPU_TARGET=ptxsim`` (a dry run of them, ``helpers.GPU_TARGET``); the rest need
+no GPU.
 ptxas tests skip (saying why) where no ptxas is installed.
 """
 
@@ -23,6 +25,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @functools.cache
 def gpu_available() -> bool:
+    from .helpers import GPU_TARGET
+    if GPU_TARGET == "ptxsim":
+        return True
     try:
         from wiadsl.backends.ptx.cuda import driver
         driver()

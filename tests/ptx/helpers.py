@@ -101,3 +101,35 @@ def spills(log: str) -> dict[str, int]:
 
 def jit_kernel(source: str, name: str, target: str, filename: str = "<ptx-corpus>"):
     return jit(source, kernel=name, target=target, filename=filename)
+
+
+#: where the ``gpu``-marked tests run: the GPU ("cuda"), or the simulator ("ptxsim"), a dry
+#: run of those tests where there is no GPU (``WIADSL_GPU_TARGET=ptxsim``)
+GPU_TARGET = os.environ.get("WIADSL_GPU_TARGET", "cuda")
+#: the arch a dry run on the simulator compiles for (on a GPU: the device's)
+GPU_SIM_ARCH = os.environ.get("WIADSL_GPU_SIM_ARCH", "sm_90")
+
+
+def gpu_arch() -> str:
+    """The arch the ``gpu``-marked tests compile for (what the cuda target picks)."""
+    if GPU_TARGET == "ptxsim":
+        return GPU_SIM_ARCH
+    from wiadsl.backends.ptx.cuda import device_arch, supported_arch
+    return supported_arch(device_arch())
+
+
+def gpu_jit(source: str, name: str = "k", filename: str = "<gpu-test>", **options):
+    """``jit`` on the GPU target (on the simulator at ``GPU_SIM_ARCH`` for a dry run)."""
+    if GPU_TARGET == "ptxsim":
+        options.setdefault("arch", GPU_SIM_ARCH)
+    return jit(source, kernel=name, target=GPU_TARGET, filename=filename, **options)
+
+
+def gpu_kinds(source: str, shapes: dict[str, tuple[int, ...]], **options) -> list[str]:
+    """The kernel kinds of the plan ``gpu_jit`` runs for these input shapes."""
+    from wiadsl.backends.ptx.program import TargetOptions, ptx_program
+
+    opts = TargetOptions(options.get("arch", gpu_arch()), options.get("opt_level", 2),
+                         allow_tf32=options.get("allow_tf32", False))
+    _, plan = ptx_program(corpus_module(source), {"k": shapes}, opts)
+    return [k["kind"] for k in plan["kernels"]]

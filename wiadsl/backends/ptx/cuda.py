@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +134,8 @@ class DeviceBuffer:
 
 @dataclass
 class CudaDevice:
-    """Device memory via cuMemAlloc; launches via cuLaunchKernel on the default stream."""
+    """Device memory via cuMemAlloc; launches via cuLaunchKernel on the default stream
+    (``prepare`` packs a launch once for repeating it; ``copy``: cuMemcpyDtoD)."""
 
     ptx: str
     functions: dict[str, Any] = field(default_factory=dict)
@@ -142,6 +144,9 @@ class CudaDevice:
     def __post_init__(self) -> None:
         cuda = driver()
         modules = _STATE["modules"]
+        if not self.ptx:  # a device for memory only (no module: nothing to launch)
+            self.module = None
+            return
         if self.ptx not in modules:
             data = np.frombuffer(self.ptx.encode() + b"\0", np.uint8)
             modules[self.ptx] = check(cuda, cuda.cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
@@ -184,23 +189,71 @@ class CudaDevice:
         return encode_tensor_map(_libcuda(), buf.ptr, tm)
 
     def launch(self, kernel: str, grid, block, args: list[Any], shared_bytes: int) -> None:
+        self.prepare(kernel, grid, block, args, shared_bytes)()
+
+    def prepare(self, kernel: str, grid, block, args: list[Any],
+                shared_bytes: int) -> Callable[[], None]:
+        """A function making this launch (arguments packed once; see ``kernel_params``),
+        on the default stream: it returns when the launch is queued."""
         cuda = driver()
+        function = self.function(kernel)
         if shared_bytes > DEFAULT_SHARED_LIMIT and (kernel, shared_bytes) not in self.shared_set:
             attr = cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            check(cuda, cuda.cuFuncSetAttribute(self.function(kernel), attr, shared_bytes),
-                  "cuFuncSetAttribute")
+            check(cuda, cuda.cuFuncSetAttribute(function, attr, shared_bytes), "cuFuncSetAttribute")
             self.shared_set.add((kernel, shared_bytes))
-        holders = [a.raw if isinstance(a, CudaTensorMap) else
-                   np.array([a.ptr if isinstance(a, DeviceBuffer) else a],
-                            np.uint64 if isinstance(a, DeviceBuffer) else np.asarray(a).dtype)
-                   for a in args]
-        pointers = np.array([h.ctypes.data for h in holders], np.uint64)
-        check(cuda, cuda.cuLaunchKernel(self.function(kernel), *grid, *block, shared_bytes, 0,
-                                        pointers.ctypes.data, 0), "cuLaunchKernel")
+        holders, pointers = kernel_params(args)
+        gx, gy, gz = (int(g) for g in grid)
+        bx, by, bz = (int(b) for b in block)
+
+        def launch() -> None:
+            # holders stay referenced here: the driver reads each argument through pointers
+            assert len(holders) == pointers.size
+            check(cuda, cuda.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared_bytes, 0,
+                                            pointers.ctypes.data, 0), "cuLaunchKernel")
+        return launch
+
+    def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int) -> None:
+        """Device-to-device copy of the first ``nbytes`` of ``src`` (``cuMemcpyDtoD``)."""
+        cuda = driver()
+        check(cuda, cuda.cuMemcpyDtoD(dst.ptr, src.ptr, nbytes), "cuMemcpyDtoD")
 
     def synchronize(self) -> None:
-        cuda = driver()
-        check(cuda, cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+        synchronize()
+
+
+def synchronize() -> None:
+    """Wait for all work queued in the context (``cuCtxSynchronize``); a failed kernel's
+    error surfaces here."""
+    cuda = driver()
+    check(cuda, cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def kernel_params(args: list[Any]) -> tuple[list[np.ndarray], np.ndarray]:
+    """``cuLaunchKernel``'s ``kernelParams``: (host copies of the arguments, the array of
+    their addresses). A device buffer is its u64 address, a tensor map its 128 bytes,
+    anything else a NumPy scalar of the parameter's own type and size (the executor
+    types sizes and scalars as the kernel declares them)."""
+    holders = [a.raw if isinstance(a, CudaTensorMap) else
+               np.array([a.ptr], np.uint64) if isinstance(a, DeviceBuffer) else
+               np.array([a], np.asarray(a).dtype)
+               for a in args]
+    return holders, np.array([h.ctypes.data for h in holders], np.uint64)
+
+
+def device_info() -> dict[str, Any]:
+    """The GPU's name, compute capability, multiprocessors and memory, and the driver's
+    CUDA version (``cuDriverGetVersion``: 1000 * major + 10 * minor)."""
+    cuda = driver()
+    dev = _STATE["device"]
+    attr = cuda.CUdevice_attribute
+    name = check(cuda, cuda.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    version = int(check(cuda, cuda.cuDriverGetVersion(), "cuDriverGetVersion"))
+    sms = check(cuda, cuda.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                "cuDeviceGetAttribute")
+    memory = check(cuda, cuda.cuDeviceTotalMem(dev), "cuDeviceTotalMem")
+    return {"name": bytes(name).split(b"\0", 1)[0].decode(errors="replace"),
+            "arch": device_arch(), "sms": int(sms), "memory_bytes": int(memory),
+            "driver_cuda": f"{version // 1000}.{version % 1000 // 10}"}
 
 
 class CudaBackend:
@@ -220,12 +273,13 @@ class CudaBackend:
     def compile(self, module: ModuleOp, kernel: str, options: dict[str, Any]) -> ShapeSpecialized:
         TargetOptions.from_target(self.name, options, DEFAULT_ARCH)  # bad options before the driver
         driver()  # fail early and clearly when cuda-python or the GPU is missing
-        arch = options.get("arch") or _supported(device_arch())
+        arch = options.get("arch") or supported_arch(device_arch())
         return ShapeSpecialized(module, kernel, TargetOptions.from_target(self.name, options, arch),
                                 CudaDevice)
 
 
-def _supported(arch: str) -> str:
+def supported_arch(arch: str) -> str:
+    """``arch`` if the emitter targets it, else the default (a newer GPU runs its PTX)."""
     from .isa import MIN_VERSION
     return arch if arch in MIN_VERSION else DEFAULT_ARCH
 

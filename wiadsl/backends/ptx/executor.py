@@ -12,6 +12,10 @@ Invariants:
   argument is built at launch by the device (``Device.tensor_map``) from the plan's
   fields, with ``address`` = the byte offset into the buffer (checked first:
   ``sim.tensormap.validate``, the driver API's rules).
+- With ``record`` a list, every launch made is appended to it as a ``LaunchCall``
+  holding the device's own arguments (buffer handles, tensor maps, typed sizes), so
+  the same launches can be made again on the same buffers (``timing.py``); steps
+  that move data between host and device are counted in ``host_steps``.
 """
 
 from __future__ import annotations
@@ -69,6 +73,17 @@ class Buffer:
     shape: tuple[int, ...] | None = None
 
 
+@dataclass(frozen=True)
+class LaunchCall:
+    """One kernel launch as the device receives it (``Device.launch``'s arguments)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: tuple[Any, ...]
+    shared_bytes: int
+
+
 @dataclass
 class PlanRun:
     """One execution of a plan."""
@@ -78,6 +93,10 @@ class PlanRun:
     scalars: dict[str, Any] = field(default_factory=dict)
     buffers: dict[str, Buffer] = field(default_factory=dict)
     launches: int = 0
+    #: when a list, each launch made is appended to it
+    record: list[LaunchCall] | None = None
+    #: read / write / upload steps run (host <-> device transfers besides inputs, outputs)
+    host_steps: int = 0
 
     def run(self, inputs: Sequence[np.ndarray | object]) -> list[Any]:
         self.bind_inputs(inputs)
@@ -186,9 +205,12 @@ class PlanRun:
                 args.append(self.tensor_map(a, s["kernel"]))
             else:
                 args.append(_param_value(self.scalars[a["scalar"]], dtype_of(a["dtype"])))
-        self.device.launch(s["kernel"], grid, tuple(s["block"]), args,  # type: ignore[arg-type]
-                           int(s.get("shared_bytes", 0)))
+        call = LaunchCall(s["kernel"], grid, tuple(s["block"]), tuple(args),  # type: ignore[arg-type]
+                          int(s.get("shared_bytes", 0)))
+        self.device.launch(call.kernel, call.grid, call.block, args, call.shared_bytes)
         self.launches += 1
+        if self.record is not None:
+            self.record.append(call)
 
     def tensor_map(self, a: dict[str, Any], kernel: str) -> Any:
         """The device's tensor map for plan argument ``a`` (its ``address`` field: the byte
@@ -204,18 +226,21 @@ class PlanRun:
         return self.device.tensor_map(self.buffers[a["tmap"]].handle, tm)
 
     def step_read(self, s: dict[str, Any]) -> None:
+        self.host_steps += 1
         dtype = dtype_of(s["dtype"])
         buf = self.buffers[s["buffer"]]
         raw = self.device.download(buf.handle, np.dtype(DEVICE_NUMPY[dtype]), 1, int(self.ev(s["index"])))
         self.scalars[s["dst"]] = to_host(raw, dtype).astype(dtype.numpy)[0]
 
     def step_write(self, s: dict[str, Any]) -> None:
+        self.host_steps += 1
         dtype = dtype_of(s["dtype"])
         value = np.asarray([self.entry(s["value"])]).astype(dtype.numpy)
         self.device.write(self.buffers[s["buffer"]].handle, to_device(value, dtype),
                           int(self.ev(s["index"])))
 
     def step_upload(self, s: dict[str, Any]) -> None:
+        self.host_steps += 1
         dtype = dtype_of(s["dtype"])
         data = to_device(np.asarray(s["data"]).astype(dtype.numpy), dtype)
         self.device.write(self.buffers[s["buffer"]].handle, data, 0)

@@ -12,7 +12,7 @@ Invariant: simulated buffers are NumPy byte arrays; every launch goes through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +58,18 @@ class SimDevice:
         stats = launch(self.ptx, kernel, grid, block, args, shared_bytes)
         self.launches += 1
         self.thread_instructions += stats.thread_instructions
+
+    def prepare(self, kernel: str, grid, block, args: list[Any],
+                shared_bytes: int) -> Callable[[], None]:
+        """This launch as a function, to repeat it (``timing.py``; the simulator runs each
+        launch to completion, so there is nothing to wait for)."""
+        return lambda: self.launch(kernel, grid, block, args, shared_bytes)
+
+    def synchronize(self) -> None:
+        """Launches complete before ``launch`` returns."""
+
+    def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int) -> None:
+        dst[:nbytes] = src[:nbytes]
 
 
 @dataclass
