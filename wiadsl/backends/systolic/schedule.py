@@ -88,10 +88,14 @@ class Geometry:
     def w_bytes(self, i: int, j: int) -> int:
         return self.k_ext[i] * self.n_ext[j] * self.elem
 
-    def out_bytes(self, j: int, rows: int) -> int:
+    def ext_bytes(self, j: int, rows: int) -> int:
+        """The epilogue operands' bytes for ``rows`` rows of output tile j."""
         n = self.n_ext[j]
-        ext = sum((1 if ri else rows) * (1 if ci else n) * e for ri, ci, e in self.ext_elems)
-        return rows * n * self.out_elem + ext
+        return sum((1 if ri else rows) * (1 if ci else n) * e for ri, ci, e in self.ext_elems)
+
+    def out_bytes(self, j: int, rows: int) -> int:
+        """What the DMA moves for ``rows`` finished rows of tile j: operands and stores."""
+        return rows * self.n_ext[j] * self.out_elem + self.ext_bytes(j, rows)
 
     def dma(self, nbytes: int) -> int:
         return 0 if self.free_dma else cdiv(nbytes, self.bw)
@@ -143,6 +147,7 @@ class WsSchedule:
                 ("prefetch", str(self.prefetch)), ("accumulators", str(self.accumulators)),
                 ("chunk", f"{g.chunk}/{g.edge_chunk or g.chunk}"),
                 ("peak_demand", f"{self.peak_demand}B/cycle"), ("dma_bw", f"{g.bw}B/cycle"),
+                ("operands", "resident" if g.free_dma else "dram"),
                 ("stream", str(self.stream)), ("dma", str(self.dma)), ("floor", str(self.floor)))
 
 
@@ -273,7 +278,7 @@ def predict(s: WsSchedule) -> tuple[int, int]:
     g, folds = s.geo, s.folds
     R, C = g.rows, g.cols
     nw = s.prefetch + 1
-    dma = busy = wl = arr = end = cur = 0
+    dma = busy = wl = arr = end = cur = vec_free = 0
     w_ready: dict[int, int] = {}
     a_ready: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     pre_done: dict[int, int] = {}
@@ -317,9 +322,16 @@ def predict(s: WsSchedule) -> tuple[int, int]:
             fd = folds[it.f]
             reads = acc_read[fd.acc] = []
             for r0, r1, t in done[it.f]:
-                vec = g.vec_steps * cdiv((r1 - r0) * g.n_ext[fd.j], g.lanes)
-                cost = g.dma(g.out_bytes(fd.j, r1 - r0))
-                dma, busy = max(dma, t + vec) + cost, busy + cost
+                # per chunk: the epilogue operands' loads (they need not wait for the
+                # matmul), the vector steps once both are there, then the store
+                ext = g.dma(g.ext_bytes(fd.j, r1 - r0))
+                dma, busy = dma + ext, busy + ext
+                ready = max(t, dma + g.latency if ext else 0)
+                if g.vec_steps:     # the vector unit works one chunk at a time
+                    ready = vec_free = (max(ready, vec_free)
+                                        + g.vec_steps * cdiv((r1 - r0) * g.n_ext[fd.j], g.lanes))
+                cost = g.dma((r1 - r0) * g.n_ext[fd.j] * g.out_elem)
+                dma, busy = max(dma, ready) + cost, busy + cost
                 reads.append((r0, r1, dma))
                 end = max(end, dma + g.latency)
     return end, busy
