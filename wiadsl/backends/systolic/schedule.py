@@ -1,10 +1,14 @@
-"""The ws fold order, chosen from bandwidth, and the cycle floor the DMA allows for it.
+"""The ws (and is) fold order, chosen from bandwidth, and the cycle floor the DMA
+allows for it.
 
 A ws GEMM block (``mb`` rows of A, all of K and N) is a set of folds (N tile j,
 K panel i), each streaming the block's rows through one weight tile. What a fold
 needs from the DMA: its weight tile (k x n operand bytes), the A panel's row
 chunks the first time the panel is used (rows x k), and after a tile's last fold
-its outputs (rows x n in the output dtype, plus epilogue operands).
+its outputs (rows x n in the output dtype, plus epilogue operands). An is GEMM is
+the same problem transposed (C^T = W^T A^T: held A tiles, streamed W columns; the
+emitter maps it, ``tiling._IS``), so the names below say ws. With
+``Geometry.free_dma`` (operands resident) transfers cost nothing.
 
 Orders (the candidates; ``choose`` keeps the one with the lowest floor):
 - ``n-outer``: for j: for i, two accumulators alternating per output tile. The
@@ -15,18 +19,23 @@ Orders (the candidates; ``choose`` keeps the one with the lowest floor):
   Each of the first panels' A arrives while nt folds stream, and the rest of A is
   loaded in the DMA's spare time ("trickled") before the N-outer part needs it.
 A narrower edge panel (K % R) can go first: less A before the first fold. The
-prefetch distance d (weight tiles fetched d folds ahead, d + 1 buffers) is chosen
-too. An order other than the old one (``n-outer``, panels in order, d = 2) is
-taken only when its floor is lower by more than ``MARGIN``.
+prefetch distance d (weight tiles fetched d folds ahead, d + 1 buffers; 1-3 and
+the distance that covers the latency behind short folds) and the chunk rows of
+the first and last fold are chosen too. An order other than the old one
+(``n-outer``, panels in order, d = 2) is taken only when its floor is lower by
+more than ``MARGIN``.
 
 The floor (``predict``): a fluid model of the very program the emitter writes.
 DMA items run in program order, each ceil(bytes / bw) cycles, usable dma_latency
-later; a store starts when its chunk is done. A preload takes R on the weight
-path once its tile has arrived and the slot's previous matmuls have streamed; a
-chunk of T rows streams when its A rows, its weights and (first fold of a tile)
-its accumulator rows are free, done T + R + C - 2 later. Scratchpad reuse waits
-and vector work beyond one pass per step are left out, so the simulator's count
-is at or above the floor.
+later, each after the last reader of the buffer it overwrites (weight buffer
+f % (d + 1): fold f - d - 1's preload; an A buffer: the matmuls that last read
+it). A preload takes R on the weight path once its tile has arrived and the
+slot's previous matmuls have streamed; a chunk of T rows streams when its A rows,
+its weights and (first fold of a tile) its accumulator rows are free, done
+T + R + C - 2 later. Per finished chunk: its epilogue operands' loads, its vector
+steps (the vector unit one chunk at a time) once they and the chunk are there,
+then its store. The simulator reaches the floor exactly on every program tried
+(tests/systolic/test_resident.py, test_fold_order.py).
 
 Invariants: every order computes each (block, j, i) fold exactly once; a tile's
 first fold overwrites its accumulator and its last fold is followed by its stores;
