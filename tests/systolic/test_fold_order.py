@@ -105,16 +105,19 @@ def _force(monkeypatch, order: str, rotate: bool, d: int, edge: bool) -> None:
     ("n-outer", False, 1, False), ("n-outer", True, 3, True), ("k-first:1", False, 2, True),
     ("k-first:2", True, 2, False), ("k-first:99", True, 3, True)])
 @pytest.mark.parametrize("mkn", [(1, 7, 33), (7, 33, 129), (129, 129, 7), (33, 1, 129)])
-def test_every_order_matches_numpy(order, rotate, d, edge, mkn, rng, monkeypatch):
+@pytest.mark.parametrize("dataflow", ["ws", "is"])
+def test_every_order_matches_numpy(order, rotate, d, edge, mkn, dataflow, rng, monkeypatch):
+    """ws, and is (the same orders on the transposed product: held A tiles, streamed
+    W columns, accumulators [M tile, N columns])."""
     _force(monkeypatch, order, rotate, d, edge)
     m, k, n = mkn
     a = rng.integers(-128, 128, (m, k)).astype(np.int8)
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    out, ref, stats = both(I8, "mm", a, b, array=(8, 8))
+    out, ref, stats = both(I8, "mm", a, b, array=(8, 8), dataflow=dataflow)
     assert np.array_equal(out, ref) and stats["sections"] == {"array": 1}
     fa, fb = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
-    out, ref, _ = both(EPI, "mm", fa, fb, bias, array=(8, 8))
+    out, ref, _ = both(EPI, "mm", fa, fb, bias, array=(8, 8), dataflow=dataflow)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 

@@ -1,7 +1,8 @@
 """The systolic-array target: ISA (docs/systolic.md), emitter, assembler, simulator.
 
 Pipeline: ``plan`` places IR ops (array / vector unit / host), ``lower`` + ``tiling``
-emit a section per group for concrete shapes, ``isa`` prints it, ``asm`` parses it
+(ws/is, with ``schedule``'s fold order) and ``os_tiling`` emit a section per group for
+concrete shapes, ``isa`` prints it, ``asm`` parses it
 back, ``simulator`` runs it on NumPy data and ``timing`` counts its cycles.
 """
 

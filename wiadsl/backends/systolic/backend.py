@@ -1,7 +1,8 @@
 """The ``systolic`` target of ``wiadsl.jit``: options -> ArrayConfig -> SystolicKernel.
 
 Options (``wiadsl.jit(src, target="systolic", ...)``): ``array=(R, C)``,
-``dataflow="ws"|"os"``, ``timing="overlap"|"scalesim"``, ``spad``, ``acc`` (bytes),
+``dataflow="ws"|"os"|"is"``, ``timing="overlap"|"scalesim"``, ``operands="dram"|"resident"``
+(resident: operands on chip, DMA free — SCALE-Sim's assumption), ``spad``, ``acc`` (bytes),
 ``dma_bw`` (bytes/cycle), ``dma_latency`` (cycles), ``vec_lanes``, ``cycle_true=True``
 (run the array register by register, arrays up to 16x16: ``pe_array``). Bad options raise
 WiaUsageError. The backend compiles per shape (``specialize_shapes``): sections

@@ -6,6 +6,13 @@ Invariants:
   ``overlap`` (the default machine) or ``scalesim`` (the SCALE-Sim compatibility
   mode: every instruction waits for the previous one to finish, DMA is free, and
   memory capacities are unlimited — SCALE-Sim's compute model).
+- ``operands`` is ``dram`` (the default: inputs come from host memory and results go
+  back through the DMA, each transfer costing bandwidth and latency) or ``resident``
+  (SCALE-Sim's assumption, for a like-for-like comparison with its count in overlap
+  timing: the inputs are on chip at cycle 0 and the results stay there, so ``mvin``
+  and ``mvout`` take no DMA time and no latency; the program, its buffers and their
+  reuse hazards are unchanged). It is printed on the ``.target`` line when not
+  ``dram``; with ``scalesim`` timing DMA is free anyway.
 - Sizes are in bytes; accumulator words are 32 bits wide.
 """
 
@@ -18,6 +25,8 @@ from ...diagnostics import WiaUsageError
 
 DATAFLOWS = ("ws", "os", "is")
 TIMINGS = ("overlap", "scalesim")
+#: where a section's inputs and results live (``ArrayConfig.operands``)
+OPERANDS = ("dram", "resident")
 #: A capacity that never binds (compatibility mode models no memory limits).
 UNLIMITED = 1 << 62
 #: the largest array side the cycle-true mode accepts
@@ -37,6 +46,8 @@ class ArrayConfig:
     dma_bytes_per_cycle: int = 256
     dma_latency: int = 64
     vec_lanes: int = 128
+    #: ``dram``: DMA from/to host memory costs time; ``resident``: operands on chip (no cost)
+    operands: str = "dram"
     #: run the array register by register (pe_array/); a simulator choice, not part of
     #: the machine, so it stays out of the ``.target`` line
     cycle_true: bool = False
@@ -49,6 +60,9 @@ class ArrayConfig:
                                 f"got '{self.dataflow}'")
         if self.timing not in TIMINGS:
             raise WiaUsageError(f"timing must be one of {', '.join(TIMINGS)}, got '{self.timing}'")
+        if self.operands not in OPERANDS:
+            raise WiaUsageError(f"operands must be one of {', '.join(OPERANDS)}, "
+                                f"got '{self.operands}'")
         for key in ("spad_bytes", "acc_bytes", "dma_bytes_per_cycle", "vec_lanes"):
             if getattr(self, key) < 1:
                 raise WiaUsageError(f"systolic option {key} must be positive")
@@ -64,6 +78,11 @@ class ArrayConfig:
         return self.timing == "scalesim"
 
     @property
+    def free_dma(self) -> bool:
+        """Whether mvin/mvout cost nothing: compatibility timing or resident operands."""
+        return self.scalesim or self.operands == "resident"
+
+    @property
     def spad_capacity(self) -> int:
         return UNLIMITED if self.scalesim else self.spad_bytes
 
@@ -73,16 +92,22 @@ class ArrayConfig:
 
     def header(self) -> str:
         """The ``.target`` line of a listing (parsed back by the assembler)."""
+        # operands=dram (the default) is left out: listings written before it existed
+        # read back unchanged
+        resident = f" operands={self.operands}" if self.operands != "dram" else ""
         return (f".target rows={self.rows} cols={self.cols} dataflow={self.dataflow} "
                 f"timing={self.timing} spad={self.spad_bytes} acc={self.acc_bytes} "
                 f"dma_bw={self.dma_bytes_per_cycle} dma_latency={self.dma_latency} "
-                f"vec_lanes={self.vec_lanes}")
+                f"vec_lanes={self.vec_lanes}{resident}")
 
 
 #: option name (API and ``.target`` line) -> ArrayConfig field
 _FIELDS = {"dataflow": "dataflow", "timing": "timing", "spad": "spad_bytes",
            "acc": "acc_bytes", "dma_bw": "dma_bytes_per_cycle", "dma_latency": "dma_latency",
-           "vec_lanes": "vec_lanes", "rows": "rows", "cols": "cols"}
+           "vec_lanes": "vec_lanes", "rows": "rows", "cols": "cols",
+           "operands": "operands"}
+#: options whose values are strings
+_STRINGS = ("dataflow", "timing", "operands")
 
 
 def config_from_options(options: dict[str, Any]) -> ArrayConfig:
@@ -107,7 +132,7 @@ def config_from_options(options: dict[str, Any]) -> ArrayConfig:
         if key not in _FIELDS:
             known = ", ".join(["array", *_FIELDS, "cycle_true"])
             raise WiaUsageError(f"unknown systolic option '{key}'; options: {known}")
-        expect_str = key in ("dataflow", "timing")
+        expect_str = key in _STRINGS
         if expect_str != isinstance(value, str) or isinstance(value, bool):
             raise WiaUsageError(f"systolic option {key} has a bad value {value!r}")
         fields[_FIELDS[key]] = value
@@ -121,7 +146,7 @@ def config_from_header(pairs: dict[str, str]) -> ArrayConfig:
     for key, text in pairs.items():
         if key not in _FIELDS:
             raise WiaUsageError(f"unknown .target key '{key}'")
-        fields[_FIELDS[key]] = text if key in ("dataflow", "timing") else int(text)
+        fields[_FIELDS[key]] = text if key in _STRINGS else int(text)
     return ArrayConfig(**fields)
 
 

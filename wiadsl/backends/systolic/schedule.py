@@ -1,10 +1,14 @@
-"""The ws fold order, chosen from bandwidth, and the cycle floor the DMA allows for it.
+"""The ws (and is) fold order, chosen from bandwidth, and the cycle floor the DMA
+allows for it.
 
 A ws GEMM block (``mb`` rows of A, all of K and N) is a set of folds (N tile j,
 K panel i), each streaming the block's rows through one weight tile. What a fold
 needs from the DMA: its weight tile (k x n operand bytes), the A panel's row
 chunks the first time the panel is used (rows x k), and after a tile's last fold
-its outputs (rows x n in the output dtype, plus epilogue operands).
+its outputs (rows x n in the output dtype, plus epilogue operands). An is GEMM is
+the same problem transposed (C^T = W^T A^T: held A tiles, streamed W columns; the
+emitter maps it, ``tiling._IS``), so the names below say ws. With
+``Geometry.free_dma`` (operands resident) transfers cost nothing.
 
 Orders (the candidates; ``choose`` keeps the one with the lowest floor):
 - ``n-outer``: for j: for i, two accumulators alternating per output tile. The
@@ -15,18 +19,23 @@ Orders (the candidates; ``choose`` keeps the one with the lowest floor):
   Each of the first panels' A arrives while nt folds stream, and the rest of A is
   loaded in the DMA's spare time ("trickled") before the N-outer part needs it.
 A narrower edge panel (K % R) can go first: less A before the first fold. The
-prefetch distance d (weight tiles fetched d folds ahead, d + 1 buffers) is chosen
-too. An order other than the old one (``n-outer``, panels in order, d = 2) is
-taken only when its floor is lower by more than ``MARGIN``.
+prefetch distance d (weight tiles fetched d folds ahead, d + 1 buffers; 1-3 and
+the distance that covers the latency behind short folds) and the chunk rows of
+the first and last fold are chosen too. An order other than the old one
+(``n-outer``, panels in order, d = 2) is taken only when its floor is lower by
+more than ``MARGIN``.
 
 The floor (``predict``): a fluid model of the very program the emitter writes.
 DMA items run in program order, each ceil(bytes / bw) cycles, usable dma_latency
-later; a store starts when its chunk is done. A preload takes R on the weight
-path once its tile has arrived and the slot's previous matmuls have streamed; a
-chunk of T rows streams when its A rows, its weights and (first fold of a tile)
-its accumulator rows are free, done T + R + C - 2 later. Scratchpad reuse waits
-and vector work beyond one pass per step are left out, so the simulator's count
-is at or above the floor.
+later, each after the last reader of the buffer it overwrites (weight buffer
+f % (d + 1): fold f - d - 1's preload; an A buffer: the matmuls that last read
+it). A preload takes R on the weight path once its tile has arrived and the
+slot's previous matmuls have streamed; a chunk of T rows streams when its A rows,
+its weights and (first fold of a tile) its accumulator rows are free, done
+T + R + C - 2 later. Per finished chunk: its epilogue operands' loads, its vector
+steps (the vector unit one chunk at a time) once they and the chunk are there,
+then its store. The simulator reaches the floor exactly on every program tried
+(tests/systolic/test_resident.py, test_fold_order.py).
 
 Invariants: every order computes each (block, j, i) fold exactly once; a tile's
 first fold overwrites its accumulator and its last fold is followed by its stores;
@@ -75,6 +84,7 @@ class Geometry:
     max_accs: int = 2                           # accumulators [mb, C] that fit
     max_wbufs: int = OLD_PREFETCH + 1           # weight buffers [R, C] that fit
     edge_chunk: int = 0                         # rows per chunk in the first and last fold (0: chunk)
+    free_dma: bool = False                      # operands resident: transfers cost nothing
 
     def chunks(self, block: int, fine: bool = False) -> list[tuple[int, int]]:
         """Row chunks (local to the block): one matmul / store / A load each."""
@@ -87,13 +97,17 @@ class Geometry:
     def w_bytes(self, i: int, j: int) -> int:
         return self.k_ext[i] * self.n_ext[j] * self.elem
 
-    def out_bytes(self, j: int, rows: int) -> int:
+    def ext_bytes(self, j: int, rows: int) -> int:
+        """The epilogue operands' bytes for ``rows`` rows of output tile j."""
         n = self.n_ext[j]
-        ext = sum((1 if ri else rows) * (1 if ci else n) * e for ri, ci, e in self.ext_elems)
-        return rows * n * self.out_elem + ext
+        return sum((1 if ri else rows) * (1 if ci else n) * e for ri, ci, e in self.ext_elems)
+
+    def out_bytes(self, j: int, rows: int) -> int:
+        """What the DMA moves for ``rows`` finished rows of tile j: operands and stores."""
+        return rows * self.n_ext[j] * self.out_elem + self.ext_bytes(j, rows)
 
     def dma(self, nbytes: int) -> int:
-        return cdiv(nbytes, self.bw)
+        return 0 if self.free_dma else cdiv(nbytes, self.bw)
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,7 @@ class WsSchedule:
                 ("prefetch", str(self.prefetch)), ("accumulators", str(self.accumulators)),
                 ("chunk", f"{g.chunk}/{g.edge_chunk or g.chunk}"),
                 ("peak_demand", f"{self.peak_demand}B/cycle"), ("dma_bw", f"{g.bw}B/cycle"),
+                ("operands", "resident" if g.free_dma else "dram"),
                 ("stream", str(self.stream)), ("dma", str(self.dma)), ("floor", str(self.floor)))
 
 
@@ -192,8 +207,12 @@ class _Program:
         self.loaded: set[tuple[int, int, tuple[int, int]]] = set()
         self.whole: set[tuple[int, int]] = set()     # (block, panel) loaded in full
         first: dict[tuple[int, int], int] = {}
+        #: the last fold reading each (block, panel): the next block may reload the
+        #: panel's buffer after it
+        self.last_use: dict[tuple[int, int], int] = {}
         for f, fd in enumerate(folds):
             first.setdefault((fd.block, fd.i), f)
+            self.last_use[(fd.block, fd.i)] = f
         self.pending = [(blk, i, r) for (blk, i), _ in sorted(first.items(), key=lambda x: x[1])
                         for r in g.chunks(blk)]
 
@@ -213,12 +232,14 @@ class _Program:
         self.whole.add((fd.block, fd.i))
         return need
 
-    def trickle(self, slack: int, block: int) -> int:
-        """Load pending A chunks of ``block`` while the DMA has ``slack`` bytes to spare
-        (a later block's A would overwrite panels this block still reads)."""
+    def trickle(self, slack: int, f: int) -> int:
+        """Before fold ``f``'s matmuls, load pending A chunks while the DMA has ``slack``
+        bytes to spare: of f's block, or of the next block into a panel buffer that
+        f's block has finished reading (an earlier fold was its last reader)."""
+        block = self.folds[f].block
         while self.pending and slack > 0:
             blk, i, r = self.pending[0]
-            if blk != block:
+            if blk != block and (blk != block + 1 or self.last_use.get((block, i), f) >= f):
                 break
             if (blk, i) in self.whole or (blk, i, r) in self.loaded:
                 self.pending.pop(0)
@@ -249,7 +270,7 @@ class _Program:
                 need += g.out_bytes(fd.j, m1 - m0)
             slack += (m1 - m0) * g.bw - need
             if g.resident:
-                slack = self.trickle(slack, fd.block)
+                slack = self.trickle(slack, f)
             self.items.append(Item("mm", f))
             if fd.last:
                 self.items.append(Item("out", f))
@@ -265,22 +286,31 @@ def predict(s: WsSchedule) -> tuple[int, int]:
     """(cycles, DMA busy cycles) of ``s.program`` in the fluid model (module docstring)."""
     g, folds = s.geo, s.folds
     R, C = g.rows, g.cols
-    dma = busy = wl = arr = end = 0
+    nw = s.prefetch + 1
+    dma = busy = wl = arr = end = cur = vec_free = 0
     w_ready: dict[int, int] = {}
     a_ready: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     pre_done: dict[int, int] = {}
     streamed: dict[int, int] = {}
     done: dict[int, list[tuple[int, int, int]]] = {}
     acc_read: dict[int, list[tuple[int, int, int]]] = {}
+    # (rows, read end) of the matmuls that last read each A buffer: panel i's own
+    # (resident: a later block reloads it) or one of two alternating per fold
+    a_read: dict[int, list[tuple[int, int, int]]] = {}
     for it in s.program:
-        if it.kind in ("w", "a"):
-            cost = g.dma(g.w_bytes(folds[it.f].i, folds[it.f].j) if it.kind == "w" else
-                         g.a_bytes(it.f, it.rows[1] - it.rows[0]))
+        if it.kind == "lbl":
+            cur = it.f
+        elif it.kind == "w":
+            # buffer f % nw: fold f - nw's preload must have read it (write after read)
+            dma = max(dma, pre_done.get(it.f - nw, 0))
+            cost = g.dma(g.w_bytes(folds[it.f].i, folds[it.f].j))
             dma, busy = dma + cost, busy + cost
-            if it.kind == "w":
-                w_ready[it.f] = dma + g.latency
-            else:
-                a_ready.setdefault((it.block, it.f), []).append((*it.rows, dma + g.latency))
+            w_ready[it.f] = dma + g.latency
+        elif it.kind == "a":
+            dma = max(dma, _latest(a_read.get(it.f if g.resident else cur % 2, []), *it.rows))
+            cost = g.dma(g.a_bytes(it.f, it.rows[1] - it.rows[0]))
+            dma, busy = dma + cost, busy + cost
+            a_ready.setdefault((it.block, it.f), []).append((*it.rows, dma + g.latency))
         elif it.kind == "pre":
             wl = max(wl, w_ready[it.f], streamed.get(it.f - 2, 0)) + R
             pre_done[it.f] = wl
@@ -295,13 +325,22 @@ def predict(s: WsSchedule) -> tuple[int, int]:
                 done[it.f].append((r0, r1, arr + R + C - 2))
                 end = max(end, arr + R + C - 2)
             streamed[it.f] = arr
+            a_read[fd.i if g.resident else it.f % 2] = [(r0, r1, t - R - C + 2)
+                                                        for r0, r1, t in done[it.f]]
         elif it.kind == "out":
             fd = folds[it.f]
             reads = acc_read[fd.acc] = []
             for r0, r1, t in done[it.f]:
-                vec = g.vec_steps * cdiv((r1 - r0) * g.n_ext[fd.j], g.lanes)
-                cost = g.dma(g.out_bytes(fd.j, r1 - r0))
-                dma, busy = max(dma, t + vec) + cost, busy + cost
+                # per chunk: the epilogue operands' loads (they need not wait for the
+                # matmul), the vector steps once both are there, then the store
+                ext = g.dma(g.ext_bytes(fd.j, r1 - r0))
+                dma, busy = dma + ext, busy + ext
+                ready = max(t, dma + g.latency if ext else 0)
+                if g.vec_steps:     # the vector unit works one chunk at a time
+                    ready = vec_free = (max(ready, vec_free)
+                                        + g.vec_steps * cdiv((r1 - r0) * g.n_ext[fd.j], g.lanes))
+                cost = g.dma((r1 - r0) * g.n_ext[fd.j] * g.out_elem)
+                dma, busy = max(dma, ready) + cost, busy + cost
                 reads.append((r0, r1, dma))
                 end = max(end, dma + g.latency)
     return end, busy
@@ -341,14 +380,24 @@ def candidates(g: Geometry) -> list[tuple[str, tuple[int, ...], int]]:
     orders = ["n-outer"]
     if g.resident and nt > 1 and g.max_accs >= nt:
         orders += [f"k-first:{p}" for p in sorted({1, 2, 3, kt}) if p <= kt]
-    prefetch = [d for d in (1, 2, 3) if d + 1 <= g.max_wbufs]
+    prefetch = [d for d in sorted({1, 2, 3, _latency_prefetch(g)}) if d + 1 <= g.max_wbufs]
     return [(o, p, d) for o in orders for p in _panel_orders(g) for d in prefetch]
+
+
+def _latency_prefetch(g: Geometry) -> int:
+    """The prefetch distance that hides a weight tile's transfer and latency behind the
+    folds before it (short folds: each streams max(R, rows) cycles at least), capped by
+    the weight buffers and the fold count."""
+    shortest = max(g.rows, min(m1 - m0 for _, m0, m1 in g.blocks))
+    need = cdiv(g.latency + g.dma(g.w_bytes(0, 0)), shortest) + 1
+    folds = len(g.blocks) * len(g.k_ext) * len(g.n_ext)
+    return max(1, min(need, g.max_wbufs - 1, folds - 1))
 
 
 def edge_chunks(g: Geometry) -> list[int]:
     """Rows per chunk in the first and last fold: smaller ones start the first fold
     and finish the last stores sooner, at more instructions."""
-    return sorted({g.chunk, max(1, g.chunk // 4)}, reverse=True)
+    return sorted({g.chunk, max(1, g.chunk // 4), max(1, g.chunk // 16)}, reverse=True)
 
 
 def _busy(s: WsSchedule) -> bool:
@@ -359,12 +408,14 @@ def _busy(s: WsSchedule) -> bool:
     return s.floor <= 1.01 * s.stream + overhead
 
 
-def _search_space(g: Geometry, nfolds: int) -> list[tuple[int, str, tuple[int, ...], int]]:
-    """(edge chunk, order, panels, prefetch) to model, cut to SEARCH_WORK fold models."""
-    full = [(e, *c) for e in edge_chunks(g) for c in candidates(replace(g, edge_chunk=e))]
+def _search_space(g: Geometry, nfolds: int) -> list[tuple[Geometry, str, tuple[int, ...], int]]:
+    """(geometry, order, panels, prefetch) to model, cut to SEARCH_WORK fold models."""
+    full = [(ge, *c) for e in edge_chunks(g) for ge in [replace(g, edge_chunk=e)]
+            for c in candidates(ge)]
     if nfolds * len(full) <= SEARCH_WORK:
         return full
-    few = [c for c in full if c[3] == OLD_PREFETCH and c[1] in ("n-outer", "k-first:1", "k-first:2")]
+    few = [c for c in full if c[3] == OLD_PREFETCH and c[1] in ("n-outer", "k-first:1", "k-first:2")
+           and c[0].edge_chunk in edge_chunks(g)[:2]]
     return few if nfolds * len(few) <= SEARCH_WORK else []
 
 
@@ -378,8 +429,8 @@ def choose(g: Geometry, search: bool = True) -> WsSchedule:
     if not search or nfolds > SEARCH_FOLDS or (nfolds > 256 and _busy(old)):
         return old
     best = old
-    for edge, order, panels, d in _search_space(g, nfolds):
-        s = build(replace(g, edge_chunk=edge), order, panels, d)
+    for geo, order, panels, d in _search_space(g, nfolds):
+        s = build(geo, order, panels, d)
         if s.floor < best.floor * (1 - MARGIN) or (s.floor < best.floor and best is not old):
             best = s
     return best

@@ -6,6 +6,7 @@ Keys of ``KernelStats.as_dict()`` (what ``kernel.stats`` holds after a call):
 ``stream_cycles``, ``weight_load_cycles``, ``dma_cycles``, ``vec_cycles``,
 ``stall_cycles`` (by cause), ``sections`` (array / vector / host counts),
 ``host_ops`` (names of ops run on the host), ``array``, ``dataflow``, ``timing``,
+``operands`` (``dram``, or ``resident``: no DMA cost, ``config.ArrayConfig``),
 ``schedule`` (the scheduler's note of each array section: order, prefetch,
 accumulators, peak DMA demand, predicted floor; see ``schedule.py``) and
 ``floor_cycles`` (the sum of those floors; 0 without notes).
@@ -63,6 +64,7 @@ class KernelStats:
             "array": (c.rows, c.cols),
             "dataflow": c.dataflow,
             "timing": c.timing,
+            "operands": c.operands,
             "schedule": [dict(s) for s in self.schedules],
             "floor_cycles": sum(int(s.get("floor", 0)) for s in self.schedules),
         }
@@ -76,7 +78,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     stalls = ", ".join(f"{k} {v}" for k, v in sorted(stats["stall_cycles"].items())) or "none"
     sections = ", ".join(f"{k} {v}" for k, v in sorted(stats["sections"].items())) or "none"
     lines = [
-        f"systolic {rows}x{cols} {stats['dataflow']}, timing {stats['timing']}",
+        f"systolic {rows}x{cols} {stats['dataflow']}, timing {stats['timing']}"
+        + (", operands resident (no DMA cost)" if stats.get("operands") == "resident" else ""),
         f"  cycles              {stats['cycles']}",
         f"  utilization         {100 * stats['utilization']:.1f}% of {rows * cols} MACs/cycle",
         f"  mapping efficiency  {100 * stats['mapping_efficiency']:.1f}%",
