@@ -35,9 +35,10 @@ from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, TilePair, pad16
 from .flash_softmax import NEG_INF
 from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
+from .mma_config import OPS
+from .packed import PACKED
 
 BM = 64
-MMA = {DType.F16: "f16", DType.BF16: "bf16"}
 
 
 def geometry(d: int, e: int) -> tuple[int, int, int]:
@@ -47,7 +48,7 @@ def geometry(d: int, e: int) -> tuple[int, int, int]:
 
 
 def mma_attention(spec: AttentionSpec):
-    ab = MMA[spec.q.dtype]
+    mma = OPS[spec.q.dtype].text  # m16n8k16, f32 accumulators
     dp, ep, bn = geometry(spec.d, spec.e)
     pd, pe = dp + 8, ep + 8
     k_bytes, v_bytes, q_bytes = bn * pd * 2, bn * pe * 2, BM * pd * 2
@@ -83,9 +84,9 @@ def mma_attention(spec: AttentionSpec):
     k_lane, v_lane = _lane_offsets(kb, lane, pd, pe)
 
     def tile(cur: str, j0: str) -> None:
-        s = _scores(kb, ab, qf, cur, k_lane, dp, pd, bn)
+        s = _scores(kb, mma, qf, cur, k_lane, dp, pd, bn)
         probs = _softmax(f, s, m, lsum, o, limits, j0, t4, bn)
-        _accumulate(kb, ab, probs, o, cur, k_bytes, v_lane, pe, bn, ep)
+        _accumulate(kb, mma, probs, o, cur, k_bytes, v_lane, pe, bn, ep)
 
     f.key_loop(tiles, tile)
 
@@ -153,12 +154,11 @@ def _q_fragments(kb: KernelBuilder, qbase: str, lane: str, warp: str, dp: int,
     return frags
 
 
-def _mma(kb: KernelBuilder, ab: str, d: list[str], a: list[str], b: list[str]) -> None:
-    kb.emit(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{', '.join(d)}}}, "
-            f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
+def _mma(kb: KernelBuilder, mma: str, d: list[str], a: list[str], b: list[str]) -> None:
+    kb.emit(f"{mma} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
 
 
-def _scores(kb: KernelBuilder, ab: str, qf: list[list[str]], cur: str, k_lane: str, dp: int,
+def _scores(kb: KernelBuilder, mma: str, qf: list[list[str]], cur: str, k_lane: str, dp: int,
             pd: int, bn: int) -> list[list[str]]:
     """S = Q K^T for this warp's 16 rows and the tile's bn keys: bn / 8 C fragments."""
     s = [kb.regs("f32", 4) for _ in range(bn // 8)]
@@ -171,8 +171,8 @@ def _scores(kb: KernelBuilder, ab: str, qf: list[list[str]], cur: str, k_lane: s
             regs = kb.regs("b32", 4)
             off = pair * 16 * pd * 2 + kt * 32
             kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{kaddr}+{off}]")
-            _mma(kb, ab, s[2 * pair], qf[kt], regs[0:2])
-            _mma(kb, ab, s[2 * pair + 1], qf[kt], regs[2:4])
+            _mma(kb, mma, s[2 * pair], qf[kt], regs[0:2])
+            _mma(kb, mma, s[2 * pair + 1], qf[kt], regs[2:4])
     return s
 
 
@@ -201,20 +201,20 @@ def _softmax(f: Frame, s: list[list[str]], m: list[str], lsum: list[str], o: lis
             for q in range(2):
                 kb.emit(f"mul.rn.f32 {tile[2 * h + q]}, {tile[2 * h + q]}, {alpha}")
         probs[h] = ps
-    ab = "bf16x2" if f.spec.q.dtype is DType.BF16 else "f16x2"
+    packed = PACKED[f.spec.q.dtype]
     frags = []
     for k in range(bn // 16):
         regs = []
         for n in (2 * k, 2 * k + 1):
             for h in range(2):
                 r = kb.reg("b32")
-                kb.emit(f"cvt.rn.{ab}.f32 {r}, {probs[h][2 * n + 1]}, {probs[h][2 * n]}")
+                kb.emit(f"cvt.rn.{packed}.f32 {r}, {probs[h][2 * n + 1]}, {probs[h][2 * n]}")
                 regs.append(r)
         frags.append(regs)
     return frags
 
 
-def _accumulate(kb: KernelBuilder, ab: str, probs: list[list[str]], o: list[list[str]], cur: str,
+def _accumulate(kb: KernelBuilder, mma: str, probs: list[list[str]], o: list[list[str]], cur: str,
                 k_bytes: int, v_lane: str, pe: int, bn: int, ep: int) -> None:
     """O += P V over the tile's keys: per k16 step, ``ldmatrix.x4.trans`` gives the B
     fragments of two e tiles."""
@@ -227,8 +227,8 @@ def _accumulate(kb: KernelBuilder, ab: str, probs: list[list[str]], o: list[list
             off = k * 16 * pe * 2 + pair * 32
             kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{', '.join(regs)}}}, "
                     f"[{vaddr}+{off}]")
-            _mma(kb, ab, o[2 * pair], probs[k], regs[0:2])
-            _mma(kb, ab, o[2 * pair + 1], probs[k], regs[2:4])
+            _mma(kb, mma, o[2 * pair], probs[k], regs[0:2])
+            _mma(kb, mma, o[2 * pair + 1], probs[k], regs[2:4])
 
 
 __all__ = ["geometry", "mma_attention"]
