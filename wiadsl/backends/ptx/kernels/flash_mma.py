@@ -31,9 +31,8 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, pad16
 from .flash_softmax import NEG_INF
-from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
 from .mma_config import OPS
 from .packed import PACKED
@@ -51,18 +50,10 @@ def mma_attention(spec: AttentionSpec):
     mma = OPS[spec.q.dtype].text  # m16n8k16, f32 accumulators
     dp, ep, bn = geometry(spec.d, spec.e)
     pd, pe = dp + 8, ep + 8
-    k_bytes, v_bytes, q_bytes = bn * pd * 2, bn * pe * 2, BM * pd * 2
-    stage_bytes = k_bytes + v_bytes
     kb = KernelBuilder(spec.name, max_threads=THREADS, max_regs=MAX_REGS)
     f = Frame(spec, kb, BM)
-    smem = kb.shared_array("flash_smem", "b16", (stage_bytes + max(stage_bytes, q_bytes)) // 2)
-    base = kb.reg("b32")
-    kb.emit(f"mov.u32 {base}, {smem}")
-    lq, lk, lv = f.loaders
-    q_copy, k_copy, v_copy = (
-        tile_copy(kb, ld, f.tid, rows, cols, pitch, "b16", f.cg.load)
-        for ld, rows, cols, pitch in ((lq, BM, dp, pd), (lk, bn, dp, pd), (lv, bn, ep, pe)))
-    tiles = TilePair(kb, k_copy, v_copy, base, bn, k_bytes, stage_bytes)
+    q_copy, tiles = f.stage_tiles("b16", bn, (dp, pd), (dp, pd), (ep, pe))
+    k_bytes = tiles.k_bytes
     lane, warp, g, t4 = kb.regs("b32", 4)
     for s in (f"and.b32 {lane}, {f.tid}, 31", f"shr.u32 {warp}, {f.tid}, 5",
               f"shr.u32 {g}, {lane}, 2", f"and.b32 {t4}, {lane}, 3"):
