@@ -34,6 +34,7 @@ from ..builder import KernelBuilder
 from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, pad16
 from .flash_softmax import NEG_INF
 from .gemm_epilogue import emit_epilogue
+from .mma import c_element, c_fragment_cols, c_fragment_rows
 from .mma_config import OPS
 from .packed import PACKED
 
@@ -60,10 +61,10 @@ def mma_attention(spec: AttentionSpec):
         kb.emit(s)
     qf = f.stage_q(q_copy, tiles, lambda stage1: _q_fragments(kb, stage1, lane, warp, dp, pd))
 
-    rows = [kb.reg("b32") for _ in range(2)]
-    kb.emit(f"mad.lo.u32 {rows[0]}, {warp}, 16, {f.row0}")
-    kb.emit(f"add.u32 {rows[0]}, {rows[0]}, {g}")
-    kb.emit(f"add.u32 {rows[1]}, {rows[0]}, 8")
+    row = kb.reg("b32")  # the C fragment's row g of the warp's 16 rows
+    kb.emit(f"mad.lo.u32 {row}, {warp}, 16, {f.row0}")
+    kb.emit(f"add.u32 {row}, {row}, {g}")
+    rows = c_fragment_rows(kb, row, 1)
     limits = [f.limit(r) for r in rows]
     m, lsum = kb.regs("f32", 2), kb.regs("f32", 2)
     for h in range(2):
@@ -86,16 +87,14 @@ def mma_attention(spec: AttentionSpec):
         total, r = f.quad(lsum[h], "add"), kb.reg("f32")
         kb.emit(f"div.rn.f32 {r}, 0f3F800000, {total}")  # the one division per row
         inv.append(r)
-    cols = []
-    for n in range(ep // 8):
-        for q in range(2):
-            c = kb.reg("b32")
-            kb.emit(f"mad.lo.u32 {c}, {t4}, 2, {8 * n + q}")
-            cols.append(c)
+    col = kb.reg("b32")  # the C fragment's column 2t
+    kb.emit(f"shl.b32 {col}, {t4}, 1")
+    cols = c_fragment_cols(kb, col, ep // 8)
 
     def acc_at(i: int, j: int) -> str:
+        _, ni, c = c_element(i, j)
         out = kb.reg("f32")
-        kb.emit(f"mul.rn.f32 {out}, {o[j >> 1][2 * i + (j & 1)]}, {inv[i]}")
+        kb.emit(f"mul.rn.f32 {out}, {o[ni][c]}, {inv[i]}")
         return out
 
     emit_epilogue(f.cg, spec.epilogue, spec.emap, DType.F32, rows, cols, f.t, str(spec.e), acc_at)

@@ -91,7 +91,7 @@ def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
     else:
         rows, cols = _fragment_coords(kb, cfg, w)
         emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
-                      lambda i, j: accs[acc_index(cfg, i >> 1, j >> 1, 2 * (i & 1) + (j & 1))])
+                      lambda i, j: accs[acc_index(cfg, *c_element(i, j))])
     return EmittedKernel(kb, params.args, launch_grid(spec, cfg.bm, cfg.bn), (cfg.threads, 1, 1),
                          _mma_kind(spec.kind))
 
@@ -106,9 +106,41 @@ def acc_index(cfg: MmaConfig, mi: int, ni: int, c: int) -> int:
     return (mi * cfg.ni + ni) * 4 + c
 
 
+def c_fragment_rows(kb: KernelBuilder, row0: str, m16: int) -> list[str]:
+    """The rows of a thread's accumulators over ``m16`` mma tiles along M.
+
+    PTX ISA C/D fragment (g = lane / 4, t = lane % 4): element c of an m16n8 tile is at
+    row g + 8 (c >> 1), column 2t + (c & 1). With ``row0`` the first tile's row g, row
+    i = 2 mi + h is ``row0 + 16 mi + 8 h``; with ``col0`` its column 2t, column
+    j = 2 ni + q is ``col0 + 8 ni + q`` (``c_fragment_cols``). Accumulator (i, j) is
+    element ``c_element(i, j)``. wgmma's accumulators are laid out the same way per
+    warp (one m16 tile of N / 8 n8 tiles)."""
+    return [_plus(kb, row0, 16 * (i >> 1) + 8 * (i & 1)) for i in range(2 * m16)]
+
+
+def c_fragment_cols(kb: KernelBuilder, col0: str, n8: int) -> list[str]:
+    """The columns of a thread's accumulators over ``n8`` mma tiles along N (see
+    ``c_fragment_rows``)."""
+    return [_plus(kb, col0, 8 * (j >> 1) + (j & 1)) for j in range(2 * n8)]
+
+
+def _plus(kb: KernelBuilder, reg: str, k: int) -> str:
+    if not k:
+        return reg
+    out = kb.reg("b32")
+    kb.emit(f"add.u32 {out}, {reg}, {k}")
+    return out
+
+
+def c_element(i: int, j: int) -> tuple[int, int, int]:
+    """(mi, ni, c): the mma tile and C fragment element of accumulator (i, j) (row i of
+    ``c_fragment_rows``, column j of ``c_fragment_cols``)."""
+    return i >> 1, j >> 1, 2 * (i & 1) + (j & 1)
+
+
 def _fragment_coords(kb: KernelBuilder, cfg: MmaConfig, w: Warp) -> tuple[list[str], list[str]]:
-    """Global rows (i = 2*mi + h: +16mi + 8h) and columns (j = 2*ni + q: +8ni + q) of
-    this thread's accumulators (C fragment: row g + 8h, column 2t + q)."""
+    """Global rows and columns of this thread's accumulators (``c_fragment_rows`` and
+    ``c_fragment_cols`` from the warp tile's origin)."""
     g, t, rbase, cbase = kb.regs("b32", 4)
     kb.emit(f"shr.u32 {g}, {w.lane}, 2")
     kb.emit(f"and.b32 {t}, {w.lane}, 3")
@@ -116,12 +148,7 @@ def _fragment_coords(kb: KernelBuilder, cfg: MmaConfig, w: Warp) -> tuple[list[s
     kb.emit(f"add.u32 {rbase}, {rbase}, {g}")
     kb.emit(f"mad.lo.u32 {cbase}, {w.wn}, {cfg.wtn}, {w.n0}")
     kb.emit(f"mad.lo.u32 {cbase}, {t}, 2, {cbase}")
-    rows, cols = kb.regs("b32", 2 * cfg.mi), kb.regs("b32", 2 * cfg.ni)
-    for i, r in enumerate(rows):
-        kb.emit(f"add.u32 {r}, {rbase}, {16 * (i >> 1) + 8 * (i & 1)}")
-    for j, c in enumerate(cols):
-        kb.emit(f"add.u32 {c}, {cbase}, {8 * (j >> 1) + (j & 1)}")
-    return rows, cols
+    return c_fragment_rows(kb, rbase, cfg.mi), c_fragment_cols(kb, cbase, cfg.ni)
 
 
 def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: str, k: str,

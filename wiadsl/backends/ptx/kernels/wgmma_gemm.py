@@ -48,6 +48,7 @@ from ..symbolic import call, product
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, launch_grid, setup
+from .mma import c_element, c_fragment_cols, c_fragment_rows
 from .tma_operands import BK_BYTES, BOX_BYTES_MN, MN_BOX, TmaOperand, tma_operand
 
 TM, STAGES, THREADS = 128, 4, 384
@@ -329,7 +330,8 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
 def _epilogue(cg, spec: ProductSpec, accs: list[str], tid: str, wg: str, m0: str, n0: str,
               m: str, n: str, tn: int) -> None:
     """Rows 16*warp + lane/4 (+8), columns 8j + 2(lane%4) (+1) of this warpgroup's 64 rows
-    (ISA wgmma D fragment: value i at row +8*((i/2)%2), column 8*(i/4) + i%2)."""
+    (ISA wgmma D fragment: value i at row +8*((i/2)%2), column 8*(i/4) + i%2: per warp the
+    mma.sync C fragment of ``tn / 8`` n8 tiles, ``c_fragment_rows``)."""
     kb = cg.kb
     t, r0, c0, x = kb.regs("b32", 4)
     kb.emit(f"and.b32 {t}, {tid}, 127")
@@ -342,12 +344,10 @@ def _epilogue(cg, spec: ProductSpec, accs: list[str], tid: str, wg: str, m0: str
     kb.emit(f"add.u32 {r0}, {r0}, {m0}")
     kb.emit(f"and.b32 {c0}, {t}, 3")
     kb.emit(f"mad.lo.u32 {c0}, {c0}, 2, {n0}")
-    rows = [r0, kb.reg("b32")]
-    kb.emit(f"add.u32 {rows[1]}, {r0}, 8")
-    cols = []
-    for j in range(tn // 4):                          # column 8*(j/2) + j%2
-        c = kb.reg("b32")
-        kb.emit(f"add.u32 {c}, {c0}, {8 * (j >> 1) + (j & 1)}")
-        cols.append(c)
-    emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
-                  lambda i, j: accs[4 * (j >> 1) + 2 * i + (j & 1)])
+    rows, cols = c_fragment_rows(kb, r0, 1), c_fragment_cols(kb, c0, tn // 8)
+
+    def acc_at(i: int, j: int) -> str:
+        _, ni, c = c_element(i, j)
+        return accs[4 * ni + c]
+
+    emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n, acc_at)
