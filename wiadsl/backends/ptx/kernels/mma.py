@@ -106,6 +106,12 @@ def acc_index(cfg: MmaConfig, mi: int, ni: int, c: int) -> int:
     return (mi * cfg.ni + ni) * 4 + c
 
 
+def _xor(kb: KernelBuilder, reg: str, k: int) -> str:
+    out = kb.reg("b32")
+    kb.emit(f"xor.b32 {out}, {reg}, {k}")
+    return out
+
+
 def c_fragment_rows(kb: KernelBuilder, row0: str, m16: int) -> list[str]:
     """The rows of a thread's accumulators over ``m16`` mma tiles along M.
 
@@ -237,14 +243,8 @@ class Fragments:
         kb.emit(f"mad.lo.u32 {row}, {wpos}, {wsize}, {row}")
         x, c = emit_swizzle(kb, tile.pitch, r8), kb.reg("b32")
         kb.emit(f"xor.b32 {c}, {chunk}, {x}")
-        offs = []
-        for ks in range(2):   # chunk + 2ks == chunk | 2ks, so (chunk + 2ks) ^ x == c ^ 2ks
-            o, cc = kb.reg("b32"), kb.reg("b32")
-            kb.emit(f"xor.b32 {cc}, {c}, {2 * ks}")
-            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
-            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
-            offs.append(o)
-        return offs
+        # chunk + 2ks == chunk | 2ks, so (chunk + 2ks) ^ x == c ^ 2ks
+        return [tile.slot(kb, row, _xor(kb, c, 2 * ks)) for ks in range(2)]
 
     def _trans_offsets(self, tile: SmemTile, w: Warp, r8: str, jlo: str, jhi: str) -> list[str]:
         """B [k][n], ldmatrix .trans: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
@@ -255,14 +255,8 @@ class Fragments:
         kb.emit(f"mad.lo.u32 {c}, {w.wn}, {cfg.wtn // 8}, {jhi}")
         x = emit_swizzle(kb, tile.pitch, r8)
         kb.emit(f"xor.b32 {c}, {c}, {x}")
-        offs = []
-        for p in range(cfg.ni // 2):  # 2p < wtn/8 and below wn's chunk bits: + is ^
-            o, cc = kb.reg("b32"), kb.reg("b32")
-            kb.emit(f"xor.b32 {cc}, {c}, {2 * p}")
-            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
-            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
-            offs.append(o)
-        return offs
+        # 2p < wtn/8 and below wn's chunk bits: + is ^
+        return [tile.slot(kb, row, _xor(kb, c, 2 * p)) for p in range(cfg.ni // 2)]
 
     def _word_offsets(self, tile: SmemTile, w: Warp) -> list[str]:
         """tf32 B [k][n]: per h (k row t + 4h) the lane's base offset and its swizzled
