@@ -80,11 +80,7 @@ def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
     base = kb.reg("b32")
     kb.emit(f"mov.u32 {base}, {smem}")
     frags = Fragments(kb, cfg, w, a_tile, b_tile)
-    acc_t = "b32" if cfg.op.integer else "f32"
-    accs = kb.regs(acc_t, 4 * cfg.mi * cfg.ni)
-    zero = "0" if cfg.op.integer else float_literal(0.0, DType.F32)
-    for r in accs:
-        kb.emit(f"mov.{acc_t} {r}, {zero}")
+    accs = zero_accumulators(kb, 4 * cfg.mi * cfg.ni, cfg.op.integer)
     _pipeline(kb, cfg, loads, base, k, lambda stage: frags.compute(stage, accs))
     if vector_epilogue_ok(spec):
         staged_epilogue(cg, spec, cfg, w, base, accs, m, n)
@@ -94,6 +90,16 @@ def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
                       lambda i, j: accs[acc_index(cfg, *c_element(i, j))])
     return EmittedKernel(kb, params.args, launch_grid(spec, cfg.bm, cfg.bn), (cfg.threads, 1, 1),
                          _mma_kind(spec.kind))
+
+
+def zero_accumulators(kb: KernelBuilder, n: int, integer: bool) -> list[str]:
+    """``n`` accumulator registers set to 0: b32 for integer (s32) products, else f32."""
+    acc_t = "b32" if integer else "f32"
+    accs = kb.regs(acc_t, n)
+    zero = "0" if integer else float_literal(0.0, DType.F32)
+    for r in accs:
+        kb.emit(f"mov.{acc_t} {r}, {zero}")
+    return accs
 
 
 def _mma_kind(kind: str) -> str:

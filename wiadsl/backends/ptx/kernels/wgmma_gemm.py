@@ -42,13 +42,12 @@ from dataclasses import dataclass
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from ..isa import float_literal
 from ..options import current
 from ..symbolic import call, product
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, launch_grid, setup
-from .mma import c_element, c_fragment_cols, c_fragment_rows
+from .mma import c_element, c_fragment_cols, c_fragment_rows, zero_accumulators
 from .tma_operands import BK_BYTES, BOX_BYTES_MN, MN_BOX, TmaOperand, tma_operand
 
 TM, STAGES, THREADS = 128, 4, 384
@@ -265,14 +264,7 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
     a_bytes, b_bytes = sizes
     kind = MMA_KINDS[la.op.dtype]
     kb.emit(f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS}")
-    if kind.acc is DType.F32:
-        accs = kb.regs("f32", tn // 2)
-        for r in accs:
-            kb.emit(f"mov.f32 {r}, {float_literal(0.0, DType.F32)}")
-    else:
-        accs = kb.regs("b32", tn // 2)
-        for r in accs:
-            kb.emit(f"mov.b32 {r}, 0")
+    accs = zero_accumulators(kb, tn // 2, kind.acc is DType.I32)
     t, lead, rows = kb.reg("b32"), kb.reg("pred"), kb.reg("b32")
     kb.emit(f"and.b32 {t}, {tid}, 127")
     kb.emit(f"setp.eq.u32 {lead}, {t}, 0")
