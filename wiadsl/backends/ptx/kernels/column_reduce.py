@@ -37,7 +37,7 @@ from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..codegen import ExprCodegen, IndexGroup, KernelParams
 from ..expr import Load, LoopSpec, Stage, walk
-from ..isa import info
+from ..isa import SM_COUNT, info
 from ..symbolic import Sym, call, product
 from .common import (
     BLOCK,
@@ -56,7 +56,7 @@ from .row import accumulator_dtype
 LANES = 32
 WARPS = BLOCK // LANES
 #: blocks that keep every SM of an H100/H200 (132) or A100 (108) busy twice over
-TARGET_BLOCKS = 264
+TARGET_BLOCKS = 2 * max(SM_COUNT.values())
 #: rows one split should at least hold (32 per warp), and the most splits
 ROWS_PER_SPLIT = LANES * WARPS
 MAX_SPLITS = 64

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
+from ..isa import SM_COUNT
 from ..options import current
 from ..symbolic import call, product
 from .elementwise import EmittedKernel
@@ -82,8 +83,8 @@ LBO_K, LBO_MN = 1 << 16, (BOX_BYTES_MN >> 4) << 16
 STEP_K, STEP_MN = 32 >> 4, (16 * BK_BYTES) >> 4
 
 
-#: SMs of an H100 SXM, and the waves of blocks a 128 x 256 grid must fill to be chosen
-H100_SMS, WIDE_TILE_WAVES = 132, 2
+#: waves of blocks over an H100's SMs (``isa.SM_COUNT``) a 128 x 256 grid must fill to be chosen
+WIDE_TILE_WAVES = 2
 #: the sm number that has wgmma (sm_90 / sm_90a; not sm_100 and later, whose tensor
 #: cores differ)
 WGMMA_SM = 90
@@ -127,7 +128,7 @@ def tile_n(spec: ProductSpec) -> int:
     dims = (spec.m, spec.n, product(list(spec.batch)))
     if all(isinstance(d, int) for d in dims):
         m, n, z = (int(d) for d in dims)
-        if n >= 256 and -(-m // TM) * -(-n // 256) * z >= WIDE_TILE_WAVES * H100_SMS:
+        if n >= 256 and -(-m // TM) * -(-n // 256) * z >= WIDE_TILE_WAVES * SM_COUNT[WGMMA_SM]:
             return 256
     return 128
 
