@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import float_literal
+from .common import StridedLoop
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, batch_coords, launch_grid, setup
@@ -173,6 +174,13 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
     kb.emit(f"mov.u32 {ld_k}, 0")
     kb.emit(f"add.u32 {end}, {base}, {stages * sb}")
 
+    def next_stage(stage: str) -> None:
+        """Advance a stage address register to the next stage, wrapping after the last."""
+        kb.emit(f"add.u32 {stage}, {stage}, {sb}")
+        wrap = kb.reg("pred")
+        kb.emit(f"setp.ge.u32 {wrap}, {stage}, {end}")
+        kb.emit(f"@{wrap} mov.u32 {stage}, {base}")
+
     def issue() -> None:
         """Tile ``ld_k`` into stage ``wr`` (none past K; the group is committed anyway)."""
         past, skip = kb.reg("pred"), kb.new_label("no_tile")
@@ -184,10 +192,7 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
         if copies:
             kb.emit("cp.async.commit_group")
         kb.emit(f"add.u32 {ld_k}, {ld_k}, {bk}")
-        kb.emit(f"add.u32 {wr}, {wr}, {sb}")
-        wrap = kb.reg("pred")
-        kb.emit(f"setp.ge.u32 {wrap}, {wr}, {end}")
-        kb.emit(f"@{wrap} mov.u32 {wr}, {base}")
+        next_stage(wr)
 
     top, done = kb.new_label("prologue"), kb.new_label("prologue_end")
     p = kb.reg("pred")
@@ -197,26 +202,18 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
     issue()
     kb.emit(f"bra.uni {top}")
     kb.label(done)
-    rd, k0 = kb.regs("b32", 2)
+    rd = kb.reg("b32")
     kb.emit(f"mov.u32 {rd}, {base}")
-    kb.emit(f"mov.u32 {k0}, 0")
-    top, done = kb.new_label("ktile"), kb.new_label("ktile_end")
-    kb.label(top)
-    p = kb.reg("pred")
-    kb.emit(f"setp.ge.u32 {p}, {k0}, {k}")
-    kb.bra(done, p)
-    if copies:
-        kb.emit(f"cp.async.wait_group {stages - 2}")
-    kb.emit("bar.sync 0")
-    issue()
-    compute(rd)
-    kb.emit(f"add.u32 {k0}, {k0}, {bk}")
-    kb.emit(f"add.u32 {rd}, {rd}, {sb}")
-    wrap = kb.reg("pred")
-    kb.emit(f"setp.ge.u32 {wrap}, {rd}, {end}")
-    kb.emit(f"@{wrap} mov.u32 {rd}, {base}")
-    kb.emit(f"bra.uni {top}")
-    kb.label(done)
+
+    def ktile(_: str) -> None:
+        if copies:
+            kb.emit(f"cp.async.wait_group {stages - 2}")
+        kb.emit("bar.sync 0")
+        issue()
+        compute(rd)
+        next_stage(rd)
+
+    StridedLoop(kb, "ktile").run("0", k, str(bk), ktile)
 
 
 class Fragments:
