@@ -27,9 +27,7 @@ import importlib.util
 import json
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -196,17 +194,12 @@ def compile_only(rows: list[gpu_rows.Row], arch: str, args: argparse.Namespace) 
 
 def assemble(ptxas: str, text: str) -> tuple[bool, str]:
     """ptxas -v for the module's own target: (ok and no spills, registers and spills)."""
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "k.ptx"
-        src.write_text(text)
-        p = subprocess.run([ptxas, "-v", "--gpu-name", ptx_target(text), str(src), "-o",
-                            str(Path(d) / "k.cubin")], capture_output=True, text=True)
-    log = p.stdout + p.stderr
-    if p.returncode != 0:
+    ptx_report = _sibling("ptx_report")
+    rc, log = ptx_report.run_ptxas(ptxas, text, ptx_target(text))
+    if rc != 0:
         return False, "FAILED: " + " ".join(log.split())[:300]
-    regs = [int(r) for r in re.findall(r"Used (\d+) registers", log)]
-    spilled = sum(int(a) + int(b) for a, b in
-                  re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log))
+    stats = ptx_report.parse_log(log).values()
+    regs, spilled = [k["regs"] for k in stats], sum(k["spill"] for k in stats)
     return spilled == 0, f"registers {regs}, {spilled} spill bytes"
 
 

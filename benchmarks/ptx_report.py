@@ -145,14 +145,31 @@ RE_USED = re.compile(r"Used (\d+) registers")
 RE_SMEM = re.compile(r"(\d+) bytes smem")
 
 
-def ptxas_stats(ptxas: str, text: str, arch: str) -> dict[str, dict]:
+def run_ptxas(ptxas: str, text: str, arch: str) -> tuple[int, str]:
+    """``ptxas -v`` on ``text`` for ``arch``: (exit status, its log)."""
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
         Path(src).write_text(text)
         p = subprocess.run([ptxas, "-v", "--gpu-name", arch, src, "-o", os.path.join(d, "k.cubin")],
-                           capture_output=True, text=True, check=True)
+                           capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def ptxas_stats(ptxas: str, text: str, arch: str) -> dict[str, dict]:
+    rc, log = run_ptxas(ptxas, text, arch)
+    if rc != 0:
+        raise RuntimeError(f"ptxas failed:\n{log}")
+    out = parse_log(log)
+    for name, body in entry_bodies(text):
+        if name in out:
+            out[name]["instr"] = sum(1 for s in body.split(";") if _is_instr(s))
+    return out
+
+
+def parse_log(log: str) -> dict[str, dict]:
+    """kernel name -> {"regs", "smem", "spill"} (spill: store + load bytes) of a ptxas -v log."""
     out, cur = {}, None
-    for line in (p.stdout + p.stderr).splitlines():
+    for line in log.splitlines():
         m = RE_ENTRY.search(line)
         if m:
             cur = out.setdefault(m.group(1), {"regs": 0, "smem": 0, "spill": 0})
@@ -164,9 +181,6 @@ def ptxas_stats(ptxas: str, text: str, arch: str) -> dict[str, dict]:
             cur["regs"] = int(m.group(1))
             s = RE_SMEM.search(line)
             cur["smem"] = int(s.group(1)) if s else 0
-    for name, body in entry_bodies(text):
-        if name in out:
-            out[name]["instr"] = sum(1 for s in body.split(";") if _is_instr(s))
     return out
 
 

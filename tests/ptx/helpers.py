@@ -86,17 +86,27 @@ def assemble(ptxas: str, text: str, arch: str) -> tuple[int, str]:
         return p.returncode, p.stdout + p.stderr
 
 
-def spills(log: str) -> dict[str, int]:
-    """kernel name -> spill bytes (stores + loads) from a ptxas -v log."""
+def per_kernel(log: str, pattern: str) -> dict[str, int]:
+    """kernel name -> the sum of ``pattern``'s groups on its line of a ptxas -v log."""
     out, current = {}, None
     for line in log.splitlines():
         m = re.search(r"Compiling entry function '([^']+)'", line)
         if m:
             current = m.group(1)
-        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        m = re.search(pattern, line)
         if m and current:
-            out[current] = int(m.group(1)) + int(m.group(2))
+            out[current] = sum(int(g) for g in m.groups())
     return out
+
+
+def spills(log: str) -> dict[str, int]:
+    """kernel name -> spill bytes (stores + loads) from a ptxas -v log."""
+    return per_kernel(log, r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def registers(log: str) -> dict[str, int]:
+    """kernel name -> registers, from a ptxas -v log."""
+    return per_kernel(log, r"Used (\d+) registers")
 
 
 def jit_kernel(source: str, name: str, target: str, filename: str = "<ptx-corpus>"):

@@ -16,6 +16,7 @@ import itertools
 import numpy as np
 import pytest
 
+from tests.reference.numpy_ref import round_to_bf16
 from wiadsl.backends.ptx.executor import PlanRun
 from wiadsl.backends.ptx.program import TargetOptions, ptx_program
 from wiadsl.backends.ptx.simbackend import SimDevice
@@ -121,17 +122,11 @@ def test_scores_are_never_stored() -> None:
     np.testing.assert_allclose(got.astype(np.float64), numpy_attention(q, k, v), **TOL["f16"])
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """Round to bf16 (nearest even), kept as f32 (how bf16 arrays cross the API)."""
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
-
-
 @pytest.mark.parametrize("dtype,arch,engine", [("bf16", "sm_80", "mma"), ("f16", "sm_75", "fma")])
 def test_bf16_and_pre_ampere_f16(dtype: str, arch: str, engine: str) -> None:
     """bf16 runs on tensor cores (P as bf16x2); f16 below sm_80 on the FMA kernel."""
     raw = [RNG.standard_normal(sh) for sh in ((7, 32), (33, 32), (33, 16))]
-    q, k, v = [_bf16(x) for x in raw] if dtype == "bf16" else [x.astype(np.float16) for x in raw]
+    q, k, v = [round_to_bf16(x) for x in raw] if dtype == "bf16" else [x.astype(np.float16) for x in raw]
     (got,), plan, text, _ = run(source("causal", dtype), [q, k, v], arch=arch)
     assert kinds(plan)[0].startswith(f"attention(flash,{engine},")
     assert (dtype == "bf16") == ("cvt.rn.bf16x2.f32" in text)

@@ -11,7 +11,6 @@ Skips where nvcc or ptxas is missing.
 from __future__ import annotations
 
 import functools
-import re
 import shutil
 import subprocess
 import tempfile
@@ -22,23 +21,10 @@ import pytest
 from wiadsl.backends.ptx.emit import emit_ptx
 
 from . import nvcc_reference as ref
-from .helpers import assemble, corpus_module
+from .helpers import assemble, corpus_module, registers
 
 ARCHS = ("sm_80", "sm_90")
 LIMIT = 1.2
-
-
-def registers(log: str) -> dict[str, int]:
-    """kernel name -> registers, from a ptxas -v log."""
-    out, current = {}, None
-    for line in log.splitlines():
-        m = re.search(r"Compiling entry function '([^']+)'", line)
-        if m:
-            current = m.group(1)
-        m = re.search(r"Used (\d+) registers", line)
-        if m and current:
-            out[current] = int(m.group(1))
-    return out
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.reference.numpy_ref import round_to_tf32
 from wiadsl.frontend.compile import compile_source
 from wiadsl.runtime.signature import signature_of
 
@@ -96,11 +97,8 @@ def test_matmul_i8_and_tf32_mma_on_gpu(mkn) -> None:
     f32 = "kernel k(input a: f32[M, K], input b: f32[K, N], output y: f32[M, N]) { y = a @ b; }"
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
 
-    def tf32(x):  # round to nearest, ties away from zero, on the magnitude
-        return ((x.view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
-
     got = gpu_jit(f32, arch="sm_80", allow_tf32=True)(a, b)
-    np.testing.assert_allclose(got, tf32(a).astype(np.float64) @ tf32(b), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got, round_to_tf32(a).astype(np.float64) @ round_to_tf32(b), rtol=1e-4, atol=1e-3)
 
 
 def test_conv_and_large_reductions_on_gpu() -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.reference import numpy_ref
+from tests.reference.numpy_ref import round_to_bf16, truncate_to_tf32
 from wiadsl.backends.ptx.executor import PlanRun
 from wiadsl.backends.ptx.program import TargetOptions, ptx_program
 from wiadsl.ir.interpreter import run_func
@@ -114,18 +116,12 @@ def test_hopper_i8_and_tf32(m: int, k: int, n: int) -> None:
     fa = RNG.standard_normal((m, k)).astype(np.float32)
     fb = RNG.standard_normal((n, k)).astype(np.float32)
     got = gpu_jit(F32T, allow_tf32=True)(fa, fb)
-    trunc = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-             for x in (fa, fb)]
+    trunc = [truncate_to_tf32(x).astype(np.float64) for x in (fa, fb)]
     np.testing.assert_allclose(got, trunc[0] @ trunc[1].T, rtol=1e-5, atol=1e-4)
 
 
 # ---------------------------------------------------------------- flash attention
 
-
-
-def _bf16(x: np.ndarray) -> np.ndarray:
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
 
 
 @pytest.mark.parametrize("form", ["attn", "causal", "attn_batched", "causal_batched"])
@@ -137,7 +133,7 @@ def test_flash_attention(form: str, dtype: str, t: int, s: int, d: int, e: int) 
         gpu_size()
     lead = (2,) if form.endswith("batched") else ()
     raw = [RNG.standard_normal((*lead, n, m)) for n, m in ((t, d), (s, d), (s, e))]
-    q, k, v = ([_bf16(x) for x in raw] if dtype == "bf16" else
+    q, k, v = ([round_to_bf16(x) for x in raw] if dtype == "bf16" else
                [x.astype(np.float16 if dtype == "f16" else np.float32) for x in raw])
     src = attention_source("causal_batched" if form == "causal_batched" else form, dtype)
     kinds = gpu_kinds(src, {"q": q.shape, "k": k.shape, "v": v.shape})
@@ -190,7 +186,7 @@ def test_tiled_transposes(t: str, case: int) -> None:
     module = corpus_module(src.format(t=t))
     dt = module["k"].args[0].type.dtype.numpy
     x = RNG.standard_normal(shapes[0]) * 4
-    x = (x > 0) if np.dtype(dt) == np.bool_ else (_bf16(x) if t == "bf16" else x.astype(dt))
+    x = (x > 0) if np.dtype(dt) == np.bool_ else (round_to_bf16(x) if t == "bf16" else x.astype(dt))
     assert gpu_kinds(src.format(t=t), {"x": x.shape})[0].startswith("transpose(tile")
     got = gpu_jit(src.format(t=t))(x)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(run_func(module, "k", [x])[0]))
@@ -241,16 +237,5 @@ def test_one_kernel_rows(op: str, t: str, m: int, n: int) -> None:
         want = np.asarray(run_func(module, "k", xs)[0], np.float64)
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
     else:  # f16: sums in f32, each elementwise op rounded to f16 (values up to ~8: 4e-3 each)
-        np.testing.assert_allclose(got, numpy_row(op, [x.astype(np.float64) for x in xs]),
-                                   rtol=1e-2, atol=1e-2)
-
-
-def numpy_row(op: str, xs: list[np.ndarray]) -> np.ndarray:
-    x = xs[0]
-    if op == "softmax":
-        e = np.exp(x - x.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
-    if op == "rms_norm":
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * xs[1]
-    xc = x - x.mean(-1, keepdims=True)
-    return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * xs[1] + xs[2]
+        want = getattr(numpy_ref, op)(*[x.astype(np.float64) for x in xs])
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)

@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from tests.reference.numpy_ref import round_to_bf16, round_to_tf32
 from wiadsl.backends.ptx.emit import emit_ptx
 from wiadsl.backends.ptx.executor import PlanRun
 from wiadsl.backends.ptx.kernels import mma_config
@@ -51,7 +52,7 @@ def _inputs(src: str, dims: dict[str, int]) -> list[np.ndarray]:
             out.append(RNG.integers(-128, 128, sh).astype(np.int8))
         else:
             x = RNG.standard_normal(sh).astype(np.float32)
-            out.append(x.astype(np.float16) if t == "f16" else _bf16(x) if t == "bf16" else x)
+            out.append(x.astype(np.float16) if t == "f16" else round_to_bf16(x) if t == "bf16" else x)
     return out
 
 
@@ -60,16 +61,6 @@ def _run(src: str, inputs: list[np.ndarray], static: bool, **options) -> tuple[l
     shapes = {n: x.shape for n, x in zip(names, inputs, strict=True)} if static else None
     text, plan = emit_ptx(corpus_module(src), "k", options.pop("arch", "sm_80"), shapes, **options)
     return list(PlanRun(plan, SimDevice(text)).run(inputs)), plan, text
-
-
-def _bf16(x: np.ndarray) -> np.ndarray:
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
-
-
-def _tf32(x: np.ndarray) -> np.ndarray:
-    """``cvt.rna.tf32.f32``: 10 mantissa bits, ties away from zero."""
-    return ((x.astype(np.float32).view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
 
 
 def _f16_close(got: np.ndarray, exact: np.ndarray) -> None:
@@ -97,7 +88,7 @@ def test_bf16_transposed_b_with_bias_relu(static: bool) -> None:
     a, b, c = _inputs(BIAS_RELU, {"M": 40, "K": 72, "N": 33})
     (got,), _, text = _run(BIAS_RELU, [a, b, c], static)
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in text and ".trans" not in text
-    want = np.maximum(_bf16(a.astype(np.float64) @ b.T.astype(np.float64)) + c, 0)
+    want = np.maximum(round_to_bf16(a.astype(np.float64) @ b.T.astype(np.float64)) + c, 0)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
 
 
@@ -172,7 +163,7 @@ def test_tf32_when_allowed(src: str, static: bool, mkn) -> None:
     assert "cvt.rna.tf32.f32" in text
     bb = (b if src is MM else b.T).astype(np.float64)
     # tf32 inputs, f32 accumulation: near the product of the rounded inputs...
-    np.testing.assert_allclose(got, _tf32(a).astype(np.float64) @ _tf32(bb), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, round_to_tf32(a).astype(np.float64) @ round_to_tf32(bb), rtol=1e-5, atol=1e-5)
     # ...which is visibly not the f32 product (10-bit mantissas)
     assert np.abs(got - a.astype(np.float64) @ bb).max() > 1e-4
 
@@ -191,7 +182,7 @@ def test_allow_tf32_reaches_jit_and_wiac(tmp_path) -> None:
     a, b = _inputs(src, {"M": 20, "K": 24, "N": 16})
     tf = jit(src, "k", target="ptxsim", allow_tf32=True)(a, b)
     exact = jit(src, "k", target="ptxsim")(a, b)
-    np.testing.assert_allclose(tf, _tf32(a).astype(np.float64) @ _tf32(b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tf, round_to_tf32(a).astype(np.float64) @ round_to_tf32(b), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(exact, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     path = tmp_path / "k.wia"
     path.write_text(src)

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from tests.reference.numpy_ref import round_to_bf16, truncate_to_tf32
 from wiadsl.backends.ptx.emit import emit_ptx
 from wiadsl.backends.ptx.executor import PlanRun
 from wiadsl.backends.ptx.kernels import wgmma_gemm
@@ -50,11 +51,6 @@ class Recorder(SimDevice):
         self.thread_instructions += stats.thread_instructions
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
-
-
 def _inputs(kind: str, t: str, dims: dict[str, int], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = {"nn": [("M", "K"), ("K", "N")], "nt": [("M", "K"), ("N", "K")],
@@ -64,7 +60,7 @@ def _inputs(kind: str, t: str, dims: dict[str, int], seed: int = 0) -> list[np.n
     for i, names in enumerate(shapes[kind]):
         x = rng.standard_normal(tuple(dims[n] for n in names))
         out.append(x.astype(np.float32) if kind == "epi" and i == 2
-                   else (_bf16(x) if t == "bf16" else x.astype(NP[t])))
+                   else (round_to_bf16(x) if t == "bf16" else x.astype(NP[t])))
     return out
 
 
@@ -299,7 +295,7 @@ def test_tf32_only_with_allow_tf32(ptxas: str) -> None:
     assert rc == 0 and spills(log) == {plan["kernels"][0]["name"]: 0}, log
     got, _ = _run(text, plan, [a, b])
     # tf32 keeps 10 mantissa bits (the simulator truncates the f32 operands to them)
-    trunc = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b)]
+    trunc = [truncate_to_tf32(x) for x in (a, b)]
     np.testing.assert_allclose(got, trunc[0].astype(np.float64) @ trunc[1].T.astype(np.float64),
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-2,

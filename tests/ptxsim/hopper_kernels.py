@@ -1,7 +1,29 @@
 """Hand-written sm_90a PTX for the mbarrier, TMA and wgmma simulator tests (each is also
-assembled with ptxas by ``test_hopper_ptxas``)."""
+assembled with ptxas by ``test_hopper_ptxas``), and the shared-memory swizzle patterns the
+TMA and wgmma tests build their expected images with (independent of the simulator's code)."""
 
 from __future__ import annotations
+
+import numpy as np
+
+#: swizzle span in bytes -> the 16-byte chunk permutation of row r (rows of the span's
+#: bytes), as CUTLASS draws the patterns: 128B XORs the chunk with r % 8, 64B with
+#: (r / 2) % 4, 32B with (r / 4) % 2
+SWIZZLE_ROWS = {32: lambda r: (r >> 2) & 1, 64: lambda r: (r >> 1) & 3, 128: lambda r: r & 7}
+
+
+def swizzled(dense: np.ndarray, span: int) -> np.ndarray:
+    """Bytes ``dense`` (uint8) as the swizzle of ``span`` bytes (0: none) lays them out."""
+    if not span:
+        return dense
+    f = SWIZZLE_ROWS[span]
+    out = np.zeros_like(dense)
+    for o in range(0, len(dense), 16):
+        r, c = divmod(o, span)
+        q = r * span + 16 * ((c // 16) ^ f(r))
+        out[q:q + 16] = dense[o:o + 16]
+    return out
+
 
 HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 

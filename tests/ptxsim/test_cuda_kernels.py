@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.reference.numpy_ref import round_to_tf32
 from wiadsl.backends.ptx.sim import launch
 
 RNG = np.random.default_rng(0)
@@ -190,11 +191,6 @@ def test_mma_bf16_m16n8k8(cuda_ptx):
     np.testing.assert_allclose(c, val(a) @ val(bt).T + cin, rtol=1e-5, atol=1e-5)
 
 
-def _tf32(x):
-    """f32 -> tf32 as cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero."""
-    return ((x.astype(np.float32).view(np.uint32) + 0x1000) & 0xFFFFE000).view(np.float32)
-
-
 @pytest.mark.parametrize("sat", [0, 1])
 def test_mma_s8_m16n8k32_exact(cuda_ptx, sat):
     a = RNG.integers(-128, 128, (16, 32)).astype(np.int8)
@@ -214,12 +210,12 @@ def test_mma_tf32_m16n8k8(cuda_ptx):
     a, b, cin = f32(16, 8), f32(8, 8), f32(16, 8)
     c = np.zeros((16, 8), np.float32)
     launch(cuda_ptx, "mma_tf32", 1, 32, [a, b, cin, c])
-    want = _tf32(a).astype(np.float64) @ _tf32(b) + cin
+    want = round_to_tf32(a).astype(np.float64) @ round_to_tf32(b) + cin
     np.testing.assert_allclose(c, want, rtol=1e-6, atol=1e-6)
     assert np.abs(c - (a.astype(np.float64) @ b + cin)).max() > 1e-5  # inputs were rounded
 
 
-def test_cvt_rna_tf32(cuda_ptx):
+def test_cvt_rnaround_to_tf32(cuda_ptx):
     bits = np.array([0x3F800FFF, 0x3F801000, 0xBF801000, 0x3F802FFF, 0x7F7FFFFF, 0x00001000,
                      0x7F800000, 0xFF800000], np.uint32)
     x = np.concatenate([bits.view(np.float32), f32(33)])
@@ -228,7 +224,7 @@ def test_cvt_rna_tf32(cuda_ptx):
     # ties away from zero, a carry into the exponent, overflow to inf, subnormals, infinities
     assert list(y[:8]) == [0x3F800000, 0x3F802000, 0xBF802000, 0x3F802000, 0x7F800000,
                            0x00002000, 0x7F800000, 0xFF800000]
-    np.testing.assert_array_equal(y[8:].view(np.float32), _tf32(x[8:]))
+    np.testing.assert_array_equal(y[8:].view(np.float32), round_to_tf32(x[8:]))
     y2 = np.zeros(1, np.uint32)
     launch(cuda_ptx, "to_tf32", 1, 32, [np.array([np.nan], np.float32), y2, 1])
     assert np.isnan(y2.view(np.float32)[0])

@@ -15,14 +15,11 @@ from wiadsl.backends.ptx.sim import (
     tensormap,
 )
 
-from .hopper_kernels import tma_kernel
+from .hopper_kernels import swizzled, tma_kernel
 
 TILE = 8192
-#: swizzle mode -> the 16-byte chunk permutation of row r (rows of the span's bytes), as
-#: CUTLASS draws the patterns: 128B XORs the chunk with r % 8, 64B with (r / 2) % 4, 32B
-#: with (r / 4) % 2
-PATTERNS = {1: (32, lambda r: (r >> 2) & 1), 2: (64, lambda r: (r >> 1) & 3),
-            3: (128, lambda r: r & 7)}
+#: swizzle mode (CUtensorMapSwizzle) -> its span in bytes
+SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 
 
 def _box(x: np.ndarray, coords: tuple[int, ...], box: tuple[int, ...]) -> np.ndarray:
@@ -32,20 +29,6 @@ def _box(x: np.ndarray, coords: tuple[int, ...], box: tuple[int, ...]) -> np.nda
     dst = [slice(s.start - c, s.stop - c) for s, c in zip(src, coords[::-1])]
     if all(s.stop > s.start for s in src):
         out[tuple(dst)] = x[tuple(src)]
-    return out
-
-
-def _swizzled(raw: bytes, mode: int) -> np.ndarray:
-    """Where each 16-byte chunk of the dense box lands (independent of the simulator's code)."""
-    dense = np.frombuffer(raw, np.uint8)
-    if mode == 0:
-        return dense
-    span, f = PATTERNS[mode]
-    out = np.zeros_like(dense)
-    for o in range(0, len(dense), 16):
-        r, c = divmod(o, span)
-        q = r * span + 16 * ((c // 16) ^ f(r))
-        out[q:q + 16] = dense[o:o + 16]
     return out
 
 
@@ -66,7 +49,7 @@ def test_2d_box_with_edges_and_swizzle(mode: int, box0: int) -> None:
     tm = TensorMap(0, 2, (104, 50), (208,), (box0, 16), swizzle=mode)
     coords = (104 - box0 // 2, 40)                          # past both edges
     got = _run(tm, x, coords)
-    want = _swizzled(_box(x, coords, tm.box).tobytes(), mode)
+    want = swizzled(np.frombuffer(_box(x, coords, tm.box).tobytes(), np.uint8), SPAN[mode])
     np.testing.assert_array_equal(got[:tm.box_bytes], want)
 
 

@@ -10,27 +10,14 @@ import pytest
 from wiadsl.backends.ptx.sim import PtxSimError, SimRaceError, launch
 from wiadsl.backends.ptx.sim.ptxtypes import f32_to_bf16
 
-from .hopper_kernels import wgmma_kernel
+from .hopper_kernels import swizzled, wgmma_kernel
 
 IMAGE = 8192
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4, "s8": 1}
 KDIM = {"f16": 16, "bf16": 16, "tf32": 8, "s8": 32}
-#: swizzle span -> descriptor field (ISA: 1 128B, 2 64B, 3 32B) and the row pattern (as in
-#: test_tma: the 16-byte chunk of row r is XORed with f(r), rows of `span` bytes)
-SWIZZLES = {0: (0, None), 32: (3, lambda r: (r >> 2) & 1), 64: (2, lambda r: (r >> 1) & 3),
-            128: (1, lambda r: r & 7)}
-
-
-def _permute(img: np.ndarray, span: int) -> np.ndarray:
-    if not span:
-        return img
-    f = SWIZZLES[span][1]
-    out = np.zeros_like(img)
-    for o in range(0, len(img), 16):
-        r, c = divmod(o, span)
-        q = r * span + 16 * ((c // 16) ^ f(r))
-        out[q:q + 16] = img[o:o + 16]
-    return out
+#: swizzle span -> descriptor field (ISA: 1 128B, 2 64B, 3 32B); the row patterns are
+#: ``hopper_kernels.swizzled``'s
+DESC_SWIZZLE = {0: 0, 32: 3, 64: 2, 128: 1}
 
 
 def _place(m: np.ndarray, layout: str, esize: int) -> tuple[np.ndarray, int]:
@@ -58,8 +45,8 @@ def _place(m: np.ndarray, layout: str, esize: int) -> tuple[np.ndarray, int]:
                 lbo, sbo = 8 * span * 2, 8 * span
                 off = (r // wide) * lbo + (k // 8) * sbo + (k % 8) * span + (r % wide) * esize
             img[off:off + esize] = m[r, k]
-    desc = (lbo >> 4) << 16 | (sbo >> 4) << 32 | SWIZZLES[span][0] << 62
-    return _permute(img, span), desc
+    desc = (lbo >> 4) << 16 | (sbo >> 4) << 32 | DESC_SWIZZLE[span] << 62
+    return swizzled(img, span), desc
 
 
 def _raw(x: np.ndarray, dtype: str) -> np.ndarray:

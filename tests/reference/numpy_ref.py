@@ -72,6 +72,8 @@ __all__ = [
     "cast",
     "to_numpy_dtype",
     "round_to_bf16",
+    "round_to_tf32",
+    "truncate_to_tf32",
     # quantization
     "quantize",
     "dequantize",
@@ -129,6 +131,22 @@ def round_to_bf16(x) -> np.ndarray:
     rounded = ((bits + 0x7FFF + lsb) >> 16) << 16
     out = rounded.astype(np.uint32).view(np.float32).reshape(a.shape)
     return np.where(np.isnan(a), a, out).astype(np.float32)
+
+
+# tf32 is no dtype of the language: it is how the PTX backend's tensor cores read f32
+# operands under the ``allow_tf32`` codegen option (docs/ptx.md).
+def round_to_tf32(x) -> np.ndarray:
+    """f32 values rounded to tf32 as ``cvt.rna.tf32.f32`` does (10 mantissa bits, ties
+    away from zero), returned as float32."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x1000) & 0xFFFFE000).view(np.float32)
+
+
+def truncate_to_tf32(x) -> np.ndarray:
+    """f32 values with their low 13 mantissa bits dropped (a tf32 operand read without a
+    rounding ``cvt``: the simulator's wgmma reading f32 from shared memory), as float32."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 # ------------------------------------------------------------------ elementwise unary

@@ -26,6 +26,8 @@ MIN_VERSION: dict[str, tuple[int, int]] = {
 }
 BASE_VERSION = (8, 0)
 DEFAULT_ARCH = "sm_80"
+#: SMs of the smallest GPU of each generation a grid should fill (A100: 108, H100 SXM: 132)
+SM_COUNT = {80: 108, 90: 132}
 
 
 def isa_version(arch: str) -> str:

@@ -148,3 +148,29 @@ def contiguous_strides(shape: list[Sym]) -> list[Sym]:
         strides.append(acc)
         acc = mul(acc, d)
     return list(reversed(strides))
+
+
+def divisible(v: Sym, n: int) -> bool:
+    """Whether ``v`` is a multiple of ``n`` whatever integers its names hold: a multiple
+    of n, a product with such a factor, a sum, difference or choice of such terms (the
+    batch stride ``(T) * 64`` of a dense [B, T, 64] tensor is one)."""
+    if isinstance(v, int):
+        return v % n == 0
+    try:
+        return _divisible(ast.parse(v, mode="eval").body, n)
+    except SyntaxError:
+        return False
+
+
+def _divisible(node: ast.expr, n: int) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and node.value % n == 0
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _divisible(node.left, n) or _divisible(node.right, n)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        return _divisible(node.left, n) and _divisible(node.right, n)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _divisible(node.operand, n)
+    if isinstance(node, ast.IfExp):
+        return _divisible(node.body, n) and _divisible(node.orelse, n)
+    return False

@@ -37,9 +37,17 @@ from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..codegen import ExprCodegen, IndexGroup, KernelParams
 from ..expr import Load, LoopSpec, Stage, walk
-from ..isa import info
+from ..isa import SM_COUNT, info
 from ..symbolic import Sym, call, product
-from .common import BLOCK, MAX_GRID, StridedLoop, varies
+from .common import (
+    BLOCK,
+    MAX_GRID,
+    StridedLoop,
+    ld_shared_slot,
+    slot_bytes,
+    st_shared_slot,
+    varies,
+)
 from .elementwise import EmittedKernel
 from .grid_reduce import ARG_KINDS, finish_stage
 from .reduce_ops import Reducer
@@ -48,7 +56,7 @@ from .row import accumulator_dtype
 LANES = 32
 WARPS = BLOCK // LANES
 #: blocks that keep every SM of an H100/H200 (132) or A100 (108) busy twice over
-TARGET_BLOCKS = 264
+TARGET_BLOCKS = 2 * max(SM_COUNT.values())
 #: rows one split should at least hold (32 per warp), and the most splits
 ROWS_PER_SPLIT = LANES * WARPS
 MAX_SPLITS = 64
@@ -153,8 +161,7 @@ class _ColumnKernel:
         return lo, hi
 
     def _shared(self, k: int, t: DType) -> tuple[str, str | None]:
-        size = "b64" if info(t).reg in ("b64", "f64") else "b32"
-        vals = self.kb.shared_array(f"col_val{k}", size, WARPS * LANES, 8)
+        vals = self.kb.shared_array(f"col_val{k}", f"b{8 * slot_bytes(t)}", WARPS * LANES, 8)
         idx = None
         if self.spec.stages[k].kind in ARG_KINDS:
             idx = self.kb.shared_array(f"col_idx{k}", "b32", WARPS * LANES, 4)
@@ -213,22 +220,22 @@ class _ColumnKernel:
         slot = kb.reg("b32")
         kb.emit(f"mad.lo.u32 {slot}, {warp}, {LANES}, {lane}")
         for acc, (vals, idx) in zip(accs, smem, strict=True):
-            self._st_shared(vals, acc.dtype, slot, acc.value)
+            st_shared_slot(kb, vals, slot, acc.value, acc.dtype)
             if idx is not None:
-                self._st_shared(idx, DType.I32, slot, acc.index)  # type: ignore[arg-type]
+                st_shared_slot(kb, idx, slot, acc.index, DType.I32)  # type: ignore[arg-type]
         kb.emit("bar.sync 0")
         done, lead = kb.new_label("cols_done"), kb.reg("pred")
         kb.emit(f"setp.ge.u32 {lead}, {tid}, {LANES}")
         kb.bra(done, lead)
         folded = []
         for s, acc, (vals, idx) in zip(spec.stages, accs, smem, strict=True):
-            total = self._ld_shared(vals, acc.dtype, lane)
-            tidx = self._ld_shared(idx, DType.I32, lane) if idx is not None else None
+            total = ld_shared_slot(kb, vals, lane, acc.dtype)
+            tidx = ld_shared_slot(kb, idx, lane, DType.I32) if idx is not None else None
             for w in range(1, WARPS):
                 at = kb.reg("b32")
                 kb.emit(f"add.u32 {at}, {lane}, {w * LANES}")
-                v = self._ld_shared(vals, acc.dtype, at)
-                i = self._ld_shared(idx, DType.I32, at) if idx is not None else at
+                v = ld_shared_slot(kb, vals, at, acc.dtype)
+                i = ld_shared_slot(kb, idx, at, DType.I32) if idx is not None else at
                 self.red.accumulate(s.kind, acc.dtype, total, tidx, v, i)
             folded.append(_Acc(acc.dtype, total, tidx))
         kb.bra(done, valid, negate=True)
@@ -253,21 +260,6 @@ class _ColumnKernel:
             cg.store(cg.address(-k - 1), v, arg.dtype)
 
     # ------------------------------------------------------------ memory
-    def _st_shared(self, array: str, t: DType, slot: str, v: str) -> None:
-        size = 8 if info(t).reg in ("b64", "f64") else 4
-        addr = self.kb.reg("b32")
-        self.kb.emit(f"mov.u32 {addr}, {array}")
-        self.kb.emit(f"mad.lo.u32 {addr}, {slot}, {size}, {addr}")
-        self.kb.emit(f"st.shared.b{size * 8} [{addr}], {v}")
-
-    def _ld_shared(self, array: str, t: DType, slot: str) -> str:
-        size = 8 if info(t).reg in ("b64", "f64") else 4
-        addr, out = self.kb.reg("b32"), self.kb.reg(info(t).reg)
-        self.kb.emit(f"mov.u32 {addr}, {array}")
-        self.kb.emit(f"mad.lo.u32 {addr}, {slot}, {size}, {addr}")
-        self.kb.emit(f"ld.shared.b{size * 8} {out}, [{addr}]")
-        return out
-
     def _partial(self, buf: str, t: DType, s: str, o: str, store: str | None = None) -> str:
         """``partial[s][o]``: loaded, or ``store`` stored there."""
         kb, d = self.kb, info(t)
@@ -286,11 +278,6 @@ class _ColumnKernel:
         return r
 
 
-def partial_buffers(spec: LoopSpec) -> list[tuple[DType, bool]]:
-    """Per stage: (accumulator dtype, whether an index buffer is needed)."""
-    return [(accumulator_dtype(s), s.kind in ARG_KINDS) for s in spec.stages]
-
-
 def column_kernels(spec: LoopSpec, parts: list[tuple[str, str | None]] | None
                    ) -> list[EmittedKernel]:
     """The kernels of a column reduction: one (``parts`` None: S is 1) or split + final."""
@@ -300,5 +287,4 @@ def column_kernels(spec: LoopSpec, parts: list[tuple[str, str | None]] | None
             _ColumnKernel(spec, spec.name + "_final", "final", parts).emit()]
 
 
-__all__ = ["column_reduce_applies", "column_splits", "column_kernels", "partial_buffers",
-           "partial_shape"]
+__all__ = ["column_reduce_applies", "column_splits", "column_kernels", "partial_shape"]

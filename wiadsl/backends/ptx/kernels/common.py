@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..codegen import is_b32
+from ..isa import info
 from ..symbolic import Sym, mul
 
 if TYPE_CHECKING:
@@ -125,3 +127,41 @@ class TileGrid:
         kb.prologue += [f"rem.u32 {bx}, {lin}, {gx};", f"div.u32 {rest}, {lin}, {gx};",
                         f"rem.u32 {by}, {rest}, {gy};", f"div.u32 {bz}, {rest}, {gy};"]
         return bx, by, bz
+
+
+def slot_bytes(dtype: DType) -> int:
+    """Bytes of one slot of a shared array holding a compute register of ``dtype``: 8
+    for 64-bit registers, else 4 (16-bit values as f32, bool as a 0/1 word)."""
+    return 8 if info(dtype).reg in ("b64", "f64") else 4
+
+
+def _slot_address(kb: KernelBuilder, array: str, slot: str, size: int) -> str:
+    addr = kb.reg("b32")
+    kb.emit(f"mov.u32 {addr}, {array}")
+    kb.emit(f"mad.lo.u32 {addr}, {slot}, {size}, {addr}")
+    return addr
+
+
+def st_shared_slot(kb: KernelBuilder, array: str, slot: str, value: str, dtype: DType) -> None:
+    """Store compute register ``value`` of ``dtype`` at slot ``slot`` (a b32 register) of
+    the shared ``array`` (``slot_bytes`` per slot)."""
+    size = slot_bytes(dtype)
+    if dtype is DType.BOOL:
+        word = kb.reg("b32")
+        kb.emit(f"selp.u32 {word}, 1, 0, {value}")
+        value = word
+    kb.emit(f"st.shared.b{size * 8} [{_slot_address(kb, array, slot, size)}], {value}")
+
+
+def ld_shared_slot(kb: KernelBuilder, array: str, slot: str, dtype: DType) -> str:
+    """The compute register of ``dtype`` stored at slot ``slot`` of ``array`` (``st_shared_slot``)."""
+    size = slot_bytes(dtype)
+    addr = _slot_address(kb, array, slot, size)
+    if dtype is DType.BOOL:
+        word, p = kb.reg("b32"), kb.reg("pred")
+        kb.emit(f"ld.shared.b32 {word}, [{addr}]")
+        kb.emit(f"setp.ne.u32 {p}, {word}, 0")
+        return p
+    out = kb.reg(info(dtype).reg)
+    kb.emit(f"ld.shared.b{size * 8} {out}, [{addr}]")
+    return out

@@ -45,13 +45,12 @@ from ..symbolic import Sym, call, product
 from .common import TileGrid
 from .elementwise import EmittedKernel
 from .flash_softmax import NEG_INF, OnlineSoftmax
-from .flash_tiles import TileCopy
+from .flash_tiles import THREADS, TileCopy, tile_copy
 from .gemm_epilogue import EpilogueMap
 from .operands import GemmOperand, OperandLoader
 
 R = TypeVar("R")
 MAX_HEAD = 128
-THREADS = 128
 #: ``.maxnreg`` of both kernels: 3 blocks of 128 threads fit an SM's 64K registers. Left
 #: to itself under ``.maxntid``, ptxas picked 96-128 registers and spilled (f32 d = 16,
 #: e = 128; f16 d = e = 64 with static T, S), though 130-165 suffice.
@@ -160,6 +159,26 @@ class Frame(OnlineSoftmax):
         kb.emit(f"mul.lo.u32 {self.row0}, {bx}, {rows}")
         self.factor = self._factor()
         self.key_end = self._key_end()
+
+    def stage_tiles(self, store_type: str, keys: int, q: tuple[int, int], k: tuple[int, int],
+                    v: tuple[int, int]) -> tuple[TileCopy, TilePair]:
+        """The shared memory of the key loop, one array: two stages of ``keys`` K rows then
+        ``keys`` V rows, (columns, pitch) ``k`` and ``v`` elements of ``store_type`` ("f32" or
+        raw "b16"); the Q tile, ``rows`` x (columns, pitch) ``q``, is staged in stage 1's
+        region (``stage_q``), which is made large enough for it. Returns (the Q copy, the
+        K and V copies)."""
+        kb, elem = self.kb, 2 if store_type == "b16" else 4
+        k_bytes, v_bytes, q_bytes = keys * k[1] * elem, keys * v[1] * elem, self.rows * q[1] * elem
+        stage_bytes = k_bytes + v_bytes
+        smem = kb.shared_array("flash_smem", store_type,
+                               (stage_bytes + max(stage_bytes, q_bytes)) // elem)
+        base = kb.reg("b32")
+        kb.emit(f"mov.u32 {base}, {smem}")
+        lq, lk, lv = self.loaders
+        q_copy, k_copy, v_copy = (
+            tile_copy(kb, ld, self.tid, rows, cols, pitch, store_type, self.cg.load)
+            for ld, rows, (cols, pitch) in ((lq, self.rows, q), (lk, keys, k), (lv, keys, v)))
+        return q_copy, TilePair(kb, k_copy, v_copy, base, keys, k_bytes, stage_bytes)
 
     def launch(self, kind: str) -> EmittedKernel:
         return EmittedKernel(self.kb, self.params.args, self.grid.launch(), (THREADS, 1, 1), kind)

@@ -8,8 +8,8 @@ warp read the same words, a broadcast). Per key, a lane's partial dot product is
 summed over the quad with two ``shfl.bfly`` adds (commutative, so every lane gets
 the same bits: the quad agrees on the max and on every probability).
 
-Per tile of ``bn`` keys (32, or 16 when ``dp + ep > 128``): the scores of all the
-tile's keys, the online-softmax update, then O += p V. Lane c computes the exps of
+Per tile of ``bn`` keys (32; 16 when ``dp + ep > 128``, 8 when ``dp + ep > 192``):
+the scores of all the tile's keys, the online-softmax update, then O += p V. Lane c computes the exps of
 the keys ``4 w + c`` only and the quad exchanges them with ``shfl.idx`` (a quarter
 of the exps); the row sum is a per-lane partial, summed over the quad at the end.
 
@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, pad16
 from .flash_softmax import FULL_MASK, NEG_INF
-from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
 
 BM = 32
@@ -42,18 +41,10 @@ def geometry(d: int, e: int) -> tuple[int, int, int]:
 def fma_attention(spec: AttentionSpec):
     dp, ep, bn = geometry(spec.d, spec.e)
     pq = dp + 4
-    k_bytes, v_bytes, q_bytes = bn * dp * 4, bn * ep * 4, BM * pq * 4
-    stage_bytes = k_bytes + v_bytes
     kb = KernelBuilder(spec.name, max_threads=THREADS, max_regs=MAX_REGS)
     f = Frame(spec, kb, BM)
-    smem = kb.shared_array("flash_smem", "f32", (stage_bytes + max(stage_bytes, q_bytes)) // 4)
-    base = kb.reg("b32")
-    kb.emit(f"mov.u32 {base}, {smem}")
-    lq, lk, lv = f.loaders
-    q_copy, k_copy, v_copy = (
-        tile_copy(kb, ld, f.tid, rows, cols, pitch, "f32", f.cg.load)
-        for ld, rows, cols, pitch in ((lq, BM, dp, pq), (lk, bn, dp, dp), (lv, bn, ep, ep)))
-    tiles = TilePair(kb, k_copy, v_copy, base, bn, k_bytes, stage_bytes)
+    q_copy, tiles = f.stage_tiles("f32", bn, (dp, pq), (dp, dp), (ep, ep))
+    k_bytes = tiles.k_bytes
     r, c, lane, quad0, col4 = kb.regs("b32", 5)
     kb.emit(f"shr.u32 {r}, {f.tid}, 2")
     kb.emit(f"and.b32 {c}, {f.tid}, 3")

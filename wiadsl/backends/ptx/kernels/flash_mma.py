@@ -31,13 +31,14 @@ from __future__ import annotations
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, TilePair, pad16
+from .flash import MAX_REGS, THREADS, AttentionSpec, Frame, pad16
 from .flash_softmax import NEG_INF
-from .flash_tiles import tile_copy
 from .gemm_epilogue import emit_epilogue
+from .mma import c_element, c_fragment_cols, c_fragment_rows
+from .mma_config import OPS
+from .packed import PACKED
 
 BM = 64
-MMA = {DType.F16: "f16", DType.BF16: "bf16"}
 
 
 def geometry(d: int, e: int) -> tuple[int, int, int]:
@@ -47,31 +48,23 @@ def geometry(d: int, e: int) -> tuple[int, int, int]:
 
 
 def mma_attention(spec: AttentionSpec):
-    ab = MMA[spec.q.dtype]
+    mma = OPS[spec.q.dtype].text  # m16n8k16, f32 accumulators
     dp, ep, bn = geometry(spec.d, spec.e)
     pd, pe = dp + 8, ep + 8
-    k_bytes, v_bytes, q_bytes = bn * pd * 2, bn * pe * 2, BM * pd * 2
-    stage_bytes = k_bytes + v_bytes
     kb = KernelBuilder(spec.name, max_threads=THREADS, max_regs=MAX_REGS)
     f = Frame(spec, kb, BM)
-    smem = kb.shared_array("flash_smem", "b16", (stage_bytes + max(stage_bytes, q_bytes)) // 2)
-    base = kb.reg("b32")
-    kb.emit(f"mov.u32 {base}, {smem}")
-    lq, lk, lv = f.loaders
-    q_copy, k_copy, v_copy = (
-        tile_copy(kb, ld, f.tid, rows, cols, pitch, "b16", f.cg.load)
-        for ld, rows, cols, pitch in ((lq, BM, dp, pd), (lk, bn, dp, pd), (lv, bn, ep, pe)))
-    tiles = TilePair(kb, k_copy, v_copy, base, bn, k_bytes, stage_bytes)
+    q_copy, tiles = f.stage_tiles("b16", bn, (dp, pd), (dp, pd), (ep, pe))
+    k_bytes = tiles.k_bytes
     lane, warp, g, t4 = kb.regs("b32", 4)
     for s in (f"and.b32 {lane}, {f.tid}, 31", f"shr.u32 {warp}, {f.tid}, 5",
               f"shr.u32 {g}, {lane}, 2", f"and.b32 {t4}, {lane}, 3"):
         kb.emit(s)
     qf = f.stage_q(q_copy, tiles, lambda stage1: _q_fragments(kb, stage1, lane, warp, dp, pd))
 
-    rows = [kb.reg("b32") for _ in range(2)]
-    kb.emit(f"mad.lo.u32 {rows[0]}, {warp}, 16, {f.row0}")
-    kb.emit(f"add.u32 {rows[0]}, {rows[0]}, {g}")
-    kb.emit(f"add.u32 {rows[1]}, {rows[0]}, 8")
+    row = kb.reg("b32")  # the C fragment's row g of the warp's 16 rows
+    kb.emit(f"mad.lo.u32 {row}, {warp}, 16, {f.row0}")
+    kb.emit(f"add.u32 {row}, {row}, {g}")
+    rows = c_fragment_rows(kb, row, 1)
     limits = [f.limit(r) for r in rows]
     m, lsum = kb.regs("f32", 2), kb.regs("f32", 2)
     for h in range(2):
@@ -83,9 +76,9 @@ def mma_attention(spec: AttentionSpec):
     k_lane, v_lane = _lane_offsets(kb, lane, pd, pe)
 
     def tile(cur: str, j0: str) -> None:
-        s = _scores(kb, ab, qf, cur, k_lane, dp, pd, bn)
+        s = _scores(kb, mma, qf, cur, k_lane, dp, pd, bn)
         probs = _softmax(f, s, m, lsum, o, limits, j0, t4, bn)
-        _accumulate(kb, ab, probs, o, cur, k_bytes, v_lane, pe, bn, ep)
+        _accumulate(kb, mma, probs, o, cur, k_bytes, v_lane, pe, bn, ep)
 
     f.key_loop(tiles, tile)
 
@@ -94,16 +87,14 @@ def mma_attention(spec: AttentionSpec):
         total, r = f.quad(lsum[h], "add"), kb.reg("f32")
         kb.emit(f"div.rn.f32 {r}, 0f3F800000, {total}")  # the one division per row
         inv.append(r)
-    cols = []
-    for n in range(ep // 8):
-        for q in range(2):
-            c = kb.reg("b32")
-            kb.emit(f"mad.lo.u32 {c}, {t4}, 2, {8 * n + q}")
-            cols.append(c)
+    col = kb.reg("b32")  # the C fragment's column 2t
+    kb.emit(f"shl.b32 {col}, {t4}, 1")
+    cols = c_fragment_cols(kb, col, ep // 8)
 
     def acc_at(i: int, j: int) -> str:
+        _, ni, c = c_element(i, j)
         out = kb.reg("f32")
-        kb.emit(f"mul.rn.f32 {out}, {o[j >> 1][2 * i + (j & 1)]}, {inv[i]}")
+        kb.emit(f"mul.rn.f32 {out}, {o[ni][c]}, {inv[i]}")
         return out
 
     emit_epilogue(f.cg, spec.epilogue, spec.emap, DType.F32, rows, cols, f.t, str(spec.e), acc_at)
@@ -153,12 +144,11 @@ def _q_fragments(kb: KernelBuilder, qbase: str, lane: str, warp: str, dp: int,
     return frags
 
 
-def _mma(kb: KernelBuilder, ab: str, d: list[str], a: list[str], b: list[str]) -> None:
-    kb.emit(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{', '.join(d)}}}, "
-            f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
+def _mma(kb: KernelBuilder, mma: str, d: list[str], a: list[str], b: list[str]) -> None:
+    kb.emit(f"{mma} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
 
 
-def _scores(kb: KernelBuilder, ab: str, qf: list[list[str]], cur: str, k_lane: str, dp: int,
+def _scores(kb: KernelBuilder, mma: str, qf: list[list[str]], cur: str, k_lane: str, dp: int,
             pd: int, bn: int) -> list[list[str]]:
     """S = Q K^T for this warp's 16 rows and the tile's bn keys: bn / 8 C fragments."""
     s = [kb.regs("f32", 4) for _ in range(bn // 8)]
@@ -171,8 +161,8 @@ def _scores(kb: KernelBuilder, ab: str, qf: list[list[str]], cur: str, k_lane: s
             regs = kb.regs("b32", 4)
             off = pair * 16 * pd * 2 + kt * 32
             kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{kaddr}+{off}]")
-            _mma(kb, ab, s[2 * pair], qf[kt], regs[0:2])
-            _mma(kb, ab, s[2 * pair + 1], qf[kt], regs[2:4])
+            _mma(kb, mma, s[2 * pair], qf[kt], regs[0:2])
+            _mma(kb, mma, s[2 * pair + 1], qf[kt], regs[2:4])
     return s
 
 
@@ -201,20 +191,20 @@ def _softmax(f: Frame, s: list[list[str]], m: list[str], lsum: list[str], o: lis
             for q in range(2):
                 kb.emit(f"mul.rn.f32 {tile[2 * h + q]}, {tile[2 * h + q]}, {alpha}")
         probs[h] = ps
-    ab = "bf16x2" if f.spec.q.dtype is DType.BF16 else "f16x2"
+    packed = PACKED[f.spec.q.dtype]
     frags = []
     for k in range(bn // 16):
         regs = []
         for n in (2 * k, 2 * k + 1):
             for h in range(2):
                 r = kb.reg("b32")
-                kb.emit(f"cvt.rn.{ab}.f32 {r}, {probs[h][2 * n + 1]}, {probs[h][2 * n]}")
+                kb.emit(f"cvt.rn.{packed}.f32 {r}, {probs[h][2 * n + 1]}, {probs[h][2 * n]}")
                 regs.append(r)
         frags.append(regs)
     return frags
 
 
-def _accumulate(kb: KernelBuilder, ab: str, probs: list[list[str]], o: list[list[str]], cur: str,
+def _accumulate(kb: KernelBuilder, mma: str, probs: list[list[str]], o: list[list[str]], cur: str,
                 k_bytes: int, v_lane: str, pe: int, bn: int, ep: int) -> None:
     """O += P V over the tile's keys: per k16 step, ``ldmatrix.x4.trans`` gives the B
     fragments of two e tiles."""
@@ -227,8 +217,8 @@ def _accumulate(kb: KernelBuilder, ab: str, probs: list[list[str]], o: list[list
             off = k * 16 * pe * 2 + pair * 32
             kb.emit(f"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{', '.join(regs)}}}, "
                     f"[{vaddr}+{off}]")
-            _mma(kb, ab, o[2 * pair], probs[k], regs[0:2])
-            _mma(kb, ab, o[2 * pair + 1], probs[k], regs[2:4])
+            _mma(kb, mma, o[2 * pair], probs[k], regs[0:2])
+            _mma(kb, mma, o[2 * pair + 1], probs[k], regs[2:4])
 
 
 __all__ = ["geometry", "mma_attention"]

@@ -10,7 +10,7 @@ a NaN from stale shared memory).
 
 | mode | when | per thread |
 | --- | --- | --- |
-| ``async`` | a plain matrix, contiguous along its columns, with the depth a static multiple of the 16-byte chunk and the row and batch strides and the offset provably multiples of it (``divisible``) | ``ceil(rows*cols/chunk/128)`` ``cp.async.cg`` of 16 bytes (``src-size`` 0: zero fill) |
+| ``async`` | a plain matrix, contiguous along its columns, with the depth a static multiple of the 16-byte chunk and the row and batch strides and the offset provably multiples of it (``symbolic.divisible``) | ``ceil(rows*cols/chunk/128)`` ``cp.async.cg`` of 16 bytes (``src-size`` 0: zero fill) |
 | ``element`` | anything else | a loop over elements ``tid, tid+128, ...``: predicated load (0 outside), converted to the shared element type, ``st.shared`` |
 
 Invariants:
@@ -23,45 +23,18 @@ Invariants:
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import info
-from ..symbolic import Sym
+from ..symbolic import divisible
 from .common import StridedLoop
 from .operands import GemmOperand, OperandLoader
 
 THREADS = 128
 CHUNK_BYTES = 16
-
-
-def divisible(v: Sym, n: int) -> bool:
-    """Whether ``v`` is a multiple of ``n`` whatever integers its names hold: a multiple
-    of n, a product with such a factor, a sum, difference or choice of such terms (the
-    batch stride ``(T) * 64`` of a dense [B, T, 64] tensor is one)."""
-    if isinstance(v, int):
-        return v % n == 0
-    try:
-        return _divisible(ast.parse(v, mode="eval").body, n)
-    except SyntaxError:
-        return False
-
-
-def _divisible(node: ast.expr, n: int) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, int) and node.value % n == 0
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return _divisible(node.left, n) or _divisible(node.right, n)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
-        return _divisible(node.left, n) and _divisible(node.right, n)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _divisible(node.operand, n)
-    if isinstance(node, ast.IfExp):
-        return _divisible(node.body, n) and _divisible(node.orelse, n)
-    return False
 
 
 def chunk_ok(op: GemmOperand) -> bool:
@@ -171,4 +144,4 @@ def tile_copy(kb: KernelBuilder, ld: OperandLoader, tid: str, rows: int, cols: i
     return TileCopy(kb, ld, tid, rows, cols, pitch, store_type, load, same and chunk_ok(ld.op))
 
 
-__all__ = ["TileCopy", "chunk_ok", "divisible", "tile_copy"]
+__all__ = ["TileCopy", "chunk_ok", "tile_copy"]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..isa import float_literal
+from .common import StridedLoop
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, batch_coords, launch_grid, setup
@@ -80,20 +81,26 @@ def mma_kernel(spec: ProductSpec, cfg: MmaConfig) -> EmittedKernel:
     base = kb.reg("b32")
     kb.emit(f"mov.u32 {base}, {smem}")
     frags = Fragments(kb, cfg, w, a_tile, b_tile)
-    acc_t = "b32" if cfg.op.integer else "f32"
-    accs = kb.regs(acc_t, 4 * cfg.mi * cfg.ni)
-    zero = "0" if cfg.op.integer else float_literal(0.0, DType.F32)
-    for r in accs:
-        kb.emit(f"mov.{acc_t} {r}, {zero}")
+    accs = zero_accumulators(kb, 4 * cfg.mi * cfg.ni, cfg.op.integer)
     _pipeline(kb, cfg, loads, base, k, lambda stage: frags.compute(stage, accs))
     if vector_epilogue_ok(spec):
         staged_epilogue(cg, spec, cfg, w, base, accs, m, n)
     else:
         rows, cols = _fragment_coords(kb, cfg, w)
         emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
-                      lambda i, j: accs[acc_index(cfg, i >> 1, j >> 1, 2 * (i & 1) + (j & 1))])
+                      lambda i, j: accs[acc_index(cfg, *c_element(i, j))])
     return EmittedKernel(kb, params.args, launch_grid(spec, cfg.bm, cfg.bn), (cfg.threads, 1, 1),
                          _mma_kind(spec.kind))
+
+
+def zero_accumulators(kb: KernelBuilder, n: int, integer: bool) -> list[str]:
+    """``n`` accumulator registers set to 0: b32 for integer (s32) products, else f32."""
+    acc_t = "b32" if integer else "f32"
+    accs = kb.regs(acc_t, n)
+    zero = "0" if integer else float_literal(0.0, DType.F32)
+    for r in accs:
+        kb.emit(f"mov.{acc_t} {r}, {zero}")
+    return accs
 
 
 def _mma_kind(kind: str) -> str:
@@ -106,9 +113,47 @@ def acc_index(cfg: MmaConfig, mi: int, ni: int, c: int) -> int:
     return (mi * cfg.ni + ni) * 4 + c
 
 
+def _xor(kb: KernelBuilder, reg: str, k: int) -> str:
+    out = kb.reg("b32")
+    kb.emit(f"xor.b32 {out}, {reg}, {k}")
+    return out
+
+
+def c_fragment_rows(kb: KernelBuilder, row0: str, m16: int) -> list[str]:
+    """The rows of a thread's accumulators over ``m16`` mma tiles along M.
+
+    PTX ISA C/D fragment (g = lane / 4, t = lane % 4): element c of an m16n8 tile is at
+    row g + 8 (c >> 1), column 2t + (c & 1). With ``row0`` the first tile's row g, row
+    i = 2 mi + h is ``row0 + 16 mi + 8 h``; with ``col0`` its column 2t, column
+    j = 2 ni + q is ``col0 + 8 ni + q`` (``c_fragment_cols``). Accumulator (i, j) is
+    element ``c_element(i, j)``. wgmma's accumulators are laid out the same way per
+    warp (one m16 tile of N / 8 n8 tiles)."""
+    return [_plus(kb, row0, 16 * (i >> 1) + 8 * (i & 1)) for i in range(2 * m16)]
+
+
+def c_fragment_cols(kb: KernelBuilder, col0: str, n8: int) -> list[str]:
+    """The columns of a thread's accumulators over ``n8`` mma tiles along N (see
+    ``c_fragment_rows``)."""
+    return [_plus(kb, col0, 8 * (j >> 1) + (j & 1)) for j in range(2 * n8)]
+
+
+def _plus(kb: KernelBuilder, reg: str, k: int) -> str:
+    if not k:
+        return reg
+    out = kb.reg("b32")
+    kb.emit(f"add.u32 {out}, {reg}, {k}")
+    return out
+
+
+def c_element(i: int, j: int) -> tuple[int, int, int]:
+    """(mi, ni, c): the mma tile and C fragment element of accumulator (i, j) (row i of
+    ``c_fragment_rows``, column j of ``c_fragment_cols``)."""
+    return i >> 1, j >> 1, 2 * (i & 1) + (j & 1)
+
+
 def _fragment_coords(kb: KernelBuilder, cfg: MmaConfig, w: Warp) -> tuple[list[str], list[str]]:
-    """Global rows (i = 2*mi + h: +16mi + 8h) and columns (j = 2*ni + q: +8ni + q) of
-    this thread's accumulators (C fragment: row g + 8h, column 2t + q)."""
+    """Global rows and columns of this thread's accumulators (``c_fragment_rows`` and
+    ``c_fragment_cols`` from the warp tile's origin)."""
     g, t, rbase, cbase = kb.regs("b32", 4)
     kb.emit(f"shr.u32 {g}, {w.lane}, 2")
     kb.emit(f"and.b32 {t}, {w.lane}, 3")
@@ -116,12 +161,7 @@ def _fragment_coords(kb: KernelBuilder, cfg: MmaConfig, w: Warp) -> tuple[list[s
     kb.emit(f"add.u32 {rbase}, {rbase}, {g}")
     kb.emit(f"mad.lo.u32 {cbase}, {w.wn}, {cfg.wtn}, {w.n0}")
     kb.emit(f"mad.lo.u32 {cbase}, {t}, 2, {cbase}")
-    rows, cols = kb.regs("b32", 2 * cfg.mi), kb.regs("b32", 2 * cfg.ni)
-    for i, r in enumerate(rows):
-        kb.emit(f"add.u32 {r}, {rbase}, {16 * (i >> 1) + 8 * (i & 1)}")
-    for j, c in enumerate(cols):
-        kb.emit(f"add.u32 {c}, {cbase}, {8 * (j >> 1) + (j & 1)}")
-    return rows, cols
+    return c_fragment_rows(kb, rbase, cfg.mi), c_fragment_cols(kb, cbase, cfg.ni)
 
 
 def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: str, k: str,
@@ -134,6 +174,13 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
     kb.emit(f"mov.u32 {ld_k}, 0")
     kb.emit(f"add.u32 {end}, {base}, {stages * sb}")
 
+    def next_stage(stage: str) -> None:
+        """Advance a stage address register to the next stage, wrapping after the last."""
+        kb.emit(f"add.u32 {stage}, {stage}, {sb}")
+        wrap = kb.reg("pred")
+        kb.emit(f"setp.ge.u32 {wrap}, {stage}, {end}")
+        kb.emit(f"@{wrap} mov.u32 {stage}, {base}")
+
     def issue() -> None:
         """Tile ``ld_k`` into stage ``wr`` (none past K; the group is committed anyway)."""
         past, skip = kb.reg("pred"), kb.new_label("no_tile")
@@ -145,10 +192,7 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
         if copies:
             kb.emit("cp.async.commit_group")
         kb.emit(f"add.u32 {ld_k}, {ld_k}, {bk}")
-        kb.emit(f"add.u32 {wr}, {wr}, {sb}")
-        wrap = kb.reg("pred")
-        kb.emit(f"setp.ge.u32 {wrap}, {wr}, {end}")
-        kb.emit(f"@{wrap} mov.u32 {wr}, {base}")
+        next_stage(wr)
 
     top, done = kb.new_label("prologue"), kb.new_label("prologue_end")
     p = kb.reg("pred")
@@ -158,26 +202,18 @@ def _pipeline(kb: KernelBuilder, cfg: MmaConfig, loads: list[TileLoad], base: st
     issue()
     kb.emit(f"bra.uni {top}")
     kb.label(done)
-    rd, k0 = kb.regs("b32", 2)
+    rd = kb.reg("b32")
     kb.emit(f"mov.u32 {rd}, {base}")
-    kb.emit(f"mov.u32 {k0}, 0")
-    top, done = kb.new_label("ktile"), kb.new_label("ktile_end")
-    kb.label(top)
-    p = kb.reg("pred")
-    kb.emit(f"setp.ge.u32 {p}, {k0}, {k}")
-    kb.bra(done, p)
-    if copies:
-        kb.emit(f"cp.async.wait_group {stages - 2}")
-    kb.emit("bar.sync 0")
-    issue()
-    compute(rd)
-    kb.emit(f"add.u32 {k0}, {k0}, {bk}")
-    kb.emit(f"add.u32 {rd}, {rd}, {sb}")
-    wrap = kb.reg("pred")
-    kb.emit(f"setp.ge.u32 {wrap}, {rd}, {end}")
-    kb.emit(f"@{wrap} mov.u32 {rd}, {base}")
-    kb.emit(f"bra.uni {top}")
-    kb.label(done)
+
+    def ktile(_: str) -> None:
+        if copies:
+            kb.emit(f"cp.async.wait_group {stages - 2}")
+        kb.emit("bar.sync 0")
+        issue()
+        compute(rd)
+        next_stage(rd)
+
+    StridedLoop(kb, "ktile").run("0", k, str(bk), ktile)
 
 
 class Fragments:
@@ -210,14 +246,8 @@ class Fragments:
         kb.emit(f"mad.lo.u32 {row}, {wpos}, {wsize}, {row}")
         x, c = emit_swizzle(kb, tile.pitch, r8), kb.reg("b32")
         kb.emit(f"xor.b32 {c}, {chunk}, {x}")
-        offs = []
-        for ks in range(2):   # chunk + 2ks == chunk | 2ks, so (chunk + 2ks) ^ x == c ^ 2ks
-            o, cc = kb.reg("b32"), kb.reg("b32")
-            kb.emit(f"xor.b32 {cc}, {c}, {2 * ks}")
-            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
-            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
-            offs.append(o)
-        return offs
+        # chunk + 2ks == chunk | 2ks, so (chunk + 2ks) ^ x == c ^ 2ks
+        return [tile.slot(kb, row, _xor(kb, c, 2 * ks)) for ks in range(2)]
 
     def _trans_offsets(self, tile: SmemTile, w: Warp, r8: str, jlo: str, jhi: str) -> list[str]:
         """B [k][n], ldmatrix .trans: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
@@ -228,14 +258,8 @@ class Fragments:
         kb.emit(f"mad.lo.u32 {c}, {w.wn}, {cfg.wtn // 8}, {jhi}")
         x = emit_swizzle(kb, tile.pitch, r8)
         kb.emit(f"xor.b32 {c}, {c}, {x}")
-        offs = []
-        for p in range(cfg.ni // 2):  # 2p < wtn/8 and below wn's chunk bits: + is ^
-            o, cc = kb.reg("b32"), kb.reg("b32")
-            kb.emit(f"xor.b32 {cc}, {c}, {2 * p}")
-            kb.emit(f"mad.lo.u32 {o}, {row}, {tile.pitch}, {tile.base}")
-            kb.emit(f"mad.lo.u32 {o}, {cc}, 16, {o}")
-            offs.append(o)
-        return offs
+        # 2p < wtn/8 and below wn's chunk bits: + is ^
+        return [tile.slot(kb, row, _xor(kb, c, 2 * p)) for p in range(cfg.ni // 2)]
 
     def _word_offsets(self, tile: SmemTile, w: Warp) -> list[str]:
         """tf32 B [k][n]: per h (k row t + 4h) the lane's base offset and its swizzled

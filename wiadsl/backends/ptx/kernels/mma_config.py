@@ -30,14 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....dtypes import DType
+from ..isa import SM_COUNT
 from ..options import current
 from ..symbolic import Sym
 from .matmul import ProductSpec
 
 #: bytes of one shared-memory row of a [mn][k] tile (four 16-byte chunks)
 ROW_BYTES = 64
-#: SMs of the smallest GPU of each generation the grid should fill (A100, H100)
-SM_COUNT = {80: 108, 90: 132}
 
 
 @dataclass(frozen=True)

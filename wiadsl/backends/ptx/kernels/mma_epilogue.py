@@ -40,6 +40,7 @@ from ..codegen import ExprCodegen, IndexGroup
 from ..expr import Acc, Load, walk
 from ..isa import float_literal, info
 from .gemm_epilogue import is_direct
+from .packed import PACKED
 
 if TYPE_CHECKING:
     from .matmul import ProductSpec
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 #: output dtypes the vector epilogue stores (bytes each)
 VEC_DTYPES = {DType.F16: 2, DType.BF16: 2, DType.F32: 4, DType.I32: 4}
-PACK = {DType.F16: "f16x2", DType.BF16: "bf16x2"}
 
 
 def vector_epilogue_ok(spec: ProductSpec) -> bool:
@@ -311,10 +311,10 @@ def _store(cg: ExprCodegen, dtype: DType, regs: list[str], addr: str, full: str,
     scalar, done = kb.new_label("run_scalar"), kb.new_label("run_done")
     kb.bra(scalar, vec_ok, negate=True)
     words = regs
-    if dtype in PACK:
+    if dtype in PACKED:
         words = kb.regs("b32", len(regs) // 2)
         for i, wd in enumerate(words):
-            kb.emit(f"cvt.rn.{PACK[dtype]}.f32 {wd}, {regs[2 * i + 1]}, {regs[2 * i]}")
+            kb.emit(f"cvt.rn.{PACKED[dtype]}.f32 {wd}, {regs[2 * i + 1]}, {regs[2 * i]}")
     st = "f32" if dtype is DType.F32 else "b32"
     for s in range(len(words) // 4):
         dst = f"[{addr}+{16 * s}]" if s else f"[{addr}]"

@@ -72,10 +72,17 @@ class SmemTile:
     def lane_offset(self, kb: KernelBuilder, row: str, chunk: str, byte: int | str = 0) -> str:
         """Byte offset (from the stage) of ``byte`` within chunk ``chunk`` of row ``row``."""
         x = emit_swizzle(kb, self.pitch, row)
-        phys, off = kb.reg("b32"), kb.reg("b32")
+        phys = kb.reg("b32")
         kb.emit(f"xor.b32 {phys}, {chunk}, {x}")
-        kb.emit(f"mad.lo.u32 {off}, {row}, {self.pitch}, {self.base}")
-        kb.emit(f"mad.lo.u32 {off}, {phys}, 16, {off}")
+        off = self.slot(kb, row, phys)
         if byte != 0:
             kb.emit(f"add.u32 {off}, {off}, {byte}")
+        return off
+
+    def slot(self, kb: KernelBuilder, row: str, phys: str) -> str:
+        """Byte offset (from the stage) of the chunk stored in slot ``phys`` of row ``row``
+        (a chunk already swizzled: ``c ^ x(row)``)."""
+        off = kb.reg("b32")
+        kb.emit(f"mad.lo.u32 {off}, {row}, {self.pitch}, {self.base}")
+        kb.emit(f"mad.lo.u32 {off}, {phys}, 16, {off}")
         return off

@@ -37,9 +37,8 @@ from ..isa import sm_number
 from ..scalar_ops import FLOAT_CMP
 
 HALF = (DType.F16, DType.BF16)
-#: the packed type of a 16-bit float dtype, and its scalar half
+#: the packed type of a 16-bit float dtype
 PACKED = {DType.F16: "f16x2", DType.BF16: "bf16x2"}
-HALF_TYPE = {DType.F16: "f16", DType.BF16: "bf16"}
 #: 1.0, -1.0 and -0.0 in both halves (bf16 add, sub and mul through fma below sm_90)
 BF16X2_ONE, BF16X2_MINUS_ONE, BF16X2_MINUS_ZERO = "0x3F803F80", "0xBF80BF80", "0x80008000"
 #: ``lop3`` truth table of ``(c & a) | (~c & b)`` (a = 0xF0, b = 0xCC, c = 0xAA)

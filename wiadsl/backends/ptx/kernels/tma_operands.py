@@ -41,11 +41,6 @@ COORD_LIMIT = 1 << 31
 STRIDE_LIMIT = 1 << 40
 
 
-def _holds(cond: str) -> Sym:
-    """``cond`` folded: 1 / 0 when static, else the expression."""
-    return _fold(cond)
-
-
 @dataclass(frozen=True)
 class TmaOperand:
     """One operand loaded by TMA (see the module docstring)."""
@@ -100,10 +95,10 @@ def tma_operand(op: GemmOperand, batch: tuple[Sym, ...], mn_major_ok: bool) -> T
         ostride_b: Sym = mul(16, call("cdiv", mul(inner, esize), 16))
     else:
         ostride_b = mul(ostride, esize)
-        conds += [_holds(f"{_p(ostride_b)} % 16 == 0"), _holds(f"{_p(ostride_b)} > 0"),
-                  _holds(f"{_p(ostride_b)} < {STRIDE_LIMIT}")]
+        conds += [_fold(f"{_p(ostride_b)} % 16 == 0"), _fold(f"{_p(ostride_b)} > 0"),
+                  _fold(f"{_p(ostride_b)} < {STRIDE_LIMIT}")]
     offset_b = mul(op.offset, esize)
-    conds.append(_holds(f"{_p(offset_b)} % 16 == 0"))
+    conds.append(_fold(f"{_p(offset_b)} % 16 == 0"))
     zstride = _batch_stride(op.batch, batch)
     if zstride is None:
         return None
@@ -114,9 +109,9 @@ def tma_operand(op: GemmOperand, batch: tuple[Sym, ...], mn_major_ok: bool) -> T
         zb = mul(zstride, esize)
         dims += (product(list(batch)),)
         strides += (zb,)
-        conds += [_holds(f"{_p(zb)} % 16 == 0"), _holds(f"{_p(zb)} > 0"),
-                  _holds(f"{_p(zb)} < {STRIDE_LIMIT}")]
-    conds += [_holds(f"{_p(d)} < {COORD_LIMIT}") for d in dims]
+        conds += [_fold(f"{_p(zb)} % 16 == 0"), _fold(f"{_p(zb)} > 0"),
+                  _fold(f"{_p(zb)} < {STRIDE_LIMIT}")]
+    conds += [_fold(f"{_p(d)} < {COORD_LIMIT}") for d in dims]
     if any(c == 0 for c in conds):
         return None
     pending = tuple(str(c) for c in conds if isinstance(c, str))

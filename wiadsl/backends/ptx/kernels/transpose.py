@@ -32,13 +32,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ....dtypes import DType
 from ..builder import KernelBuilder
 from ..codegen import ExprCodegen, IndexGroup, KernelParams
 from ..expr import Iota, Load, LoopSpec, walk
 from ..isa import info
 from ..symbolic import Sym, call, product
-from .common import BLOCK, MAX_GRID, StridedLoop, varies
+from .common import (
+    BLOCK,
+    MAX_GRID,
+    StridedLoop,
+    ld_shared_slot,
+    slot_bytes,
+    st_shared_slot,
+    varies,
+)
 from .elementwise import EmittedKernel
 from .packed import PairEval, PairValue, hoist_packed, packed_arch
 
@@ -142,8 +149,8 @@ class _TileKernel:
         return EmittedKernel(kb, self.params.args, grid, (BLOCK, 1, 1), kind)
 
     def _tile_array(self, a: int, words: int) -> str:
-        wide = not self.plan.pairs and info(self.spec.inputs[a].dtype).reg in ("b64", "f64")
-        return self.kb.shared_array(f"tile{a}", "b64" if wide else "b32", words, 8 if wide else 4)
+        size = 4 if self.plan.pairs else slot_bytes(self.spec.inputs[a].dtype)
+        return self.kb.shared_array(f"tile{a}", f"b{8 * size}", words, size)
 
     # ------------------------------------------------------------ one tile
     def _tile(self, t: str, tp_n: Sym, tq_n: Sym, tx: str, ty: str, base: dict[int, str],
@@ -222,7 +229,7 @@ class _TileKernel:
             self._at(p, q, memo)
             for a, arr in tiles.items():
                 v = cg.load(cg.address(a), spec.inputs[a].dtype)
-                self._st_tile(arr, slot, v, spec.inputs[a].dtype)
+                st_shared_slot(kb, arr, slot, v, spec.inputs[a].dtype)
             kb.label(skip)
 
     def _compute(self, tiles: dict[int, str], p0: str, q0: str, tx: str, ty: str,
@@ -236,7 +243,7 @@ class _TileKernel:
             skip = kb.new_label("tile_out")
             kb.bra(skip, ok, negate=True)
             self._at(p, q, memo)
-            cg.load_override = {a: self._ld_tile(arr, slot, spec.inputs[a].dtype)
+            cg.load_override = {a: ld_shared_slot(kb, arr, slot, spec.inputs[a].dtype)
                                 for a, arr in tiles.items()}
             values = [cg.value(node) for node, _ in spec.outputs]
             cg.load_override = None
@@ -250,33 +257,6 @@ class _TileKernel:
         kb.emit(f"mad.lo.u32 {out}, {row}, {PITCH}, {col}")
         if row_add * PITCH + col_add:
             kb.emit(f"add.u32 {out}, {out}, {row_add * PITCH + col_add}")
-        return out
-
-    def _st_tile(self, arr: str, slot: str, v: str, dtype: DType) -> None:
-        kb, i = self.kb, info(dtype)
-        size = 8 if i.reg in ("b64", "f64") else 4
-        if dtype is DType.BOOL:
-            r = kb.reg("b32")
-            kb.emit(f"selp.u32 {r}, 1, 0, {v}")
-            v = r
-        addr = kb.reg("b32")
-        kb.emit(f"mov.u32 {addr}, {arr}")
-        kb.emit(f"mad.lo.u32 {addr}, {slot}, {size}, {addr}")
-        kb.emit(f"st.shared.b{size * 8} [{addr}], {v}")
-
-    def _ld_tile(self, arr: str, slot: str, dtype: DType) -> str:
-        kb, i = self.kb, info(dtype)
-        size = 8 if i.reg in ("b64", "f64") else 4
-        addr = kb.reg("b32")
-        kb.emit(f"mov.u32 {addr}, {arr}")
-        kb.emit(f"mad.lo.u32 {addr}, {slot}, {size}, {addr}")
-        if dtype is DType.BOOL:
-            r, p = kb.reg("b32"), kb.reg("pred")
-            kb.emit(f"ld.shared.b32 {r}, [{addr}]")
-            kb.emit(f"setp.ne.u32 {p}, {r}, 0")
-            return p
-        out = kb.reg(i.reg)
-        kb.emit(f"ld.shared.b{size * 8} {out}, [{addr}]")
         return out
 
     # ------------------------------------------------------------ pair path

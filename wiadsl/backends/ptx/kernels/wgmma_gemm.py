@@ -42,12 +42,13 @@ from dataclasses import dataclass
 
 from ....dtypes import DType
 from ..builder import KernelBuilder
-from ..isa import float_literal
+from ..isa import SM_COUNT
 from ..options import current
 from ..symbolic import call, product
 from .elementwise import EmittedKernel
 from .gemm_epilogue import emit_epilogue
 from .matmul import ProductSpec, launch_grid, setup
+from .mma import c_element, c_fragment_cols, c_fragment_rows, zero_accumulators
 from .tma_operands import BK_BYTES, BOX_BYTES_MN, MN_BOX, TmaOperand, tma_operand
 
 TM, STAGES, THREADS = 128, 4, 384
@@ -82,8 +83,8 @@ LBO_K, LBO_MN = 1 << 16, (BOX_BYTES_MN >> 4) << 16
 STEP_K, STEP_MN = 32 >> 4, (16 * BK_BYTES) >> 4
 
 
-#: SMs of an H100 SXM, and the waves of blocks a 128 x 256 grid must fill to be chosen
-H100_SMS, WIDE_TILE_WAVES = 132, 2
+#: waves of blocks over an H100's SMs (``isa.SM_COUNT``) a 128 x 256 grid must fill to be chosen
+WIDE_TILE_WAVES = 2
 #: the sm number that has wgmma (sm_90 / sm_90a; not sm_100 and later, whose tensor
 #: cores differ)
 WGMMA_SM = 90
@@ -127,7 +128,7 @@ def tile_n(spec: ProductSpec) -> int:
     dims = (spec.m, spec.n, product(list(spec.batch)))
     if all(isinstance(d, int) for d in dims):
         m, n, z = (int(d) for d in dims)
-        if n >= 256 and -(-m // TM) * -(-n // 256) * z >= WIDE_TILE_WAVES * H100_SMS:
+        if n >= 256 and -(-m // TM) * -(-n // 256) * z >= WIDE_TILE_WAVES * SM_COUNT[WGMMA_SM]:
             return 256
     return 128
 
@@ -264,14 +265,7 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
     a_bytes, b_bytes = sizes
     kind = MMA_KINDS[la.op.dtype]
     kb.emit(f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS}")
-    if kind.acc is DType.F32:
-        accs = kb.regs("f32", tn // 2)
-        for r in accs:
-            kb.emit(f"mov.f32 {r}, {float_literal(0.0, DType.F32)}")
-    else:
-        accs = kb.regs("b32", tn // 2)
-        for r in accs:
-            kb.emit(f"mov.b32 {r}, 0")
+    accs = zero_accumulators(kb, tn // 2, kind.acc is DType.I32)
     t, lead, rows = kb.reg("b32"), kb.reg("pred"), kb.reg("b32")
     kb.emit(f"and.b32 {t}, {tid}, 127")
     kb.emit(f"setp.eq.u32 {lead}, {t}, 0")
@@ -329,7 +323,8 @@ def _consumer(kb, spec, ops, tn, tid, wg, base, bars, ktiles, sizes) -> list[str
 def _epilogue(cg, spec: ProductSpec, accs: list[str], tid: str, wg: str, m0: str, n0: str,
               m: str, n: str, tn: int) -> None:
     """Rows 16*warp + lane/4 (+8), columns 8j + 2(lane%4) (+1) of this warpgroup's 64 rows
-    (ISA wgmma D fragment: value i at row +8*((i/2)%2), column 8*(i/4) + i%2)."""
+    (ISA wgmma D fragment: value i at row +8*((i/2)%2), column 8*(i/4) + i%2: per warp the
+    mma.sync C fragment of ``tn / 8`` n8 tiles, ``c_fragment_rows``)."""
     kb = cg.kb
     t, r0, c0, x = kb.regs("b32", 4)
     kb.emit(f"and.b32 {t}, {tid}, 127")
@@ -342,12 +337,10 @@ def _epilogue(cg, spec: ProductSpec, accs: list[str], tid: str, wg: str, m0: str
     kb.emit(f"add.u32 {r0}, {r0}, {m0}")
     kb.emit(f"and.b32 {c0}, {t}, 3")
     kb.emit(f"mad.lo.u32 {c0}, {c0}, 2, {n0}")
-    rows = [r0, kb.reg("b32")]
-    kb.emit(f"add.u32 {rows[1]}, {r0}, 8")
-    cols = []
-    for j in range(tn // 4):                          # column 8*(j/2) + j%2
-        c = kb.reg("b32")
-        kb.emit(f"add.u32 {c}, {c0}, {8 * (j >> 1) + (j & 1)}")
-        cols.append(c)
-    emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n,
-                  lambda i, j: accs[4 * (j >> 1) + 2 * i + (j & 1)])
+    rows, cols = c_fragment_rows(kb, r0, 1), c_fragment_cols(kb, c0, tn // 8)
+
+    def acc_at(i: int, j: int) -> str:
+        _, ni, c = c_element(i, j)
+        return accs[4 * ni + c]
+
+    emit_epilogue(cg, spec.epilogue, spec.emap, spec.acc, rows, cols, m, n, acc_at)

@@ -22,8 +22,6 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 from ....ir.core import Block, Operation, Value, defining_op
 from ....ir.types import TensorType
 from ..expr import ScalarArg
@@ -163,4 +161,4 @@ def _rounded(value: float, m: AttentionMatch) -> float:
     return float(np.float32(value))
 
 
-__all__ = ["AttentionMixin", "Any"]
+__all__ = ["AttentionMixin"]

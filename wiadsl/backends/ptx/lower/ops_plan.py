@@ -22,7 +22,6 @@ from ..kernels.column_reduce import (
     column_splits,
     partial_shape,
 )
-from ..kernels.column_reduce import partial_buffers as column_partials
 from ..kernels.elementwise import elementwise_kernel
 from ..kernels.grid_reduce import (
     GRID_MAX,
@@ -170,11 +169,7 @@ class OpsMixin(ProductsMixin):
 
     def grid_reduce(self, spec: LoopSpec) -> None:
         """A large full reduction: partials from many blocks, then one folding block."""
-        parts: list[tuple[str, str | None]] = []
-        for t, needs_index in partial_buffers(spec):
-            v = self.alloc(t, (GRID_MAX,))
-            i = self.alloc(DType.I32, (GRID_MAX,)) if needs_index else None
-            parts.append((v.buffer, i.buffer if i is not None else None))
+        parts = self.partials(spec, (GRID_MAX,))
         self.add_kernel(partial_kernel(spec, spec.name + "_partial", parts))
         self.add_kernel(final_kernel(spec, spec.name + "_final", parts))
 
@@ -184,13 +179,18 @@ class OpsMixin(ProductsMixin):
         if column_splits(spec) == 1:
             self.add_kernel(column_kernels(spec, None)[0])
             return
-        shape = partial_shape(spec)
-        parts: list[tuple[str, str | None]] = []
-        for t, needs_index in column_partials(spec):
-            i = self.alloc(DType.I32, shape).buffer if needs_index else None
-            parts.append((self.alloc(t, shape).buffer, i))
-        for k in column_kernels(spec, parts):
+        for k in column_kernels(spec, self.partials(spec, partial_shape(spec))):
             self.add_kernel(k)
+
+    def partials(self, spec: LoopSpec, shape: tuple[Sym, ...]) -> list[tuple[str, str | None]]:
+        """Per stage of a two-pass reduction: (its partial values' buffer, its partial
+        indices' buffer for argmax/argmin, else None), each of ``shape``."""
+        parts: list[tuple[str, str | None]] = []
+        for t, needs_index in partial_buffers(spec):
+            v = self.alloc(t, shape)
+            i = self.alloc(DType.I32, shape) if needs_index else None
+            parts.append((v.buffer, i.buffer if i is not None else None))
+        return parts
 
     def compute(self, op: Operation) -> list[View]:
         name = op.name

@@ -72,8 +72,9 @@ def _b_pos(kind: str, i: int) -> tuple[np.ndarray, np.ndarray]:
     return 4 * TQ + (i & 3) + 16 * (i >> 2), G
 
 
-def _elements(u32: np.ndarray, t: str) -> list[np.ndarray]:
-    """The elements packed in b32 register values, lowest bits first (float64 or int64)."""
+def elements(u32: np.ndarray, t: str) -> list[np.ndarray]:
+    """The elements of type ``t`` (f16, bf16, tf32, s8, u8) packed in b32 values, lowest
+    bits first (float64 or int64); a tf32 element ignores its low 13 mantissa bits."""
     u = np.asarray(u32, np.uint32)
     if t in ("f16", "bf16"):
         return list(_halves(u, t))
@@ -123,13 +124,13 @@ def build_mma(ins, cx):
         flat = grid.reshape(-1)
         num = np.int64 if exact else np.float64
         A, B, C = np.zeros((nw, 16, k), num), np.zeros((nw, k, 8), num), np.zeros((nw, 16, 8), num)
-        per_a = len(_elements(np.zeros(1, np.uint32), at))
+        per_a = len(elements(np.zeros(1, np.uint32), at))
         for r, rd in enumerate(ra):
-            for h, vals in enumerate(_elements(np.asarray(rd(w, flat)).reshape(nw, 32), at)):
+            for h, vals in enumerate(elements(np.asarray(rd(w, flat)).reshape(nw, 32), at)):
                 A[(slice(None), *_a_pos(kind, per_a * r + h))] = vals
-        per_b = len(_elements(np.zeros(1, np.uint32), bt))
+        per_b = len(elements(np.zeros(1, np.uint32), bt))
         for r, rd in enumerate(rb):
-            for h, vals in enumerate(_elements(np.asarray(rd(w, flat)).reshape(nw, 32), bt)):
+            for h, vals in enumerate(elements(np.asarray(rd(w, flat)).reshape(nw, 32), bt)):
                 B[(slice(None), *_b_pos(kind, per_b * r + h))] = vals
         if ct == "f16":
             cvals = [v for rd in rc for v in _halves(np.asarray(rd(w, flat)).reshape(nw, 32), "f16")]

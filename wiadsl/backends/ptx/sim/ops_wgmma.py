@@ -44,7 +44,8 @@ from .ast import Imm, Name, Vec
 from .dispatch import Compiled, op, unsupported
 from .errors import MemoryFault
 from .operands import reader
-from .ptxtypes import TYPES, bf16_to_f32
+from .ops_mma import elements
+from .ptxtypes import TYPES
 from .tensormap import swizzle
 from .wgmma import state
 
@@ -284,14 +285,10 @@ def _operand(w, row: np.ndarray, desc: int, rows: int, spec: _Spec, trans: int, 
 
 
 def _values(raw: np.ndarray, spec: _Spec) -> np.ndarray:
-    b = np.ascontiguousarray(raw).reshape(-1)
-    if spec.ab == "f16":
-        return b.view(np.float16).astype(np.float64)
-    if spec.ab == "bf16":
-        return bf16_to_f32(b.view(np.uint16)).astype(np.float64)
-    if spec.ab == "tf32":
-        return (b.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-    return b.view(np.int8).astype(np.int64)
+    """The elements of little-endian ``raw`` bytes (a whole number of 32-bit words), in
+    memory order: read as ``mma.sync`` reads its registers' elements (``ops_mma.elements``)."""
+    words = np.ascontiguousarray(raw).reshape(-1).view(np.uint32)
+    return np.stack(elements(words, spec.ab), axis=-1).reshape(-1)
 
 
 def _product(a: np.ndarray, b: np.ndarray, spec: _Spec) -> np.ndarray:
