@@ -79,7 +79,7 @@ if [ "$SIM" -eq 1 ]; then
 else
     XDIST=()
     have xdist && XDIST=(-n 8)  # compiling dominates: 8 processes, one context each
-    step tests 150 python3 -m pytest -q -m gpu "${TESTS[@]}" -rfEs "${XDIST[@]}"
+    step tests 150 python3 -m pytest -q -m gpu "${TESTS[@]}" -rfEs ${XDIST[@]+"${XDIST[@]}"}  # empty-array safe before bash 4.4
     step bench 200 python3 benchmarks/gpu_bench.py "$@"
 fi
 
