@@ -538,6 +538,19 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     return []
 
 
+@handles("loop.depthwise2d")
+def _depthwise2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .depthwise import Geometry, depthwise_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    x, w, y = (e.buf(v) for v in op.operands[:3])
+    xoff, woff, yoff, *dims = (e.get(v) for v in op.operands[3:])
+    g = Geometry(*(tuple(op.attributes[k]) for k in ("kernel", "stride", "dilation", "padding")))
+    e.b.call(depthwise_function(e.mod.ll, t.dtype, g),
+             [e.element_ptr(x, t, xoff), e.element_ptr(w, t, woff), e.element_ptr(y, t, yoff), *dims])
+    return []
+
+
 @handles("func.call")
 def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     callee = e.mod.functions.get(op.attributes["callee"])
