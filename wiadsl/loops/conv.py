@@ -25,15 +25,25 @@ from ..ir.core import Value
 from ..ir.ops_loop import Conv2dOp
 from ..ir.types import ScalarType
 from .builder import LoopBuilder
+from .epilogue import Epilogue
 from .expr import Leaf
 
 NAME = Conv2dOp.name
 
 
+#: output pixels per chunk when a fused epilogue follows the convolution: the chunk's
+#: outputs (every channel) are still in L1/L2 when the epilogue reads them
+CHUNK = 128
+
+
 def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Value, ...],
-                  stride: tuple[int, int], pad: tuple[int, int]) -> None:
+                  stride: tuple[int, int], pad: tuple[int, int],
+                  epilogue: tuple[Epilogue, Value] | None = None) -> None:
     """Emit ``out = conv2d(x, w)`` for float ``x``: a zero-padded copy of the input
-    (when padding) and one ``loop.conv2d`` per image.
+    (when padding) and one ``loop.conv2d`` per image; with ``epilogue`` (the fused
+    body and the buffer it writes, ``out`` itself or one of the result's dtype), one
+    ``loop.conv2d`` per chunk of CHUNK output pixels of an image instead, each
+    followed by the epilogue on the pixels it wrote (loops/epilogue.py).
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy is one contiguous
     ``loop.copy`` per input row plus zeros in the border only (the top and bottom
@@ -75,6 +85,9 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
                 zeros(lb2, lb2.add(dst, wd), lb2.idx(pw))
         lb.nest([nb, c, h], row)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
+    if epilogue is not None:
+        _chunks(lb, (xbuf, base, hp, wp), w, out, dims, (sh, sw), epilogue)
+        return
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (n,) = ivs
@@ -86,3 +99,31 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     # (each image's convolution then runs on its thread), one image over its pixels
     lb.nest([nb], image, parallel=True)
 
+
+
+def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, out: Value,
+            dims: tuple[Value, ...], stride: tuple[int, int], epilogue: tuple[Epilogue, Value]) -> None:
+    """One parallel loop over (image, chunk of CHUNK output pixels): the chunk's
+    ``loop.conv2d`` (every output channel), then the epilogue on those pixels of
+    every channel. Chunks write disjoint pixels: the loop is parallel (a batch and
+    one image alike split over the threads)."""
+    (xbuf, base, hp, wp), (nb, c, _, _, o, kh, kw, ho, wo) = src, dims
+    epi, final = epilogue
+    npix = lb.mul(ho, wo)
+    count = lb.floordiv(lb.add(npix, lb.idx(CHUNK - 1)), lb.idx(CHUNK))
+
+    def piece(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        (t,) = ivs
+        n, k = lb2.floordiv(t, count), lb2.mod(t, count)
+        lo = lb2.mul(k, lb2.idx(CHUNK))
+        hi = lb2.min(lb2.add(lo, lb2.idx(CHUNK)), npix)
+        xoff = lb2.add(base, lb2.mul(n, lb2.mul(c, lb2.mul(hp, wp))))
+        yoff = lb2.mul(n, lb2.mul(o, npix))
+        lb2.b.create(NAME, [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo, lo, hi],
+                     attributes={"stride": list(stride), "chunk": CHUNK})
+
+        def channel(lb3: LoopBuilder, oc: Value, _: list[Value]) -> list[Value]:
+            epi.apply(lb3, out, final, n, oc, lb3.add(yoff, lb3.mul(oc, npix)), lo, hi)
+            return []
+        lb2.loop(lb2.idx(0), o, channel)
+    lb.nest([lb.mul(nb, count)], piece, parallel=True)

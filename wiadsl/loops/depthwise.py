@@ -7,10 +7,8 @@ over the channel planes, each one ``loop.depthwise2d`` then the fused epilogue.
 
 The input is read in place (no padded copy: the kernel masks the reads outside
 it, backends/llvm/depthwise.py). The epilogue (bias, batch norm, clip, a residual
-add) runs on the plane just written, while it is in L1, instead of as a pass over
-the whole output; when every epilogue operand is per-channel or laid out like the
-plane its loop runs over the plane's flat index (one vectorizable loop, even for
-4x4 planes), else over (oh, ow).
+add) runs on the plane just written, while it is in L1 (loops/epilogue.py), instead
+of as a pass over the whole output.
 
 Invariants: iterations write disjoint planes and read only inputs (the loop is
 marked parallel); the result buffer is the raw output itself when the epilogue
@@ -23,9 +21,9 @@ from ..ir.core import Operation, Value
 from ..ir.ops_depthwise import Depthwise2dOp
 from ..ir.types import TensorType
 from .builder import LoopBuilder, const_value
-from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs, buffer_leaf
+from .epilogue import Epilogue
+from .expr import Leaf, buffer_leaf
 from .lower import Ctx, Lowered, lowering
-from .scalar import clone_body
 
 NAME = Depthwise2dOp.name
 
@@ -36,51 +34,6 @@ def _flat_leaf(ctx: Ctx, v: Value) -> Leaf:
     if isinstance(e, Leaf) and e.flat:
         return e
     return ctx.buffer(v)
-
-
-def _is_const(v: Value, n: int) -> bool:
-    return const_value(v) == n
-
-
-def plane_flat(e: Expr, ho: int, wo: int) -> bool:
-    """Whether ``e`` may be read at ivs (n, c, 0, p) for the plane's flat pixel p: its last
-    two axes broadcast (extent 1) or are the plane's, contiguous."""
-    if isinstance(e, ScalarExpr) or e.rank == 0:
-        return True
-    tail = e.extents[-2:]
-    if all(_is_const(x, 1) for x in tail) and len(tail) == 2:
-        return True
-    if e.rank < 2 or not (_is_const(tail[0], ho) and _is_const(tail[1], wo)):
-        return False
-    if isinstance(e, Leaf):
-        return _is_const(e.strides[-1], 1) and _is_const(e.strides[-2], wo)
-    if isinstance(e, MapExpr):
-        return all(plane_flat(o, ho, wo) for o in e.operands)
-    return False
-
-
-def _epilogue(lb: LoopBuilder, op: Operation, extra: list[Expr], raw: Value, out: Value,
-              ivs: tuple[Value, Value], plane: Value, shape: tuple[int, int],
-              extents: list[Value]) -> None:
-    """``out[plane + p] = body(raw[plane + p], extra at (n, c, p))`` over one plane."""
-    body = op.regions[0].blocks[0]
-    (n, c), (ho, wo) = ivs, shape
-
-    def store(lb2: LoopBuilder, at: list[Value], off: Value) -> None:
-        args = [e.at(lb2, broadcast_ivs(lb2, e.extents, at, extents)) for e in extra]
-        lb2.store(clone_body(lb2, body, [lb2.load(raw, off), *args])[0], out, off)
-
-    if all(plane_flat(e, ho, wo) for e in extra):
-        def pixel(lb2: LoopBuilder, p: Value, _: list[Value]) -> list[Value]:
-            store(lb2, [n, c, lb2.idx(0), p], lb2.add(plane, p))
-            return []
-        lb.loop(lb.idx(0), lb.idx(ho * wo), pixel)
-        return
-
-    def cell(lb2: LoopBuilder, hw: list[Value]) -> None:
-        oh, ow = hw
-        store(lb2, [n, c, oh, ow], lb2.add(plane, lb2.add(lb2.mul(oh, lb2.idx(wo)), ow)))
-    lb.nest([lb.idx(ho), lb.idx(wo)], cell)
 
 
 def depthwise(ctx: Ctx, op: Operation) -> Leaf:
@@ -99,7 +52,8 @@ def depthwise(ctx: Ctx, op: Operation) -> Leaf:
     raw = lb.alloc(x.dtype, extents)
     fused = op.name == "tensor.fused_depthwise_conv2d"
     out = raw if not fused or rt.dtype is x.dtype else lb.alloc(rt.dtype, extents)
-    extra = [ctx.operand(v) for v in op.operands[2:]] if fused else []
+    epi = Epilogue(op.regions[0].blocks[0], [ctx.operand(v) for v in op.operands[2:]], extents,
+                   shape) if fused else None
     hw, plane = lb.mul(h, wd), lb.mul(ho, wo)
     attrs = {"kernel": [kh, kw], "stride": list(op.attributes["stride"]),
              "dilation": list(op.attributes["dilation"]), "padding": list(op.attributes["padding"])}
@@ -110,8 +64,8 @@ def depthwise(ctx: Ctx, op: Operation) -> Leaf:
         yoff = lb2.mul(q, plane)
         lb2.b.create(NAME, [x.buf, w.buf, raw, lb2.add(x.offset, lb2.mul(q, hw)),
                             lb2.add(w.offset, ci), yoff, c, h, wd, ho, wo], attributes=attrs)
-        if fused:
-            _epilogue(lb2, op, extra, raw, out, (lb2.floordiv(q, c), ci), yoff, shape, extents)
+        if epi is not None:
+            epi.apply(lb2, raw, out, lb2.floordiv(q, c), ci, yoff, lb2.idx(0), plane)
     # planes are disjoint: a batch, or the channels of one image, split over the threads
     lb.nest([lb.mul(nb, c)], one, parallel=True)
     return buffer_leaf(lb, out, owned=True)

@@ -115,6 +115,8 @@ def _kernel_work(op: Operation) -> int:
     if op.name == "loop.conv2d":
         c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
         extents = (c, o, kh, kw, ho, wo)
+        if "chunk" in op.attributes:  # a chunk of the image's pixels (loops/conv.py)
+            extents = (c, o, kh, kw, op.attributes["chunk"])
     elif op.name == "loop.depthwise2d":
         ho, wo = (const_value(v) for v in op.operands[9:11])
         extents = (*op.attributes["kernel"], ho, wo)

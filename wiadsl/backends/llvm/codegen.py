@@ -533,7 +533,9 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:])
-    fn = declare(e.mod.ll, e.mod.libraries, "conv", t.dtype, tuple(op.attributes["stride"]))
+    # with a pixel range: that chunk on this thread (the kernel's own loop splits)
+    kind = "conv_range" if len(op.operands) == 15 else "conv"
+    fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, tuple(op.attributes["stride"]))
     e.b.call(fn, [e.element_ptr(x, t, xoff), w.ptr, e.element_ptr(y, t, yoff), *dims])
     return []
 

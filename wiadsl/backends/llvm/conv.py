@@ -302,6 +302,21 @@ class ConvBuilder(GemmBuilder):
         b.ret(ir.Constant(I32, 0))
         return fn
 
+    def range_driver(self, name: str) -> ir.Function:
+        """``conv_range(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
+        ``[p_lo, p_hi)`` of every channel on the calling thread (``pixels``); a kernel
+        that splits an image into chunks itself (loops/conv.py, with an epilogue per
+        chunk) calls it from its own parallel loop."""
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        pixels = self.pixels()
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64]), name)
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.call(pixels, list(fn.args))
+        b.ret_void()
+        return fn
+
     def driver(self, name: str | None = None) -> ir.Function:
         """``conv(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: output pixels split over the
         pool in chunks of whole panels when the multiply-adds pay for it."""
