@@ -10,7 +10,7 @@ plane, a kernel that handles the padding with masked loads instead of a padded c
 Text forms:
     %y = tensor.depthwise_conv2d %x, %w {stride = [1, 1], dilation = [1, 1], padding = [1, 1]}
          : (tensor<?x64x32x32xf32>, tensor<3x3x64xf32>) -> tensor<?x64x32x32xf32>
-    loop.depthwise2d %x, %w, %y, %xoff, %woff, %yoff, %wstride, %h, %wd, %ho, %wo
+    loop.depthwise2d %x, %w, %y, %xoff, %woff, %yoff, %wstride, %h, %wd, %ho, %wo, %planes
          {kernel = [3, 3], stride = [1, 1], dilation = [1, 1], padding = [1, 1]} : (...) -> ()
 
 Semantics (``x`` NCHW, ``w`` [kh, kw, C], zero outside the input):
@@ -22,9 +22,11 @@ padding [pt, pl]; it may be negative (the windows start inside the input), and t
 end padding is whatever the output extents imply: every read outside the input is
 a zero. The taps are added in order (i, j) = (0, 0), (0, 1), ..., as the sum they
 replace; a backend may fuse each multiply-add (float results then differ by rounding).
-``loop.depthwise2d`` is one plane: ``x[xoff + r*wd + s]`` for r < h, s < wd;
-``w[woff + (i*kw + j)*wstride]``; ``y[yoff + oh*wo + ow]`` (written, never accumulated).
-Both take f32 or f64 only.
+``loop.depthwise2d`` is ``planes`` consecutive channel planes of one image: plane k
+reads ``x[xoff + k*h*wd + r*wd + s]`` for r < h, s < wd and the taps
+``w[woff + k + (i*kw + j)*wstride]``, and writes ``y[yoff + k*ho*wo + oh*wo + ow]``
+(never accumulated); its attribute ``block``, if any, is the most planes a call
+covers (a cost hint). Both ops take f32 or f64 only.
 """
 
 from __future__ import annotations
@@ -130,14 +132,14 @@ class DepthwiseConv2dOp(Operation):
 
 @register
 class Depthwise2dOp(Operation):
-    """``loop.depthwise2d``: buffers x, w, y, then eight ``index`` values xoff, woff, yoff,
-    wstride, h, wd, ho, wo; attributes ``kernel``, ``stride``, ``dilation``, ``padding``.
-    One channel plane of a depthwise convolution (module docstring)."""
+    """``loop.depthwise2d``: buffers x, w, y, then nine ``index`` values xoff, woff, yoff,
+    wstride, h, wd, ho, wo, planes; attributes ``kernel``, ``stride``, ``dilation``,
+    ``padding``. Consecutive channel planes of a depthwise convolution (module docstring)."""
 
     name = "loop.depthwise2d"
 
     def verify(self) -> None:
-        expect_counts(self, 11, 0)
+        expect_counts(self, 12, 0)
         types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
         if len({t.dtype for t in types}) != 1 or types[0].dtype not in DTYPES:
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
@@ -149,16 +151,18 @@ class Depthwise2dOp(Operation):
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, w, y = (a.reshape(-1) for a in args[:3])
-        xoff, woff, yoff, wstride, h, wd, ho, wo = (int(v) for v in args[3:])
+        xoff, woff, yoff, wstride, h, wd, ho, wo, planes = (int(v) for v in args[3:])
         kh, kw = attr_ints(self, "kernel", 2)
         stride, dilation, padding = check_geometry(self)
-        if min(xoff, woff, yoff) < 0 or xoff + h * wd > x.size or yoff + ho * wo > y.size \
-                or woff + (kh * kw - 1) * wstride >= w.size:
+        if min(xoff, woff, yoff, planes) < 0 or xoff + planes * h * wd > x.size \
+                or yoff + planes * ho * wo > y.size \
+                or (planes and woff + planes - 1 + (kh * kw - 1) * wstride >= w.size):
             raise WiaRuntimeError(f"'{self.name}': a plane or its taps lie outside the buffers")
-        plane = x[xoff:xoff + h * wd].reshape(h, wd)
-        taps = w[woff + np.arange(kh * kw) * wstride].reshape(kh, kw, 1)
-        out = depthwise_numpy(plane.reshape(1, h, wd), taps, stride, dilation, padding, (ho, wo))
-        y[yoff:yoff + ho * wo] = out.reshape(-1)
+        block = x[xoff:xoff + planes * h * wd].reshape(planes, h, wd)
+        taps = w[woff + np.arange(planes)[None, :] + np.arange(kh * kw)[:, None] * wstride]
+        out = depthwise_numpy(block, taps.reshape(kh, kw, planes), stride, dilation, padding,
+                              (ho, wo))
+        y[yoff:yoff + planes * ho * wo] = out.reshape(-1)
         return []
 
 

@@ -1,9 +1,10 @@
 """Lowering ``tensor.(fused_)depthwise_conv2d`` (ir/ops_depthwise.py): a parallel loop
-over the channel planes, each one ``loop.depthwise2d`` then the fused epilogue.
+over blocks of channel planes, each one ``loop.depthwise2d`` then the fused epilogue.
 
-    for q in [0, N * C) parallel:            plane q = (n, c)
-      loop.depthwise2d x, w, raw, q*H*W, c, q*Ho*Wo, C, H, W, Ho, Wo {...}
-      for p in [0, Ho*Wo):  out[q*Ho*Wo + p] = body(raw[q*Ho*Wo + p], operands at (n, c, p))
+    for (n, c0) in images x channel blocks, parallel:          B planes from q0 = n*C + c0
+      loop.depthwise2d x, w, raw, q0*H*W, c0, q0*Ho*Wo, C, H, W, Ho, Wo, B {...}
+      for k < B: for p in [0, Ho*Wo):
+        out[(q0+k)*Ho*Wo + p] = body(raw[(q0+k)*Ho*Wo + p], operands at (n, c0 + k, p))
 
 The input is read in place (no padded copy: the kernel masks the reads outside
 it, backends/llvm/depthwise.py). The epilogue (bias, batch norm, clip, a residual
@@ -26,6 +27,11 @@ from .expr import Leaf, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 
 NAME = Depthwise2dOp.name
+#: output elements of the channel planes one ``loop.depthwise2d`` call computes (at
+#: least one plane): small planes (4x4, 2x2 in MobileNet's last stages) share the
+#: kernel's per-call setup and its epilogue loop's, and the block's output (4 KiB of
+#: f32) is still in L1 when the epilogue reads it
+BLOCK_ELEMENTS = 1024
 
 
 def _flat_leaf(ctx: Ctx, v: Value) -> Leaf:
@@ -55,19 +61,28 @@ def depthwise(ctx: Ctx, op: Operation) -> Leaf:
     epi = Epilogue(op.regions[0].blocks[0], [ctx.operand(v) for v in op.operands[2:]], extents,
                    shape) if fused else None
     hw, plane = lb.mul(h, wd), lb.mul(ho, wo)
+    block = lb.idx(max(1, BLOCK_ELEMENTS // (shape[0] * shape[1])))
+    nblk = lb.floordiv(lb.add(c, lb.sub(block, lb.idx(1))), block)
     attrs = {"kernel": [kh, kw], "stride": list(op.attributes["stride"]),
-             "dilation": list(op.attributes["dilation"]), "padding": list(op.attributes["padding"])}
+             "dilation": list(op.attributes["dilation"]), "padding": list(op.attributes["padding"]),
+             "block": const_value(block)}
 
     def one(lb2: LoopBuilder, ivs: list[Value]) -> None:
-        (q,) = ivs
-        ci = lb2.mod(q, c)
-        yoff = lb2.mul(q, plane)
-        lb2.b.create(NAME, [x.buf, w.buf, raw, lb2.add(x.offset, lb2.mul(q, hw)),
-                            lb2.add(w.offset, ci), yoff, c, h, wd, ho, wo], attributes=attrs)
+        (t,) = ivs
+        n, c0 = lb2.floordiv(t, nblk), lb2.mul(lb2.mod(t, nblk), block)
+        planes = lb2.min(block, lb2.sub(c, c0))
+        q0 = lb2.add(lb2.mul(n, c), c0)  # the block's first plane
+        lb2.b.create(NAME, [x.buf, w.buf, raw, lb2.add(x.offset, lb2.mul(q0, hw)),
+                            lb2.add(w.offset, c0), lb2.mul(q0, plane), c, h, wd, ho, wo, planes],
+                     attributes=attrs)
         if epi is not None:
-            epi.apply(lb2, raw, out, lb2.floordiv(q, c), ci, yoff, lb2.idx(0), plane)
-    # planes are disjoint: a batch, or the channels of one image, split over the threads
-    lb.nest([lb.mul(nb, c)], one, parallel=True)
+            def each(lb3: LoopBuilder, k: Value, _: list[Value]) -> list[Value]:
+                epi.apply(lb3, raw, out, n, lb3.add(c0, k), lb3.mul(lb3.add(q0, k), plane),
+                          lb3.idx(0), plane)
+                return []
+            lb2.loop(lb2.idx(0), planes, each)
+    # blocks are disjoint: a batch, or the channels of one image, split over the threads
+    lb.nest([lb.mul(nb, nblk)], one, parallel=True)
     return buffer_leaf(lb, out, owned=True)
 
 

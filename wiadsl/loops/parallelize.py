@@ -119,7 +119,7 @@ def _kernel_work(op: Operation) -> int:
             extents = (c, o, kh, kw, op.attributes["chunk"])
     elif op.name == "loop.depthwise2d":
         ho, wo = (const_value(v) for v in op.operands[9:11])
-        extents = (*op.attributes["kernel"], ho, wo)
+        extents = (*op.attributes["kernel"], ho, wo, op.attributes.get("block", 1))
     else:
         return 0
     work = 1

@@ -1,24 +1,32 @@
-"""The ``loop.depthwise2d`` kernel: one channel plane of a depthwise convolution,
-explicit vectors over output columns, the padding by masked loads.
+"""The ``loop.depthwise2d`` kernel: consecutive channel planes of a depthwise
+convolution, explicit vectors over output pixels, the padding by masked loads.
 
-    void @wia.dw.<tag>(ptr x, ptr w, ptr y, i64 wstride, i64 h, i64 wd, i64 ho, i64 wo)
+    void @wia.dw.<tag>(ptr x, ptr w, ptr y, i64 wstride, i64 h, i64 wd, i64 ho, i64 wo, i64 planes)
 
-``x``, ``w``, ``y`` are the plane's input, its first tap and its output
+``x``, ``w``, ``y`` point at the first plane's input, its first tap and its output
 (ir/ops_depthwise.py); the geometry attributes are compiled in (one function per
-kernel, stride, dilation, padding and dtype in a module). Structure:
+kernel, stride, dilation, padding and dtype in a module). Two loop structures:
 
-    taps[t] = splat(w[t * wstride])                         (kh*kw vectors, kept)
-    for ow0 in [0, wo) by W:                                 a segment of W columns
-      mask[j] = lanes l < wo - ow0 whose input column ow0*sw + l*sw + j*dw - pl is in [0, wd)
-      for oh in [0, ho):
-        row[i] = x + ih*wd for ih = oh*sh + i*dh - pt in [0, h), else a row of zeros
-        acc = sum over (i, j), in order, of load(row[i] + column, mask[j]) * taps[i*kw + j]
-        y[oh*wo + ow0 ...] = acc                             (masked in the last segment)
+- rows (any geometry): output rows in segments of W columns,
 
-so no padded copy of the input is made: a tap row above or below the input reads
-the zero row, a column outside it a masked-off lane (never accessed). Column
-strides: 1 is one masked load per tap; 2 is two masked loads of the 2W columns
-from the first and the even lanes; any other stride loads lane by lane. Each tap
+      for ow0 in [0, wo) by W:                                    a segment
+        mask[j] = lanes l < wo - ow0 whose input column ow0*sw + l*sw + j*dw - pl is in [0, wd)
+        for each plane: taps[t] = splat(w[k + t * wstride])
+          for oh in [0, ho):
+            row[i] = x + ih*wd for ih = oh*sh + i*dh - pt in [0, h), else a row of zeros
+            acc = sum over (i, j), in order, of load(row[i] + column, mask[j]) * taps[i*kw + j]
+            y[oh*wo + ow0 ...] = acc                              (masked in the last segment)
+
+  Column stride 1 is one masked load per tap; 2 is two masked loads of the 2W
+  columns from the first and the even lanes; any other stride loads lane by lane.
+- flat (stride 1 and an output as wide as the input, narrower than W: the 4x4 and
+  2x2 planes of a network's last stages): W consecutive output pixels p = oh*wo + ow
+  across rows read the W consecutive input elements p + (i*dh - pt)*wd + j*dw - pl,
+  one masked load per tap with the lanes whose (oh, ow) puts the tap outside the
+  input masked off, so a vector is filled where a row of 4 would fill a quarter.
+  The masks are made once per W pixels and serve every plane.
+
+No padded copy of the input is made: masked-off lanes are never accessed. Each tap
 is an ``llvm.fmuladd`` on vectors (a fused multiply-add where the host has one).
 """
 
@@ -49,7 +57,7 @@ class Geometry:
         return "k{}x{}.s{}x{}.d{}x{}.p{}x{}".format(*(str(p).replace("-", "m") for p in parts))
 
 
-ARGS = [PTR, PTR, PTR] + [I64] * 5
+ARGS = [PTR, PTR, PTR] + [I64] * 6
 
 
 class DepthwiseBuilder:
@@ -81,29 +89,62 @@ class DepthwiseBuilder:
         n = v.type.count
         return b.icmp_unsigned("<", b.sub(v, self.lanes(b, lo, 0, n)), self.lanes(b, b.sub(hi, lo), 0, n))
 
+    def splat(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        return b.shuffle_vector(b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0)),
+                                ir.Constant(self.vt, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, self.w), [0] * self.w))
+
+    def taps(self, b: ir.IRBuilder, w: ir.Value, k: ir.Value, wstride: ir.Value) -> list[ir.Value]:
+        """The splatted taps of plane ``k``: ``w[k + t * wstride]``."""
+        kh, kw = self.g.kernel
+        return [self.splat(b, b.load(b.gep(w, [b.add(k, b.mul(wstride, _i(t)))], source_etype=self.et),
+                                     typ=self.et)) for t in range(kh * kw)]
+
+    def store(self, b: ir.IRBuilder, acc: ir.Value, at: ir.Value, full: ir.Value, live: ir.Value) -> None:
+        """``acc`` to ``at``: a plain vector store when every lane is live, else masked."""
+        with b.if_else(full) as (whole, part):
+            with whole:
+                b.store(acc, at, align=self.size)
+            with part:
+                mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                        [self.vt, PTR, I32, live.type])
+                b.call(mstore, [acc, at, ir.Constant(I32, self.size), live])
+
     def function(self) -> ir.Function:
         name = f"wia.dw.{self.suffix}.{self.g.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
         fn.linkage = "internal"
-        x, w, y, wstride, h, wd, ho, wo = fn.args
+        x, w, y, wstride, h, wd, ho, wo, planes = fn.args
         for p in (x, w, y):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = (x, w, y, wstride, h, wd, ho, wo, planes)
+        if self.g.stride == (1, 1):
+            flat = b.and_(b.icmp_signed("==", wd, wo), b.icmp_signed("<", wo, _i(self.w)))
+            with b.if_else(flat) as (narrow, wide):
+                with narrow:
+                    self.flat_planes(b, *args)
+                with wide:
+                    self.row_planes(b, *args)
+        else:
+            self.row_planes(b, *args)
+        b.ret_void()
+        return fn
+
+    def row_planes(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value, wstride: ir.Value,
+                   h: ir.Value, wd: ir.Value, ho: ir.Value, wo: ir.Value, planes: ir.Value) -> None:
+        """The rows structure (module docstring)."""
         (kh, kw), (sh, sw), (dh, dw), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
         # a row of zeros for the tap rows outside the input (masked loads read only
         # its columns [0, wd)); at least one element so the alloca is never empty
-        zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
+        with b.goto_entry_block():
+            zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
         memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
         b.call(memset, [zero_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
                         ir.Constant(I1, 0)])
-        taps = []
-        for t in range(kh * kw):
-            s = b.load(b.gep(w, [b.mul(wstride, _i(t))], source_etype=self.et), typ=self.et)
-            taps.append(b.shuffle_vector(b.insert_element(ir.Constant(self.vt, ir.Undefined), s, ir.Constant(I32, 0)),
-                                         ir.Constant(self.vt, ir.Undefined),
-                                         ir.Constant(ir.VectorType(I32, self.w), [0] * self.w)))
 
         def segment(ow0: ir.Value) -> None:
             n = b.sub(wo, ow0)  # lanes < n are output columns
@@ -112,29 +153,77 @@ class DepthwiseBuilder:
                      for j in range(kw)]
             full = b.icmp_signed(">=", n, _i(self.w))
 
-            def row(oh: ir.Value) -> None:
-                rows = []
-                for i in range(kh):
-                    ih = b.add(b.mul(oh, _i(sh)), _i(i * dh - pt))
-                    inside = b.icmp_unsigned("<", ih, h)
-                    rows.append(b.select(inside, b.gep(x, [b.mul(ih, wd)], source_etype=self.et), zero_row))
-                fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
-                acc: ir.Value = ir.Constant(self.vt, [0.0] * self.w)
+            def plane(k: ir.Value) -> None:
+                taps = self.taps(b, w, k, wstride)
+                xk = b.gep(x, [b.mul(k, b.mul(h, wd))], source_etype=self.et)
+                yk = b.gep(y, [b.mul(k, b.mul(ho, wo))], source_etype=self.et)
+
+                def row(oh: ir.Value) -> None:
+                    rows = []
+                    for i in range(kh):
+                        ih = b.add(b.mul(oh, _i(sh)), _i(i * dh - pt))
+                        inside = b.icmp_unsigned("<", ih, h)
+                        rows.append(b.select(inside, b.gep(xk, [b.mul(ih, wd)], source_etype=self.et),
+                                             zero_row))
+                    acc: ir.Value = ir.Constant(self.vt, [0.0] * self.w)
+                    for i in range(kh):
+                        for j in range(kw):
+                            acc = b.call(fma, [loads[j](rows[i]), taps[i * kw + j], acc])
+                    self.store(b, acc, b.gep(yk, [b.add(b.mul(oh, wo), ow0)], source_etype=self.et),
+                               full, live)
+                for_range(b, _i(0), ho, 1, row, "oh")
+            for_range(b, _i(0), planes, 1, plane, "plane")
+        for_range(b, _i(0), wo, self.w, segment, "seg")
+
+    def flat_planes(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value, wstride: ir.Value,
+                    h: ir.Value, wd: ir.Value, ho: ir.Value, wo: ir.Value, planes: ir.Value) -> None:
+        """The flat structure (module docstring): stride 1, ``wd == wo < W``."""
+        (kh, kw), (dh, dw), (pt, pl) = self.g.kernel, self.g.dilation, self.g.padding
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, ir.VectorType(I1, self.w), self.vt])
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        total = b.mul(ho, wo)
+        vi = ir.VectorType(I64, self.w)
+        with b.goto_entry_block():
+            oh_at, ow_at = b.alloca(vi), b.alloca(vi)
+
+        def chunk(p0: ir.Value) -> None:
+            # (oh, ow) of each lane: lane 0's by one division, then rows wrapped in turn
+            oh0, ow0 = b.sdiv(p0, wo), b.srem(p0, wo)
+            b.store(self.lanes(b, oh0, 0, self.w), oh_at)
+            b.store(self.lanes(b, ow0, 1, self.w), ow_at)
+            wo_v = self.lanes(b, wo, 0, self.w)
+
+            def wrap(_: ir.Value) -> None:
+                ow, oh = b.load(ow_at, typ=vi), b.load(oh_at, typ=vi)
+                past = b.icmp_signed(">=", ow, wo_v)
+                b.store(b.select(past, b.sub(ow, wo_v), ow), ow_at)
+                b.store(b.select(past, b.add(oh, self.lanes(b, _i(1), 0, self.w)), oh), oh_at)
+            for_range(b, _i(0), b.sdiv(b.add(ow0, _i(self.w - 1)), wo), 1, wrap, "wrap")
+            oh, ow = b.load(oh_at, typ=vi), b.load(ow_at, typ=vi)
+            live = b.icmp_signed("<", self.lanes(b, p0, 1, self.w), self.lanes(b, total, 0, self.w))
+            rows = [self.in_range(b, b.add(oh, self.lanes(b, _i(i * dh - pt), 0, self.w)), _i(0), h)
+                    for i in range(kh)]
+            cols = [self.in_range(b, b.add(ow, self.lanes(b, _i(j * dw - pl), 0, self.w)), _i(0), wd)
+                    for j in range(kw)]
+            masks = [[b.and_(live, b.and_(r, c)) for c in cols] for r in rows]
+            full = b.icmp_signed("<=", b.add(p0, _i(self.w)), total)
+
+            def plane(k: ir.Value) -> None:
+                taps = self.taps(b, w, k, wstride)
+                xk = b.gep(x, [b.add(b.mul(k, b.mul(h, wd)), p0)], source_etype=self.et)
+                acc: ir.Value = zero
                 for i in range(kh):
                     for j in range(kw):
-                        acc = b.call(fma, [loads[j](rows[i]), taps[i * kw + j], acc])
-                at = b.gep(y, [b.add(b.mul(oh, wo), ow0)], source_etype=self.et)
-                with b.if_else(full) as (whole, part):
-                    with whole:
-                        b.store(acc, at, align=self.size)
-                    with part:
-                        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
-                                                [self.vt, PTR, I32, live.type])
-                        b.call(mstore, [acc, at, ir.Constant(I32, self.size), live])
-            for_range(b, _i(0), ho, 1, row, "oh")
-        for_range(b, _i(0), wo, self.w, segment, "seg")
-        b.ret_void()
-        return fn
+                        off = b.add(b.mul(_i(i * dh - pt), wd), _i(j * dw - pl))
+                        at = b.gep(xk, [off], source_etype=self.et)
+                        v = b.call(mload, [at, ir.Constant(I32, self.size), masks[i][j], zero])
+                        acc = b.call(fma, [v, taps[i * kw + j], acc])
+                at = b.gep(y, [b.add(b.mul(k, total), p0)], source_etype=self.et)
+                self.store(b, acc, at, full, live)
+            for_range(b, _i(0), planes, 1, plane, "plane")
+        for_range(b, _i(0), total, self.w, chunk, "px")
 
     def column_loads(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
         """A function of a row pointer: the segment's W lanes of one tap column (input
