@@ -1,5 +1,6 @@
-"""Depthwise convolution: ``tensor.depthwise_conv2d`` and its one-plane loop form
-``loop.depthwise2d``.
+"""Depthwise convolution: ``tensor.depthwise_conv2d`` and its loop form
+``loop.depthwise2d``; the max pool's loop form ``loop.maxpool2d`` (the same kernel
+structure, backends/llvm/depthwise.py, with ``max`` for the multiply-add).
 
 Neither is a DSL builtin. The CPU backend's ``depthwise`` pass (passes/depthwise.py)
 makes the tensor op from what a depthwise convolution is written as -- a sum over
@@ -22,6 +23,9 @@ padding [pt, pl]; it may be negative (the windows start inside the input), and t
 end padding is whatever the output extents imply: every read outside the input is
 a zero. The taps are added in order (i, j) = (0, 0), (0, 1), ..., as the sum they
 replace; a backend may fuse each multiply-add (float results then differ by rounding).
+``loop.maxpool2d %x, %y, %xoff, %yoff, %h, %wd, %ho, %wo, %planes {kernel, stride}`` is
+``tensor.max_pool``'s (no padding) on consecutive planes: y[k, oh, ow] = the maximum
+over taps of x[k, oh*sh + i, ow*sw + j] (NumPy's ``maximum``: NaN wins).
 ``loop.depthwise2d`` is ``planes`` consecutive channel planes of one image: plane k
 reads ``x[xoff + k*h*wd + r*wd + s]`` for r < h, s < wd and the taps
 ``w[woff + k + (i*kw + j)*wstride]``, and writes ``y[yoff + k*ho*wo + oh*wo + ow]``
@@ -166,4 +170,39 @@ class Depthwise2dOp(Operation):
         return []
 
 
-__all__ = ["DTYPES", "DepthwiseConv2dOp", "Depthwise2dOp", "depthwise_numpy"]
+@register
+class MaxPool2dOp(Operation):
+    """``loop.maxpool2d``: buffers x, y, then seven ``index`` values xoff, yoff, h, wd, ho,
+    wo, planes; attributes ``kernel``, ``stride`` (module docstring). Every window lies
+    inside its plane: ``(ho - 1) * sh + kh <= h`` and the same for the width."""
+
+    name = "loop.maxpool2d"
+
+    def verify(self) -> None:
+        expect_counts(self, 9, 0)
+        types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:2])]
+        if len({t.dtype for t in types}) != 1 or types[0].dtype not in DTYPES:
+            raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
+        for i, t in enumerate(self.operand_types[2:]):
+            expect_index(self, t, f"operand {i + 2}")
+        if min(attr_ints(self, "kernel", 2)) < 1 or min(attr_ints(self, "stride", 2)) < 1:
+            raise self.error("needs a kernel and a stride of at least 1")
+
+    def evaluate(self, args: list[Any]) -> list[Any]:
+        x, y = (a.reshape(-1) for a in args[:2])
+        xoff, yoff, h, wd, ho, wo, planes = (int(v) for v in args[2:])
+        (kh, kw), (sh, sw) = attr_ints(self, "kernel", 2), attr_ints(self, "stride", 2)
+        if min(xoff, yoff, planes) < 0 or xoff + planes * h * wd > x.size \
+                or yoff + planes * ho * wo > y.size or (ho - 1) * sh + kh > h or (wo - 1) * sw + kw > wd:
+            raise WiaRuntimeError(f"'{self.name}': a plane or a window lies outside the buffers")
+        block = x[xoff:xoff + planes * h * wd].reshape(planes, h, wd)
+        out = None
+        for i in range(kh):
+            for j in range(kw):
+                win = block[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+                out = win if out is None else np.maximum(out, win)
+        y[yoff:yoff + planes * ho * wo] = np.asarray(out).reshape(-1)
+        return []
+
+
+__all__ = ["DTYPES", "DepthwiseConv2dOp", "Depthwise2dOp", "MaxPool2dOp", "depthwise_numpy"]

@@ -273,6 +273,9 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
     out_ext = [*lead, ho, wo]
     out = lb.alloc(dtype, out_ext)
     strides = contiguous_strides(lb, out_ext)
+    if is_max and dtype in GEMM_DTYPES:
+        _max_pool_planes(lb, ctx.buffer(op.operands[0]), out, (h, wd, ho, wo), (kh, kw), (sh, sw))
+        return [buffer_leaf(lb, out, owned=True)]
 
     def cell(lb2: LoopBuilder, ivs: list[Value]) -> None:
         *li, oh, ow = ivs
@@ -290,3 +293,24 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
         lb2.store(cast(lb2, r, dtype), out, lb2.linear(ivs, strides))
     lb.nest(out_ext, cell, parallel=True)
     return [buffer_leaf(lb, out, owned=True)]
+
+
+def _max_pool_planes(lb: LoopBuilder, x: Leaf, out: Value, dims: tuple[Value, ...],
+                     kernel: tuple[int, int], stride: tuple[int, int]) -> None:
+    """A float max pool as ``loop.maxpool2d`` on blocks of planes (the leading axes
+    flattened), the depthwise kernel's structure (backends/llvm/depthwise.py):
+    vectors over output columns instead of a scalar loop per output element."""
+    from .depthwise import BLOCK_ELEMENTS
+    h, wd, ho, wo = dims
+    planes = lb.numel(x.extents[:-2])
+    pixels = const_value(lb.mul(ho, wo))
+    block = lb.idx(max(1, BLOCK_ELEMENTS // int(pixels)) if pixels else 1)
+    count = lb.floordiv(lb.add(planes, lb.sub(block, lb.idx(1))), block)
+    hw, ohw = lb.mul(h, wd), lb.mul(ho, wo)
+
+    def one(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        q0 = lb2.mul(ivs[0], block)
+        lb2.b.create("loop.maxpool2d", [x.buf, out, lb2.mul(q0, hw), lb2.mul(q0, ohw), h, wd, ho, wo,
+                                        lb2.min(block, lb2.sub(planes, q0))],
+                     attributes={"kernel": list(kernel), "stride": list(stride)})
+    lb.nest([count], one, parallel=True)

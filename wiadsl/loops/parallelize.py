@@ -110,8 +110,9 @@ def iteration_cost(blocks: list[Block], dom: DominanceInfo, preds: Preds) -> int
 
 
 def _kernel_work(op: Operation) -> int:
-    """Multiply-adds of a ``loop.conv2d`` or ``loop.depthwise2d`` beyond the one op it
-    counts as (static extents; DYNAMIC_TRIP per dynamic one); 0 for any other op."""
+    """Multiply-adds (compares) of a ``loop.conv2d``, ``loop.depthwise2d`` or
+    ``loop.maxpool2d`` beyond the one op it counts as (static extents; DYNAMIC_TRIP per
+    dynamic one); 0 for any other op."""
     if op.name == "loop.conv2d":
         c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
         extents = (c, o, kh, kw, ho, wo)
@@ -120,6 +121,9 @@ def _kernel_work(op: Operation) -> int:
     elif op.name == "loop.depthwise2d":
         ho, wo = (const_value(v) for v in op.operands[9:11])
         extents = (*op.attributes["kernel"], ho, wo, op.attributes.get("block", 1))
+    elif op.name == "loop.maxpool2d":
+        ho, wo, planes = (const_value(v) for v in op.operands[6:9])
+        extents = (*op.attributes["kernel"], ho, wo, planes)
     else:
         return 0
     work = 1

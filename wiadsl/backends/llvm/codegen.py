@@ -553,6 +553,18 @@ def _depthwise2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     return []
 
 
+@handles("loop.maxpool2d")
+def _maxpool2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .depthwise import maxpool_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    x, y = (e.buf(v) for v in op.operands[:2])
+    xoff, yoff, *dims = (e.get(v) for v in op.operands[2:])
+    fn = maxpool_function(e.mod.ll, t.dtype, tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]))
+    e.b.call(fn, [e.element_ptr(x, t, xoff), e.element_ptr(y, t, yoff), *dims])
+    return []
+
+
 @handles("func.call")
 def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     callee = e.mod.functions.get(op.attributes["callee"])

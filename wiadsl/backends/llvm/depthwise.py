@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...dtypes import DType
+from . import mathlib
 from .gemm_config import current_config
 from .runtime import _i, for_range
 from .types import F32, F64, I1, I32, I64, PTR
@@ -58,13 +59,17 @@ class Geometry:
 
 
 ARGS = [PTR, PTR, PTR] + [I64] * 6
+#: the max pool's: x, y, h, wd, ho, wo, planes
+POOL_ARGS = [PTR, PTR] + [I64] * 5
 
 
 class DepthwiseBuilder:
-    """Emits the plane kernel for one dtype and geometry into a module."""
+    """Emits the plane kernel for one dtype and geometry into a module; ``combine`` is
+    ``fma`` (the depthwise convolution) or ``max`` (a max pool: no taps, windows inside
+    the input, lanes combined by ``llvm.maximum``, NumPy's NaN-propagating maximum)."""
 
-    def __init__(self, mod: ir.Module, dtype: DType, g: Geometry):
-        self.mod, self.g = mod, g
+    def __init__(self, mod: ir.Module, dtype: DType, g: Geometry, combine: str = "fma"):
+        self.mod, self.g, self.combine = mod, g, combine
         self.et = F32 if dtype is DType.F32 else F64
         self.size = 4 if dtype is DType.F32 else 8
         self.w = current_config().vector_bits // (8 * self.size)
@@ -111,17 +116,22 @@ class DepthwiseBuilder:
                 b.call(mstore, [acc, at, ir.Constant(I32, self.size), live])
 
     def function(self) -> ir.Function:
-        name = f"wia.dw.{self.suffix}.{self.g.tag}"
+        pooling = self.combine == "max"
+        name = f"wia.{'maxpool' if pooling else 'dw'}.{self.suffix}.{self.g.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS), name)
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), POOL_ARGS if pooling else ARGS), name)
         fn.linkage = "internal"
-        x, w, y, wstride, h, wd, ho, wo, planes = fn.args
-        for p in (x, w, y):
+        if pooling:
+            x, y, h, wd, ho, wo, planes = fn.args
+            w, wstride = y, _i(0)  # no taps
+        else:
+            x, w, y, wstride, h, wd, ho, wo, planes = fn.args
+        for p in {id(a): a for a in (x, w, y)}.values():
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args = (x, w, y, wstride, h, wd, ho, wo, planes)
-        if self.g.stride == (1, 1):
+        if self.g.stride == (1, 1) and not pooling:
             flat = b.and_(b.icmp_signed("==", wd, wo), b.icmp_signed("<", wo, _i(self.w)))
             with b.if_else(flat) as (narrow, wide):
                 with narrow:
@@ -138,13 +148,16 @@ class DepthwiseBuilder:
         """The rows structure (module docstring)."""
         (kh, kw), (sh, sw), (dh, dw), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        pooling = self.combine == "max"
         # a row of zeros for the tap rows outside the input (masked loads read only
         # its columns [0, wd)); at least one element so the alloca is never empty
-        with b.goto_entry_block():
-            zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
-        memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
-        b.call(memset, [zero_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
-                        ir.Constant(I1, 0)])
+        zero_row = x
+        if not pooling:
+            with b.goto_entry_block():
+                zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
+            memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
+            b.call(memset, [zero_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
+                            ir.Constant(I1, 0)])
 
         def segment(ow0: ir.Value) -> None:
             n = b.sub(wo, ow0)  # lanes < n are output columns
@@ -154,7 +167,7 @@ class DepthwiseBuilder:
             full = b.icmp_signed(">=", n, _i(self.w))
 
             def plane(k: ir.Value) -> None:
-                taps = self.taps(b, w, k, wstride)
+                taps = [] if pooling else self.taps(b, w, k, wstride)
                 xk = b.gep(x, [b.mul(k, b.mul(h, wd))], source_etype=self.et)
                 yk = b.gep(y, [b.mul(k, b.mul(ho, wo))], source_etype=self.et)
 
@@ -162,13 +175,15 @@ class DepthwiseBuilder:
                     rows = []
                     for i in range(kh):
                         ih = b.add(b.mul(oh, _i(sh)), _i(i * dh - pt))
-                        inside = b.icmp_unsigned("<", ih, h)
-                        rows.append(b.select(inside, b.gep(xk, [b.mul(ih, wd)], source_etype=self.et),
-                                             zero_row))
-                    acc: ir.Value = ir.Constant(self.vt, [0.0] * self.w)
+                        at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
+                        # a pool's windows lie inside the input (the op's contract)
+                        rows.append(at if pooling else b.select(b.icmp_unsigned("<", ih, h), at, zero_row))
+                    acc: ir.Value = ir.Constant(self.vt, [float("-inf") if pooling else 0.0] * self.w)
                     for i in range(kh):
                         for j in range(kw):
-                            acc = b.call(fma, [loads[j](rows[i]), taps[i * kw + j], acc])
+                            v = loads[j](rows[i])
+                            acc = mathlib.intrinsic(b, "maximum", [acc, v]) if pooling else \
+                                b.call(fma, [v, taps[i * kw + j], acc])
                     self.store(b, acc, b.gep(yk, [b.add(b.mul(oh, wo), ow0)], source_etype=self.et),
                                full, live)
                 for_range(b, _i(0), ho, 1, row, "oh")
@@ -273,4 +288,10 @@ def depthwise_function(mod: ir.Module, dtype: DType, g: Geometry) -> ir.Function
     return DepthwiseBuilder(mod, dtype, g).function()
 
 
-__all__ = ["Geometry", "depthwise_function"]
+def maxpool_function(mod: ir.Module, dtype: DType, kernel: tuple[int, int],
+                     stride: tuple[int, int]) -> ir.Function:
+    """The max pool's plane kernel (``loop.maxpool2d``) in ``mod`` (made once per module)."""
+    return DepthwiseBuilder(mod, dtype, Geometry(kernel, stride, (1, 1), (0, 0)), "max").function()
+
+
+__all__ = ["Geometry", "depthwise_function", "maxpool_function"]
