@@ -143,3 +143,24 @@ def test_loop_ops_reject_bad_operands(text: str, message: str) -> None:
 }}"""
     with pytest.raises(WiaIRError, match=message):
         verify(parse_module(src))
+
+
+GAP = """
+func @f(%x: tensor<?x3x5x33xf32>) -> tensor<?x3x1x1xf32> attributes {kernel, outputs = ["y"]} {
+^entry:
+  %y = tensor.reduce_mean %x {axes = [2, 3], keepdims} : tensor<?x3x5x33xf32> -> tensor<?x3x1x1xf32>
+  return %y : tensor<?x3x1x1xf32>
+}
+"""
+
+
+def test_a_global_pool_sums_each_plane_in_one_loop() -> None:
+    """reduce_mean over the last two axes of a contiguous operand: one loop over the
+    plane's 165 elements carrying the sum (not a row loop around a column loop)."""
+    tensor = parse_module(GAP)
+    loops = lower_module(tensor, {"f": [(2, 3, 5, 33)]})
+    verify(loops)
+    out = print_module(loops)
+    assert out.count("cond_br") == 3  # images, channels, the plane's elements
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 33)).astype(np.float32)
+    np.testing.assert_allclose(run_func(loops, "f", [x])[0], x.mean((2, 3), keepdims=True), rtol=1e-5)

@@ -94,12 +94,13 @@ def conv_model(x_shape: tuple[int, ...], o: int, k: int, stride: int):
 def _check_at_threads(model, feeds: dict[str, np.ndarray]) -> None:
     (want,) = ort_run(model, feeds)
     mod = load_onnx(model, target="cpu")
-    for threads in (1, 2):
-        wiadsl.set_num_threads(threads)
-        try:
+    before = wiadsl.get_num_threads()
+    try:
+        for threads in (1, 2):
+            wiadsl.set_num_threads(threads)
             assert_close(mod(**feeds), want, rtol=1e-4, atol=1e-4)
-        finally:
-            wiadsl.set_num_threads(1)
+    finally:
+        wiadsl.set_num_threads(before)
 
 
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
