@@ -114,7 +114,7 @@ def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w) -> N
     out = print_module(loops)
     # one chunk loop: the conv of a pixel range (15 operands), then the epilogue's loads
     filecheck(out, """
-    CHECK: loop.conv2d {{.*}} {stride = [1, 1], chunk = 128}
+    CHECK: loop.conv2d {{.*}} {stride = [1, 1], chunk = 256}
     CHECK: loop.load %b,
     CHECK: loop.load %r,
     CHECK: arith.max

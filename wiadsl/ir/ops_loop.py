@@ -25,7 +25,7 @@ Text forms:
     loop.gemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc {accumulate = false} : (...)
     loop.qgemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc : (...)
     loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...)
-    loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 128} : (...)   (output pixels [p_lo, p_hi) only)
+    loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 256} : (...)   (output pixels [p_lo, p_hi) only)
 """
 
 from __future__ import annotations
