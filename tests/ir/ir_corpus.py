@@ -117,6 +117,11 @@ CASES: dict[str, str] = {
         "%0 = tensor.conv2d %x, %w {stride = [2, 2], padding = [1, 1]} : "
         "(tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32>",
         "return %0 : tensor<1x4x4x4xf32>"]),
+    "tensor.depthwise_conv2d": _func("dw", "%x: tensor<?x3x8x8xf32>, %w: tensor<3x3x3xf32>",
+                                     "tensor<?x3x4x4xf32>", [
+        "%0 = tensor.depthwise_conv2d %x, %w {stride = [2, 2], dilation = [1, 1], padding = [1, -1]} : "
+        "(tensor<?x3x8x8xf32>, tensor<3x3x3xf32>) -> tensor<?x3x4x4xf32>",
+        "return %0 : tensor<?x3x4x4xf32>"]),
     **{f"tensor.{k}_pool": _func(f"{k}pool", "%x: tensor<1x2x7x7xf32>", "tensor<1x2x3x3xf32>", [
         f"%0 = tensor.{k}_pool %x {{kernel = [2, 2], stride = [2, 2]}} : "
         "tensor<1x2x7x7xf32> -> tensor<1x2x3x3xf32>",
@@ -219,6 +224,9 @@ func @loop_ops(%a: tensor<?x4xf32>, %n: index, %ok: i1) -> tensor<?xf32> {
   loop.check %ok {message = "'tensor.extract': index is out of range for axis 0"} : i1
   loop.gemm %a, %c, %b, %z, %z, %z, %n, %four, %four, %four, %four, %four {accumulate = false} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index) -> ()
   loop.conv2d %a, %c, %b, %z, %z, %four, %four, %four, %four, %four, %four, %four, %four {stride = [1, 1]} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index, index) -> ()
+  loop.conv2d %a, %c, %b, %z, %z, %four, %four, %four, %four, %four, %four, %four, %four, %z, %four {stride = [1, 1], chunk = 128} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index, index, index, index) -> ()
+  loop.depthwise2d %a, %c, %b, %z, %z, %z, %four, %four, %four, %four, %four, %four {kernel = [1, 1], stride = [1, 1], dilation = [1, 1], padding = [0, 0], block = 1} : (tensor<?x4xf32>, tensor<4x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index, index, index) -> ()
+  loop.maxpool2d %a, %b, %z, %z, %four, %four, %four, %four, %four {kernel = [1, 1], stride = [1, 1]} : (tensor<?x4xf32>, tensor<?x4xf32>, index, index, index, index, index, index, index) -> ()
   %qa = loop.alloc : tensor<4x4xi8>
   %qc = loop.alloc : tensor<4x4xi32>
   loop.qgemm %qa, %qa, %qc, %z, %z, %z, %four, %four, %four, %four, %four, %four : (tensor<4x4xi8>, tensor<4x4xi8>, tensor<4x4xi32>, index, index, index, index, index, index, index, index, index) -> ()

@@ -31,7 +31,7 @@ def test_padded_copy_then_implicit_gemm():
     CHECK: loop.alloc : tensor<2x4x5x6xf32>
     CHECK: loop.alloc : tensor<2x3x7x8xf32>
     CHECK: loop.store
-    CHECK: loop.copy %x,
+    CHECK: loop.load %x,
     CHECK: loop.conv2d {{%[0-9]+}}, %w, {{%[0-9]+}}, {{.*}} {stride = [1, 1]} : (tensor<2x3x7x8xf32>, tensor<?x?x?x?xf32>, tensor<2x4x5x6xf32>, index
     """)
     assert "loop.gemm" not in out and out.count("loop.conv2d") == 1

@@ -22,7 +22,7 @@ def test_roundtrip_every_fused_op() -> None:
     assert print_module(parse_module(printed)) == printed
     names = {op.name for f in module for op in f.walk()}
     assert {"tensor.fused_elementwise", "tensor.fused_reduce", "tensor.fused_matmul",
-            "tensor.fused_conv2d"} <= names
+            "tensor.fused_conv2d", "tensor.fused_depthwise_conv2d"} <= names
 
 
 def test_elementwise_semantics_broadcast() -> None:
@@ -50,6 +50,18 @@ def test_matmul_requantize_epilogue_changes_dtype() -> None:
     (c,) = run_func(m, "h", [a, b, bias])
     assert c.dtype == np.int8
     np.testing.assert_array_equal(c, (a @ b + bias).astype(np.int8))
+
+
+def test_depthwise_bias_relu() -> None:
+    m = parse_module(CORPUS)
+    x = RNG.standard_normal((3, 2, 5, 5)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 2)).astype(np.float32)
+    bias = RNG.standard_normal((2, 1, 1)).astype(np.float32)
+    (y,) = run_func(m, "dw", [x, w, bias])
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(xp[:, :, i:i + 5:2, j:j + 5:2] * w[i, j].reshape(-1, 1, 1)
+               for i in range(3) for j in range(3))
+    np.testing.assert_allclose(y, np.maximum(want + bias, 0), rtol=1e-5, atol=1e-6)
 
 
 def test_conv_bias_relu() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
            ops_arith,
            ops_cf,
+           ops_depthwise,
            ops_elementwise,
            ops_fused,
            ops_index,

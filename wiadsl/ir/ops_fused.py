@@ -12,7 +12,7 @@ Text forms (docs/ir.md, "Fused ops"):
     %y = tensor.fused_conv2d %x, %w, %bias {stride = [1, 1], padding = [1, 1]} : ... { ... }
 
 Modules: ``ops_fused_base`` (``tensor.yield``, ``FusedOp``, ``run_body``),
-``ops_fused_map`` (elementwise, reduce), ``ops_fused_product`` (matmul, conv2d).
+``ops_fused_map`` (elementwise, reduce), ``ops_fused_product`` (matmul, conv2d, depthwise_conv2d).
 This module registers them all and is the public import path.
 """
 
@@ -20,11 +20,16 @@ from __future__ import annotations
 
 from .ops_fused_base import FusedOp, YieldOp, broadcast_all, new_body, run_body, scalar_of
 from .ops_fused_map import REDUCE_KINDS, FusedElementwiseOp, FusedReduceOp
-from .ops_fused_product import FusedConv2dOp, FusedMatmulOp, FusedProductOp
+from .ops_fused_product import (
+    FusedConv2dOp,
+    FusedDepthwiseConv2dOp,
+    FusedMatmulOp,
+    FusedProductOp,
+)
 
 FUSED_OPS = ("tensor.fused_elementwise", "tensor.fused_reduce", "tensor.fused_matmul",
-             "tensor.fused_conv2d")
+             "tensor.fused_conv2d", "tensor.fused_depthwise_conv2d")
 
-__all__ = ["FUSED_OPS", "REDUCE_KINDS", "FusedConv2dOp", "FusedElementwiseOp", "FusedMatmulOp",
+__all__ = ["FUSED_OPS", "REDUCE_KINDS", "FusedConv2dOp", "FusedDepthwiseConv2dOp", "FusedElementwiseOp", "FusedMatmulOp",
            "FusedOp", "FusedProductOp", "FusedReduceOp", "YieldOp", "broadcast_all", "new_body",
            "run_body", "scalar_of"]

@@ -1,7 +1,9 @@
-"""``tensor.fused_matmul`` and ``tensor.fused_conv2d``: a product plus an epilogue body.
+"""``tensor.fused_matmul``, ``tensor.fused_conv2d`` and ``tensor.fused_depthwise_conv2d``:
+a product plus an epilogue body.
 
 Invariants:
-- The product of operands 0 and 1 is exactly ``tensor.matmul`` / ``tensor.conv2d``
+- The product of operands 0 and 1 is exactly ``tensor.matmul`` / ``tensor.conv2d`` /
+  ``tensor.depthwise_conv2d``
   (the unfused op's own ``evaluate``); the accumulator dtype is theirs.
 - Epilogue operands broadcast *into* the product's shape and never grow it
   (statically checked by ``verify``; at run time a violation is a
@@ -113,3 +115,18 @@ class FusedConv2dOp(FusedProductOp):
             hw.append(None if size is None or kernel is None else
                       (size + 2 * pad[i] - kernel) // stride[i] + 1)
         return (a.shape[0], b.shape[0], *hw)
+
+
+@register
+class FusedDepthwiseConv2dOp(FusedProductOp):
+    """``tensor.depthwise_conv2d {stride, dilation, padding}`` of operands 0 and 1, then
+    the epilogue body. The output extents are the result's (the epilogue keeps them)."""
+
+    name = "tensor.fused_depthwise_conv2d"
+    product = "tensor.depthwise_conv2d"
+
+    def product_shape(self, a: TensorType, b: TensorType) -> tuple[int | None, ...]:
+        r = self.result.type
+        if a.rank != 4 or b.rank != 3 or not isinstance(r, TensorType) or r.rank != 4:
+            raise ValueError("depthwise_conv2d takes NCHW x [kh, kw, C] to NCHW")
+        return (a.shape[0], a.shape[1], *r.shape[2:])

@@ -25,6 +25,7 @@ Text forms:
     loop.gemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc {accumulate = false} : (...)
     loop.qgemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc : (...)
     loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...)
+    loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 256} : (...)   (output pixels [p_lo, p_hi) only)
 """
 
 from __future__ import annotations
@@ -280,12 +281,23 @@ class Conv2dOp(Operation):
 
     written (never accumulated) for every ``oc < o, oh < ho, ow < wo``; f32/f64
     buffers of one dtype, ``w`` the contiguous OIHW weight at offset 0, and every
-    read inside the image (``(ho - 1) * sh + kh <= hp``, the same for w)."""
+    read inside the image (``(ho - 1) * sh + kh <= hp``, the same for w).
+    With two more operands ``p_lo, p_hi`` only the output pixels ``oh * wo + ow`` in
+    ``[p_lo, p_hi)`` are written, by the calling thread (the caller splits an image
+    into such chunks); the attribute ``chunk``, if any, is the pixels a call covers
+    at most (a cost hint)."""
 
     name = "loop.conv2d"
 
+    @property
+    def pixel_range(self) -> bool:
+        """Whether this op writes a range of the image's output pixels only."""
+        return len(self.operands) == 15
+
     def verify(self) -> None:
-        expect_counts(self, 13, 0)
+        expect_counts(self, (13, 15), 0)
+        if len(self.operands) == 14:
+            raise self.error("takes a pixel range as two operands (p_lo, p_hi), got one")
         types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
         if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
@@ -297,12 +309,17 @@ class Conv2dOp(Operation):
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, w, y = (a.reshape(-1) for a in args[:3])
-        xoff, yoff, c, hp, wp, o, kh, kw, ho, wo = (int(v) for v in args[3:])
+        xoff, yoff, c, hp, wp, o, kh, kw, ho, wo = (int(v) for v in args[3:13])
         sh, sw = self.attributes["stride"]
         image = x[xoff:xoff + c * hp * wp].reshape(c, hp, wp)
         win = np.lib.stride_tricks.sliding_window_view(image, (kh, kw), axis=(1, 2))
         win = win[:, ::sh, ::sw][:, :ho, :wo]  # (c, ho, wo, kh, kw)
         weight = w[:o * c * kh * kw].reshape(o, c, kh, kw)
-        out = np.tensordot(weight, win, axes=([1, 2, 3], [0, 3, 4]))  # (o, ho, wo)
-        y[yoff:yoff + o * ho * wo] = out.reshape(-1).astype(y.dtype)
+        out = np.tensordot(weight, win, axes=([1, 2, 3], [0, 3, 4])).reshape(o, ho * wo)
+        lo, hi = (int(v) for v in args[13:15]) if self.pixel_range else (0, ho * wo)
+        if not 0 <= lo <= hi <= ho * wo:
+            raise WiaRuntimeError(f"'{self.name}': pixel range [{lo}, {hi}) outside the "
+                                  f"image's {ho * wo}")
+        image = y[yoff:yoff + o * ho * wo].reshape(o, ho * wo)
+        image[:, lo:hi] = out[:, lo:hi].astype(y.dtype)
         return []

@@ -114,7 +114,8 @@ def accesses(g: FuncOp, iv: Value, bounds: dict[int, tuple[int, int]]
                 buf, off, store = op.operands[0], op.operands[1], False
             elif op.name == "loop.store":
                 buf, off, store = op.operands[1], op.operands[2], True
-            elif op.name in ("loop.copy", "loop.gemm", "loop.conv2d", "loop.qgemm", "func.call"):
+            elif op.name in ("loop.copy", "loop.gemm", "loop.conv2d", "loop.depthwise2d",
+                             "loop.maxpool2d", "loop.qgemm", "func.call"):
                 for v in op.operands:  # opaque memory effects: treat as stores anywhere
                     if id(v) in index:
                         out.append((index[id(v)], True, None))

@@ -223,4 +223,4 @@ def _call(ctx: Ctx, op: Operation) -> list[Lowered]:
             for r in new.results]
 
 
-from . import lower_elementwise, lower_index, lower_linalg, lower_reduce  # noqa: E402, F401
+from . import depthwise, lower_elementwise, lower_index, lower_linalg, lower_reduce  # noqa: E402, F401

@@ -14,8 +14,9 @@ from ..dtypes import DType
 from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
-from .builder import LoopBuilder, contiguous_strides
+from .builder import LoopBuilder, const_value, contiguous_strides
 from .conv import implicit_gemm
+from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .scalar import cast, clone_body, clone_body_value, materialize
@@ -187,8 +188,17 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
     dtype = x.dtype
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
-        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw))
-        return buffer_leaf(lb, out, owned=True)
+        epilogue, final = None, out
+        if fused_in_chunks(op):
+            rt = op.result.type
+            assert isinstance(rt, TensorType)
+            final = out if rt.dtype is dtype else lb.alloc(rt.dtype, [nb, o, ho, wo])
+            shape = (int(const_value(ho)), int(const_value(wo)))  # type: ignore[arg-type]
+            epi = Epilogue(op.regions[0].blocks[0], [ctx.operand(v) for v in op.operands[2:]],
+                           [nb, o, ho, wo], shape)
+            epilogue = (epi, final)
+        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw), epilogue)
+        return buffer_leaf(lb, final, owned=True)
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (ni,) = ivs
@@ -232,8 +242,18 @@ def _conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
     return [conv2d(ctx, op)]
 
 
+def fused_in_chunks(op: Operation) -> bool:
+    """Whether a ``fused_conv2d`` applies its epilogue chunk by chunk inside the
+    convolution's loop (loops/conv.py): a float gemm dtype and static output extents."""
+    x, rt = op.operand_types[0], op.result.type
+    return (op.name == "tensor.fused_conv2d" and isinstance(x, TensorType) and x.dtype in GEMM_DTYPES
+            and isinstance(rt, TensorType) and None not in rt.shape[2:])
+
+
 @lowering("tensor.fused_conv2d")
 def _fused_conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
+    if fused_in_chunks(op):
+        return [conv2d(ctx, op)]  # the epilogue ran on each chunk
     return _epilogue(ctx, op, conv2d(ctx, op))
 
 
@@ -253,6 +273,9 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
     out_ext = [*lead, ho, wo]
     out = lb.alloc(dtype, out_ext)
     strides = contiguous_strides(lb, out_ext)
+    if is_max and dtype in GEMM_DTYPES:
+        _max_pool_planes(lb, ctx.buffer(op.operands[0]), out, (h, wd, ho, wo), (kh, kw), (sh, sw))
+        return [buffer_leaf(lb, out, owned=True)]
 
     def cell(lb2: LoopBuilder, ivs: list[Value]) -> None:
         *li, oh, ow = ivs
@@ -270,3 +293,24 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
         lb2.store(cast(lb2, r, dtype), out, lb2.linear(ivs, strides))
     lb.nest(out_ext, cell, parallel=True)
     return [buffer_leaf(lb, out, owned=True)]
+
+
+def _max_pool_planes(lb: LoopBuilder, x: Leaf, out: Value, dims: tuple[Value, ...],
+                     kernel: tuple[int, int], stride: tuple[int, int]) -> None:
+    """A float max pool as ``loop.maxpool2d`` on blocks of planes (the leading axes
+    flattened), the depthwise kernel's structure (backends/llvm/depthwise.py):
+    vectors over output columns instead of a scalar loop per output element."""
+    from .depthwise import BLOCK_ELEMENTS
+    h, wd, ho, wo = dims
+    planes = lb.numel(x.extents[:-2])
+    pixels = const_value(lb.mul(ho, wo))
+    block = lb.idx(max(1, BLOCK_ELEMENTS // int(pixels)) if pixels else 1)
+    count = lb.floordiv(lb.add(planes, lb.sub(block, lb.idx(1))), block)
+    hw, ohw = lb.mul(h, wd), lb.mul(ho, wo)
+
+    def one(lb2: LoopBuilder, ivs: list[Value]) -> None:
+        q0 = lb2.mul(ivs[0], block)
+        lb2.b.create("loop.maxpool2d", [x.buf, out, lb2.mul(q0, hw), lb2.mul(q0, ohw), h, wd, ho, wo,
+                                        lb2.min(block, lb2.sub(planes, q0))],
+                     attributes={"kernel": list(kernel), "stride": list(stride)})
+    lb.nest([count], one, parallel=True)

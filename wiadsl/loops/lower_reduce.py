@@ -18,7 +18,7 @@ from ..dtypes import DType
 from ..ir.core import Operation, Value
 from ..ir.types import INDEX, ScalarType, TensorType
 from .builder import LoopBuilder, contiguous_strides
-from .expr import Expr, broadcast_extents, broadcast_ivs, buffer_leaf
+from .expr import Expr, Leaf, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .scalar import cast, clone_body
 
@@ -109,8 +109,36 @@ def _reduce(ctx: Ctx, op: Operation) -> list[Lowered]:
     x = ctx.operand(op.operands[0])
     kind = op.name.split("_", 1)[1]
     axes = _axes(op, x.rank)
-    return reduce_nest(ctx, op, x.extents, axes, bool(op.attributes.get("keepdims", False)),
-                       [kind], [x.dtype], lambda lb, ivs: [x.at(lb, ivs)])
+    keep = bool(op.attributes.get("keepdims", False))
+    planes = _plane_reduction(x, axes)
+    if planes is not None:
+        return planes(ctx, op, kind, keep)
+    return reduce_nest(ctx, op, x.extents, axes, keep, [kind], [x.dtype],
+                       lambda lb, ivs: [x.at(lb, ivs)])
+
+
+def _plane_reduction(x: Expr, axes: list[int]) -> Callable[[Ctx, Operation, str, bool], list[Lowered]] | None:
+    """A reduction over the last two axes of an operand laid out plane by plane
+    (``epilogue.plane_flat``: a global average pool) as one loop over the plane's
+    flat index: a row-by-row nest reduced each short row across its lanes (16
+    horizontal sums for a 16x16 plane) where one vector sum over the plane does."""
+    from .builder import const_value
+    from .epilogue import plane_flat
+    r = x.rank
+    hw = [const_value(e) for e in x.extents[-2:]] if r >= 2 else []
+    if axes != [r - 2, r - 1] or None in hw or not plane_flat(x, int(hw[0]), int(hw[1])):  # type: ignore[arg-type]
+        return None
+
+    def lower(ctx: Ctx, op: Operation, kind: str, keep: bool) -> list[Lowered]:
+        lb = ctx.lb
+        extents = [*x.extents[:-2], lb.idx(int(hw[0]) * int(hw[1]))]  # type: ignore[arg-type]
+        (out,) = reduce_nest(ctx, op, extents, [r - 2], keep, [kind], [x.dtype],
+                             lambda lb2, ivs: [x.at(lb2, [*ivs[:-1], lb2.idx(0), ivs[-1]])])
+        if not keep or not isinstance(out, Leaf):
+            return [out]
+        ext = [*out.extents, lb.idx(1)]  # [..., 1] -> [..., 1, 1]: the same elements
+        return [Leaf(out.buf, ext, contiguous_strides(lb, ext), out.offset, out.owned, True, False)]
+    return lower
 
 
 @lowering("tensor.fused_reduce")

@@ -21,7 +21,7 @@ Invariants:
   are outlined; others stay as they are. A loop of one static iteration is not.
 - ``cost`` estimates scalar ops per iteration: ops per block times the static
   trip counts of the inner loops around it (64 for a dynamic one); a
-  ``loop.conv2d`` counts its multiply-adds.
+  ``loop.conv2d`` or ``loop.depthwise2d`` counts its multiply-adds.
 """
 
 from __future__ import annotations
@@ -110,13 +110,24 @@ def iteration_cost(blocks: list[Block], dom: DominanceInfo, preds: Preds) -> int
 
 
 def _kernel_work(op: Operation) -> int:
-    """Multiply-adds of a ``loop.conv2d`` beyond the one op it counts as (static
-    extents; DYNAMIC_TRIP per dynamic one); 0 for any other op."""
-    if op.name != "loop.conv2d":
+    """Multiply-adds (compares) of a ``loop.conv2d``, ``loop.depthwise2d`` or
+    ``loop.maxpool2d`` beyond the one op it counts as (static extents; DYNAMIC_TRIP per
+    dynamic one); 0 for any other op."""
+    if op.name == "loop.conv2d":
+        c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
+        extents = (c, o, kh, kw, ho, wo)
+        if "chunk" in op.attributes:  # a chunk of the image's pixels (loops/conv.py)
+            extents = (c, o, kh, kw, op.attributes["chunk"])
+    elif op.name == "loop.depthwise2d":
+        ho, wo = (const_value(v) for v in op.operands[9:11])
+        extents = (*op.attributes["kernel"], ho, wo, op.attributes.get("block", 1))
+    elif op.name == "loop.maxpool2d":
+        ho, wo, planes = (const_value(v) for v in op.operands[6:9])
+        extents = (*op.attributes["kernel"], ho, wo, planes)
+    else:
         return 0
     work = 1
-    c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
-    for e in (c, o, kh, kw, ho, wo):
+    for e in extents:
         work *= int(e) if e is not None else DYNAMIC_TRIP
     return work - 1
 

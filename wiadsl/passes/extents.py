@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir.core import BlockArgument, Operation, OpResult, Trait, Value
+from ..ir.ops_index import AxisSpec
 from ..ir.types import TensorType
 
 Extent = Any  # int | tuple (a symbol)
@@ -94,6 +95,9 @@ class Extents:
                 return ext[op.attributes["axis"] % len(ext)]
             if op.name == "arith.constant":
                 return int(op.attributes["value"])
+            if op.name == "arith.cast" and all(str(t) in ("i64", "index") for t in
+                                               (op.operand_types[0], v.type)):
+                return self.index(op.operands[0])  # i64 <-> index keeps the value
         return ("idx", v)
 
     def fits(self, v: Value, target: Sequence[Extent]) -> bool:
@@ -120,6 +124,13 @@ class Extents:
         if op.name in ("tensor.conv2d", "tensor.fused_conv2d"):
             x, w = self.of(op.operands[0]), self.of(op.operands[1])
             return [x[0], w[0], ("opaque", v, 2), ("opaque", v, 3)]
+        if op.name in ("tensor.depthwise_conv2d", "tensor.fused_depthwise_conv2d"):
+            x = self.of(op.operands[0])
+            return [x[0], x[1], ("opaque", v, 2), ("opaque", v, 3)]
+        if op.name in ("tensor.insert_slice", "tensor.insert"):  # the updated destination
+            return list(self.of(op.operands[1]))
+        if op.name == "tensor.extract_slice":
+            return self._sliced(self.of(op.operands[0]), op, v)
         if op.name == "tensor.transpose":
             x = self.of(op.operands[0])
             return [x[p] for p in op.attributes["perm"]]
@@ -128,6 +139,23 @@ class Extents:
             dyn = iter(self.index(x) for x in op.operands[len(op.operands) - n_dyn:])
             return [d if d is not None else next(dyn) for d in t.shape]
         return None
+
+    @staticmethod
+    def _sliced(src: tuple[Extent, ...], op: Operation, v: Value) -> list[Extent] | None:
+        """An axis an ``extract_slice`` keeps whole (``:``) keeps its extent; an index
+        drops its axis; any other slice's extent is opaque."""
+        raw = op.attributes.get("layout")
+        specs = [AxisSpec.parse(x) for x in raw] if isinstance(raw, list) else [None]
+        if None in specs or len(specs) > len(src):
+            return None
+        whole = AxisSpec(False)
+        out: list[Extent] = []
+        for axis, extent in enumerate(src):
+            spec = specs[axis] if axis < len(specs) else whole
+            if spec.is_index:  # type: ignore[union-attr]
+                continue
+            out.append(extent if spec == whole else ("opaque", v, len(out)))
+        return out
 
     def _argument(self, arg: BlockArgument, t: TensorType) -> list[Extent] | None:
         region = arg.block.parent

@@ -1,8 +1,10 @@
-"""Step 1 of ``fuse``: epilogues into ``tensor.conv2d`` / ``tensor.matmul``.
+"""Step 1 of ``fuse``: epilogues into ``tensor.conv2d`` / ``tensor.matmul`` /
+``tensor.depthwise_conv2d``.
 
 The chain of single-use fusible ops after the product (bias, batch norm,
 activation, residual add, cast, quantize/dequantize - a requantize) becomes the
-body of one ``tensor.fused_conv2d`` / ``tensor.fused_matmul``.
+body of one ``tensor.fused_conv2d`` / ``tensor.fused_matmul`` /
+``tensor.fused_depthwise_conv2d``.
 
 Legality, besides single use (``escape_reason``):
 - every operand an epilogue op reads besides the chain value must broadcast
@@ -32,7 +34,9 @@ from .fusion_state import (
     vname,
 )
 
-PRODUCTS = ("tensor.conv2d", "tensor.matmul")
+PRODUCTS = ("tensor.conv2d", "tensor.matmul", "tensor.depthwise_conv2d")
+#: the kernel-name prefix of each product's fused op
+PREFIX = {"tensor.conv2d": "conv", "tensor.matmul": "matmul", "tensor.depthwise_conv2d": "dwconv"}
 
 
 def fuse_products(st: FusionState) -> None:
@@ -87,7 +91,7 @@ def fuse_one_product(st: FusionState, prod: Operation) -> Operation | None:
     last = chain[-1]
     inputs = cluster_inputs(chain, t.rank, [prod.result])
     region, _, _ = make_body(inputs, chain, [last.result], [ScalarType(t.dtype)], [prod.result])
-    kname = kernel_name("conv" if prod.name == "tensor.conv2d" else "matmul", chain, t.shape)
+    kname = kernel_name(PREFIX[prod.name], chain, t.shape)
     attrs = {**prod.attributes, "kernel": kname}
     new = op_class("tensor.fused_" + short_name(prod))(
         [*prod.operands, *inputs], [last.result.type], attrs, (), [region], [last.result.name_hint])

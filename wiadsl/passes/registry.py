@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     canonicalize,
     cse,
     dce,
+    depthwise,
     fuse,
     inline,
     licm,

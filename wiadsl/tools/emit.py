@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -215,7 +216,11 @@ def _backend_input(job: CompileJob, target: str, static: bool, optimize: bool = 
             shapes[sig.name] = {p.name: own[p.name] for p in sig.inputs if p.name in own}
     narrowed = CompileJob(**{**job.__dict__, "kernel": sigs[0].name if len(sigs) == 1 else None})
     module = lowered_ir(narrowed)
-    return BackendInput(optimize_ir(module, job.opt, job.remarks) if optimize else module, shapes)
+    opt = job.opt
+    if target == "cpu" and opt.pipeline is None and opt.level > 0:
+        # the CPU's own pipeline (its depthwise pass), as the jit compiles it
+        opt = dataclasses.replace(opt, pipeline=require("cpu_pipeline")(opt.level))
+    return BackendInput(optimize_ir(module, opt, job.remarks) if optimize else module, shapes)
 
 
 def _cpu(feature: str, job: CompileJob) -> str | bytes:

@@ -38,6 +38,8 @@ FEATURES: dict[str, Feature] = {
                                 "default_pipeline"),
     "parse_pipeline": Feature("pipeline strings", ("wiadsl.passes",), "parse_pipeline"),
     "llvm": Feature("the LLVM (CPU) backend", ("wiadsl.backends.llvm",), "emit_llvm"),
+    "cpu_pipeline": Feature("the LLVM (CPU) backend", ("wiadsl.backends.llvm.compile",),
+                            "cpu_pipeline"),
     "asm": Feature("host assembly output", ("wiadsl.backends.llvm",), "emit_asm"),
     "obj": Feature("object file output", ("wiadsl.backends.llvm",), "emit_object"),
     "ptx": Feature("the PTX backend", ("wiadsl.backends.ptx", "wiadsl.backends.ptx.emit"),

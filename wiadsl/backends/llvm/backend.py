@@ -750,9 +750,9 @@ def module_sources(module: ModuleOp) -> dict[str, SourceFile]:
 
 
 def _pipeline(level: int) -> str:
-    from ...passes import default_pipeline
+    from .compile import cpu_pipeline
 
-    return default_pipeline(level)
+    return cpu_pipeline(level)
 
 
 def _tuned(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],

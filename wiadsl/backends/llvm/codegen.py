@@ -533,8 +533,35 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:])
-    fn = declare(e.mod.ll, e.mod.libraries, "conv", t.dtype, tuple(op.attributes["stride"]))
+    # with a pixel range: that chunk on this thread (the kernel's own loop splits)
+    kind = "conv_range" if len(op.operands) == 15 else "conv"
+    fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, tuple(op.attributes["stride"]))
     e.b.call(fn, [e.element_ptr(x, t, xoff), w.ptr, e.element_ptr(y, t, yoff), *dims])
+    return []
+
+
+@handles("loop.depthwise2d")
+def _depthwise2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .depthwise import Geometry, depthwise_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    x, w, y = (e.buf(v) for v in op.operands[:3])
+    xoff, woff, yoff, *dims = (e.get(v) for v in op.operands[3:])
+    g = Geometry(*(tuple(op.attributes[k]) for k in ("kernel", "stride", "dilation", "padding")))
+    e.b.call(depthwise_function(e.mod.ll, t.dtype, g),
+             [e.element_ptr(x, t, xoff), e.element_ptr(w, t, woff), e.element_ptr(y, t, yoff), *dims])
+    return []
+
+
+@handles("loop.maxpool2d")
+def _maxpool2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
+    from .depthwise import maxpool_function
+    t = op.operand_types[0]
+    assert isinstance(t, TensorType)
+    x, y = (e.buf(v) for v in op.operands[:2])
+    xoff, yoff, *dims = (e.get(v) for v in op.operands[2:])
+    fn = maxpool_function(e.mod.ll, t.dtype, tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]))
+    e.b.call(fn, [e.element_ptr(x, t, xoff), e.element_ptr(y, t, yoff), *dims])
     return []
 
 

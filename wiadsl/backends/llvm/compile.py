@@ -158,15 +158,34 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     return obj, layout_of(lowered, symbol)
 
 
+#: CPU-only tensor passes and the pass of the default pipeline each runs right before
+#: (their ops lower only here): ``depthwise`` makes the direct depthwise convolution
+#: (passes/depthwise.py) whose epilogue ``fuse`` then fuses
+CPU_PASSES = (("depthwise", "fuse"),)
+
+
+def cpu_pipeline(level: int) -> str:
+    """The tensor passes of ``-O<level>`` on the CPU: the default pipeline with
+    ``CPU_PASSES`` inserted (where their anchor pass runs)."""
+    from ...passes import default_pipeline
+
+    items = [p.strip() for p in default_pipeline(level).split(",") if p.strip()]
+    for name, before in CPU_PASSES:
+        if before in items:
+            items.insert(items.index(before), name)
+    return ",".join(items)
+
+
 def tensor_passes(module: ModuleOp, level: int) -> ModuleOp:
-    """The tensor-level passes of ``-O<level>`` (in place; the module is returned),
-    the result verified once: verifying after every pass was a sixth of a cold
-    compile (the CNN example: 27 of 196 ms). ``WIADSL_VERIFY_EACH=1`` verifies after
-    each pass again, to name the pass that broke the IR (as ``wiac`` always does)."""
+    """The tensor-level passes of ``-O<level>`` for the CPU (``cpu_pipeline``; in place,
+    the module is returned), the result verified once: verifying after every pass was
+    a sixth of a cold compile (the CNN example: 27 of 196 ms). ``WIADSL_VERIFY_EACH=1``
+    verifies after each pass again, to name the pass that broke the IR (as ``wiac``
+    always does)."""
     from ...passes import optimize as optimize_ir
 
     each = os.environ.get("WIADSL_VERIFY_EACH", "") not in ("", "0")
-    module = optimize_ir(module, level, verify_each=each) or module
+    module = optimize_ir(module, level, pipeline=cpu_pipeline(level), verify_each=each) or module
     if not each:
         try:
             verify(module)
@@ -176,4 +195,5 @@ def tensor_passes(module: ModuleOp, level: int) -> ModuleOp:
     return module
 
 
-__all__ = ["Layout", "build", "compile_object", "lower_kernel", "tensor_passes"]
+__all__ = ["CPU_PASSES", "Layout", "build", "compile_object", "cpu_pipeline", "lower_kernel",
+           "tensor_passes"]

@@ -218,9 +218,15 @@ class ConvBuilder(GemmBuilder):
             # whole panels: lanes past pe (the image's end) are packed as zeros
             pend = b.add(pb, b.mul(b.sdiv(b.add(b.sub(pe, pb), _i(self.nr - 1)), _i(self.nr)), _i(self.nr)))
             # offs[r] / ows[r]: source offset and output column of pixel pb + r (one
-            # division per block, then stepped)
-            b.store(b.sdiv(pb, wo), koh)
-            b.store(b.srem(pb, wo), kow)
+            # division, then stepped) for the pixels that are packed: all of them,
+            # or with panels read in place only a ragged last panel's
+            whole = b.add(pb, b.mul(b.sdiv(b.sub(pe, pb), _i(self.nr)), _i(self.nr)))
+            first = b.sub(whole, pb) if unit is not None else _i(0)
+            if unit is not None:
+                first = b.select(unit, first, _i(0))
+            at = b.add(pb, first)
+            b.store(b.sdiv(at, wo), koh)
+            b.store(b.srem(at, wo), kow)
 
             def pixel(r: ir.Value) -> None:
                 oh, ow = b.load(koh, typ=I64), b.load(kow, typ=I64)
@@ -231,7 +237,7 @@ class ConvBuilder(GemmBuilder):
                 wrap = b.icmp_signed("==", ow1, wo)
                 b.store(b.select(wrap, _i(0), ow1), kow)
                 b.store(b.select(wrap, b.add(oh, _i(1)), oh), koh)
-            for_range(b, _i(0), b.sub(pend, pb), 1, pixel, "px")
+            for_range(b, first, b.sub(pend, pb), 1, pixel, "px")
 
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
@@ -267,7 +273,6 @@ class ConvBuilder(GemmBuilder):
                 # a 1x1 kernel at stride 1, unpadded: K row ci of the patches is input
                 # plane ci itself, so whole panels are read in place (rows ldc apart);
                 # only the ragged last one is packed
-                whole = b.add(pb, b.mul(b.sdiv(b.sub(pe, pb), _i(self.nr)), _i(self.nr)))
                 with b.if_else(unit) as (in_place, packing):
                     with in_place:
                         self.multiply_panels(
@@ -300,6 +305,21 @@ class ConvBuilder(GemmBuilder):
         fn, b, vals, lo, hi = new_worker(self.mod, name, len(ARGS))
         b.call(pixels, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi])
         b.ret(ir.Constant(I32, 0))
+        return fn
+
+    def range_driver(self, name: str) -> ir.Function:
+        """``conv_range(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
+        ``[p_lo, p_hi)`` of every channel on the calling thread (``pixels``); a kernel
+        that splits an image into chunks itself (loops/conv.py, with an epilogue per
+        chunk) calls it from its own parallel loop."""
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        pixels = self.pixels()
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64]), name)
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.call(pixels, list(fn.args))
+        b.ret_void()
         return fn
 
     def driver(self, name: str | None = None) -> ir.Function:

@@ -18,6 +18,7 @@ from .types import I1, I64, PREPACK_TYPE, PTR
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
+CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
@@ -31,7 +32,8 @@ def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
         specs.append(spec)
     fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, _TYPES.get(kind, CONV_TYPE), name)
+        fn = ir.Function(mod, _TYPES.get(kind, CONV_RANGE_TYPE if kind == "conv_range" else CONV_TYPE),
+                         name)
     return fn
 
 
@@ -59,6 +61,8 @@ def library_ir(spec: Spec) -> str:
             fn = GemmBuilder(mod, dtype).driver(symbol(spec), prepacked=True)
         elif spec["kind"] == "gemm_prepack":
             fn = GemmBuilder(mod, dtype).prepack(symbol(spec))
+        elif spec["kind"] == "conv_range":
+            fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).range_driver(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"
@@ -91,4 +95,4 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]
+__all__ = ["CONV_RANGE_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]

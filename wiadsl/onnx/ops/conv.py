@@ -11,7 +11,8 @@ groups or dilation. The rest of what exporters write is built around it:
 - depthwise (``group`` = input channels = output channels, MobileNet's 3x3 layers):
   a sum over the kernel's taps of a strided (and dilated) window of the padded input
   times that tap's per-channel weight: ``kh * kw`` fused multiply-adds per output,
-  no im2col, with every stride, dilation and padding;
+  no im2col, with every stride, dilation and padding (the CPU backend recognizes the
+  form and runs a direct kernel on the unpadded input, passes/depthwise.py);
 - other groups (ResNeXt, a channel multiplier): one convolution per group on its
   slice of channels, concatenated along the channel axis.
 
@@ -149,63 +150,18 @@ def window(ref: str, start: tuple[int, ...], step: tuple[int, ...], out: tuple[i
     return f"{ref}[:, :, {', '.join(axes)}]"
 
 
-def _phase(n: Node, x: Val, g: ConvGeometry, phase: tuple[int, int],
-           extent: tuple[int, int]) -> Val:
-    """The positions ``phase + stride * q`` of the zero-padded input, ``extent`` of them
-    per axis, as a buffer of their own: one pass of strided reads, so a strided
-    convolution's taps read unit-stride windows of it."""
-    reads, writes = [], []
-    for a, (ph, q_n) in enumerate(zip(phase, extent, strict=True)):
-        s, before, size = g.strides[a], g.pads[a], x.shape[2 + a].value
-        q0 = max(0, -(-(before - ph) // s))             # first q reading a real row
-        q1 = min(q_n, (size - 1 + before - ph) // s + 1)  # one past the last
-        if q1 <= q0:
-            return n.em.bind(f"full([{x.shape[0].text()}, {x.shape[1].text()}, {extent[0]}, "
-                             f"{extent[1]}], 0.0, {x.dtype})", x.dtype,
-                             (*x.shape[:2], Dim(extent[0]), Dim(extent[1])), "phase")
-        i0 = ph + s * q0 - before
-        reads.append(f"{i0}:{i0 + s * (q1 - q0 - 1) + 1}" + (f":{s}" if s > 1 else ""))
-        writes.append(f"{q0}:{q1}")
-    name = n.em.names.fresh("phase")
-    n.em.body += [f"    {name} = full([{x.shape[0].text()}, {x.shape[1].text()}, {extent[0]}, "
-                  f"{extent[1]}], 0.0, {x.dtype});",
-                  f"    {name}[:, :, {', '.join(writes)}] = {n.ref(x)}[:, :, {', '.join(reads)}];"]
-    return Val(x.dtype, (*x.shape[:2], Dim(extent[0]), Dim(extent[1])), ref=name)
-
-
-#: output row width up to which a strided depthwise convolution reads strided windows
-#: of the padded input: its rows fill less than a vector, so splitting the input into
-#: stride phases first (four buffers) only adds copies (stride 2, one thread: 48
-#: channels 16x16 -> 8x8 8.7 -> 6.1 us, ONNX Runtime 5.8; at 32x32 -> 16x16 the
-#: phases are as fast, and at 64x64 -> 32x32 they win, 33 against 53 us)
-NARROW_ROWS = 8
-
-
 def _depthwise(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int, int]) -> str:
-    """Sum over taps of a window of the padded input times the tap's channel weights.
-    With a stride and wide rows, the padded input is first split into its stride
-    phases (one buffer per phase a tap reads): a stride-2 window read along the
-    row's fast axis does not vectorize, and the nine taps would each read it."""
+    """Sum over taps of a strided (dilated) window of the zero-padded input times the
+    tap's channel weights. The CPU backend's ``depthwise`` pass (passes/depthwise.py)
+    finds this form and runs it as one direct kernel that reads the input in place
+    (the padding by masked loads): no padded copy, no stride-phase buffers."""
     kh, kw = g.kernel
     # One constant [kh*kw, C, 1, 1]: tap t's weights broadcast over the spatial axes.
     taps = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0).reshape(kh * kw, -1, 1, 1))
     wt = n.ref(const_val(taps, x.dtype, hint=f"{n.label}_taps"))
-    offsets = [(i, j, i * g.dilations[0], j * g.dilations[1]) for i in range(kh) for j in range(kw)]
-    terms = []
-    if g.strides == (1, 1) or out[1] <= NARROW_ROWS:
-        padded = pad_spatial(n, x, g.pads, "0.0")
-        for i, j, a, b in offsets:
-            terms.append(f"{window(n.ref(padded), (a, b), g.strides, out)} * {wt}[{i * kw + j}]")
-        return " + ".join(terms)
-    sh, sw = g.strides
-    extent = (out[0] + (g.span(0) - 1) // sh, out[1] + (g.span(1) - 1) // sw)
-    phases: dict[tuple[int, int], Val] = {}
-    for i, j, a, b in offsets:
-        key = (a % sh, b % sw)
-        if key not in phases:
-            phases[key] = _phase(n, x, g, key, extent)
-        start = (a // sh, b // sw)
-        terms.append(f"{window(n.ref(phases[key]), start, (1, 1), out)} * {wt}[{i * kw + j}]")
+    padded = pad_spatial(n, x, g.pads, "0.0")
+    terms = [f"{window(n.ref(padded), (i * g.dilations[0], j * g.dilations[1]), g.strides, out)}"
+             f" * {wt}[{i * kw + j}]" for i in range(kh) for j in range(kw)]
     return " + ".join(terms)
 
 

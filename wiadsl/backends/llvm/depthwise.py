@@ -1,0 +1,297 @@
+"""The ``loop.depthwise2d`` kernel: consecutive channel planes of a depthwise
+convolution, explicit vectors over output pixels, the padding by masked loads.
+
+    void @wia.dw.<tag>(ptr x, ptr w, ptr y, i64 wstride, i64 h, i64 wd, i64 ho, i64 wo, i64 planes)
+
+``x``, ``w``, ``y`` point at the first plane's input, its first tap and its output
+(ir/ops_depthwise.py); the geometry attributes are compiled in (one function per
+kernel, stride, dilation, padding and dtype in a module). Two loop structures:
+
+- rows (any geometry): output rows in segments of W columns,
+
+      for ow0 in [0, wo) by W:                                    a segment
+        mask[j] = lanes l < wo - ow0 whose input column ow0*sw + l*sw + j*dw - pl is in [0, wd)
+        for each plane: taps[t] = splat(w[k + t * wstride])
+          for oh in [0, ho):
+            row[i] = x + ih*wd for ih = oh*sh + i*dh - pt in [0, h), else a row of zeros
+            acc = sum over (i, j), in order, of load(row[i] + column, mask[j]) * taps[i*kw + j]
+            y[oh*wo + ow0 ...] = acc                              (masked in the last segment)
+
+  Column stride 1 is one masked load per tap; 2 is two masked loads of the 2W
+  columns from the first and the even lanes; any other stride loads lane by lane.
+- flat (stride 1 and an output as wide as the input, narrower than W: the 4x4 and
+  2x2 planes of a network's last stages): W consecutive output pixels p = oh*wo + ow
+  across rows read the W consecutive input elements p + (i*dh - pt)*wd + j*dw - pl,
+  one masked load per tap with the lanes whose (oh, ow) puts the tap outside the
+  input masked off, so a vector is filled where a row of 4 would fill a quarter.
+  The masks are made once per W pixels and serve every plane.
+
+No padded copy of the input is made: masked-off lanes are never accessed. Each tap
+is an ``llvm.fmuladd`` on vectors (a fused multiply-add where the host has one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...dtypes import DType
+from . import mathlib
+from .gemm_config import current_config
+from .runtime import _i, for_range
+from .types import F32, F64, I1, I32, I64, PTR
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The compiled-in attributes of one ``loop.depthwise2d``."""
+
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int]
+
+    @property
+    def tag(self) -> str:
+        parts = [*self.kernel, *self.stride, *self.dilation, *self.padding]
+        return "k{}x{}.s{}x{}.d{}x{}.p{}x{}".format(*(str(p).replace("-", "m") for p in parts))
+
+
+ARGS = [PTR, PTR, PTR] + [I64] * 6
+#: the max pool's: x, y, h, wd, ho, wo, planes
+POOL_ARGS = [PTR, PTR] + [I64] * 5
+
+
+class DepthwiseBuilder:
+    """Emits the plane kernel for one dtype and geometry into a module; ``combine`` is
+    ``fma`` (the depthwise convolution) or ``max`` (a max pool: no taps, windows inside
+    the input, lanes combined by ``llvm.maximum``, NumPy's NaN-propagating maximum)."""
+
+    def __init__(self, mod: ir.Module, dtype: DType, g: Geometry, combine: str = "fma"):
+        self.mod, self.g, self.combine = mod, g, combine
+        self.et = F32 if dtype is DType.F32 else F64
+        self.size = 4 if dtype is DType.F32 else 8
+        self.w = current_config().vector_bits // (8 * self.size)
+        self.vt = ir.VectorType(self.et, self.w)
+        self.suffix = "f32" if dtype is DType.F32 else "f64"
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.mod.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.mod, ir.FunctionType(ret, args), name)
+        return fn
+
+    def lanes(self, b: ir.IRBuilder, start: ir.Value, step: int, count: int) -> ir.Value:
+        """<count x i64>: start + l * step for each lane l."""
+        vi = ir.VectorType(I64, count)
+        splat = b.shuffle_vector(b.insert_element(ir.Constant(vi, ir.Undefined), start, ir.Constant(I32, 0)),
+                                 ir.Constant(vi, ir.Undefined), ir.Constant(ir.VectorType(I32, count), [0] * count))
+        return b.add(splat, ir.Constant(vi, [lane * step for lane in range(count)]))
+
+    def in_range(self, b: ir.IRBuilder, v: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+        """Lanes of ``v`` in [lo, hi) (lo, hi scalars; unsigned compare of v - lo)."""
+        n = v.type.count
+        return b.icmp_unsigned("<", b.sub(v, self.lanes(b, lo, 0, n)), self.lanes(b, b.sub(hi, lo), 0, n))
+
+    def splat(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        return b.shuffle_vector(b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0)),
+                                ir.Constant(self.vt, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, self.w), [0] * self.w))
+
+    def taps(self, b: ir.IRBuilder, w: ir.Value, k: ir.Value, wstride: ir.Value) -> list[ir.Value]:
+        """The splatted taps of plane ``k``: ``w[k + t * wstride]``."""
+        kh, kw = self.g.kernel
+        return [self.splat(b, b.load(b.gep(w, [b.add(k, b.mul(wstride, _i(t)))], source_etype=self.et),
+                                     typ=self.et)) for t in range(kh * kw)]
+
+    def store(self, b: ir.IRBuilder, acc: ir.Value, at: ir.Value, full: ir.Value, live: ir.Value) -> None:
+        """``acc`` to ``at``: a plain vector store when every lane is live, else masked."""
+        with b.if_else(full) as (whole, part):
+            with whole:
+                b.store(acc, at, align=self.size)
+            with part:
+                mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                        [self.vt, PTR, I32, live.type])
+                b.call(mstore, [acc, at, ir.Constant(I32, self.size), live])
+
+    def function(self) -> ir.Function:
+        pooling = self.combine == "max"
+        name = f"wia.{'maxpool' if pooling else 'dw'}.{self.suffix}.{self.g.tag}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), POOL_ARGS if pooling else ARGS), name)
+        fn.linkage = "internal"
+        if pooling:
+            x, y, h, wd, ho, wo, planes = fn.args
+            w, wstride = y, _i(0)  # no taps
+        else:
+            x, w, y, wstride, h, wd, ho, wo, planes = fn.args
+        for p in {id(a): a for a in (x, w, y)}.values():
+            p.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = (x, w, y, wstride, h, wd, ho, wo, planes)
+        if self.g.stride == (1, 1) and not pooling:
+            flat = b.and_(b.icmp_signed("==", wd, wo), b.icmp_signed("<", wo, _i(self.w)))
+            with b.if_else(flat) as (narrow, wide):
+                with narrow:
+                    self.flat_planes(b, *args)
+                with wide:
+                    self.row_planes(b, *args)
+        else:
+            self.row_planes(b, *args)
+        b.ret_void()
+        return fn
+
+    def row_planes(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value, wstride: ir.Value,
+                   h: ir.Value, wd: ir.Value, ho: ir.Value, wo: ir.Value, planes: ir.Value) -> None:
+        """The rows structure (module docstring)."""
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        pooling = self.combine == "max"
+        # a row of zeros for the tap rows outside the input (masked loads read only
+        # its columns [0, wd)); at least one element so the alloca is never empty
+        zero_row = x
+        if not pooling:
+            with b.goto_entry_block():
+                zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
+            memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
+            b.call(memset, [zero_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
+                            ir.Constant(I1, 0)])
+
+        def segment(ow0: ir.Value) -> None:
+            n = b.sub(wo, ow0)  # lanes < n are output columns
+            live = b.icmp_signed("<", self.lanes(b, _i(0), 1, self.w), self.lanes(b, n, 0, self.w))
+            loads = [self.column_loads(b, b.add(b.mul(ow0, _i(sw)), _i(j * dw - pl)), n, live, wd)
+                     for j in range(kw)]
+            full = b.icmp_signed(">=", n, _i(self.w))
+
+            def plane(k: ir.Value) -> None:
+                taps = [] if pooling else self.taps(b, w, k, wstride)
+                xk = b.gep(x, [b.mul(k, b.mul(h, wd))], source_etype=self.et)
+                yk = b.gep(y, [b.mul(k, b.mul(ho, wo))], source_etype=self.et)
+
+                def row(oh: ir.Value) -> None:
+                    rows = []
+                    for i in range(kh):
+                        ih = b.add(b.mul(oh, _i(sh)), _i(i * dh - pt))
+                        at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
+                        # a pool's windows lie inside the input (the op's contract)
+                        rows.append(at if pooling else b.select(b.icmp_unsigned("<", ih, h), at, zero_row))
+                    acc: ir.Value = ir.Constant(self.vt, [float("-inf") if pooling else 0.0] * self.w)
+                    for i in range(kh):
+                        for j in range(kw):
+                            v = loads[j](rows[i])
+                            acc = mathlib.intrinsic(b, "maximum", [acc, v]) if pooling else \
+                                b.call(fma, [v, taps[i * kw + j], acc])
+                    self.store(b, acc, b.gep(yk, [b.add(b.mul(oh, wo), ow0)], source_etype=self.et),
+                               full, live)
+                for_range(b, _i(0), ho, 1, row, "oh")
+            for_range(b, _i(0), planes, 1, plane, "plane")
+        for_range(b, _i(0), wo, self.w, segment, "seg")
+
+    def flat_planes(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value, wstride: ir.Value,
+                    h: ir.Value, wd: ir.Value, ho: ir.Value, wo: ir.Value, planes: ir.Value) -> None:
+        """The flat structure (module docstring): stride 1, ``wd == wo < W``."""
+        (kh, kw), (dh, dw), (pt, pl) = self.g.kernel, self.g.dilation, self.g.padding
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, ir.VectorType(I1, self.w), self.vt])
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        total = b.mul(ho, wo)
+        vi = ir.VectorType(I64, self.w)
+        with b.goto_entry_block():
+            oh_at, ow_at = b.alloca(vi), b.alloca(vi)
+
+        def chunk(p0: ir.Value) -> None:
+            # (oh, ow) of each lane: lane 0's by one division, then rows wrapped in turn
+            oh0, ow0 = b.sdiv(p0, wo), b.srem(p0, wo)
+            b.store(self.lanes(b, oh0, 0, self.w), oh_at)
+            b.store(self.lanes(b, ow0, 1, self.w), ow_at)
+            wo_v = self.lanes(b, wo, 0, self.w)
+
+            def wrap(_: ir.Value) -> None:
+                ow, oh = b.load(ow_at, typ=vi), b.load(oh_at, typ=vi)
+                past = b.icmp_signed(">=", ow, wo_v)
+                b.store(b.select(past, b.sub(ow, wo_v), ow), ow_at)
+                b.store(b.select(past, b.add(oh, self.lanes(b, _i(1), 0, self.w)), oh), oh_at)
+            for_range(b, _i(0), b.sdiv(b.add(ow0, _i(self.w - 1)), wo), 1, wrap, "wrap")
+            oh, ow = b.load(oh_at, typ=vi), b.load(ow_at, typ=vi)
+            live = b.icmp_signed("<", self.lanes(b, p0, 1, self.w), self.lanes(b, total, 0, self.w))
+            rows = [self.in_range(b, b.add(oh, self.lanes(b, _i(i * dh - pt), 0, self.w)), _i(0), h)
+                    for i in range(kh)]
+            cols = [self.in_range(b, b.add(ow, self.lanes(b, _i(j * dw - pl), 0, self.w)), _i(0), wd)
+                    for j in range(kw)]
+            masks = [[b.and_(live, b.and_(r, c)) for c in cols] for r in rows]
+            full = b.icmp_signed("<=", b.add(p0, _i(self.w)), total)
+
+            def plane(k: ir.Value) -> None:
+                taps = self.taps(b, w, k, wstride)
+                xk = b.gep(x, [b.add(b.mul(k, b.mul(h, wd)), p0)], source_etype=self.et)
+                acc: ir.Value = zero
+                for i in range(kh):
+                    for j in range(kw):
+                        off = b.add(b.mul(_i(i * dh - pt), wd), _i(j * dw - pl))
+                        at = b.gep(xk, [off], source_etype=self.et)
+                        v = b.call(mload, [at, ir.Constant(I32, self.size), masks[i][j], zero])
+                        acc = b.call(fma, [v, taps[i * kw + j], acc])
+                at = b.gep(y, [b.add(b.mul(k, total), p0)], source_etype=self.et)
+                self.store(b, acc, at, full, live)
+            for_range(b, _i(0), planes, 1, plane, "plane")
+        for_range(b, _i(0), total, self.w, chunk, "px")
+
+    def column_loads(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
+        """A function of a row pointer: the segment's W lanes of one tap column (input
+        column col0 + l * sw for lane l), zero where masked off."""
+        sw, zero = self.g.stride[1], ir.Constant(self.vt, [0.0] * self.w)
+        mask_t = ir.VectorType(I1, self.w)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        align = ir.Constant(I32, self.size)
+        if sw == 1:
+            mask = b.and_(live, self.in_range(b, self.lanes(b, col0, 1, self.w), _i(0), wd))
+            return lambda row: b.call(mload, [b.gep(row, [col0], source_etype=self.et), align, mask, zero])
+        if sw == 2:
+            # source lanes s of [0, 2W): s < 2n - 1 (the last output's column) and in the row
+            cols = [self.lanes(b, b.add(col0, _i(half * self.w)), 1, self.w) for half in (0, 1)]
+            last = b.sub(b.mul(n, _i(2)), _i(1))
+            masks = [b.and_(self.in_range(b, c, _i(0), wd),
+                            b.icmp_signed("<", self.lanes(b, _i(half * self.w), 1, self.w),
+                                          self.lanes(b, last, 0, self.w)))
+                     for half, c in enumerate(cols)]
+            even = ir.Constant(ir.VectorType(I32, self.w), [2 * lane for lane in range(self.w)])
+
+            def pair(row: ir.Value) -> ir.Value:
+                at = b.gep(row, [col0], source_etype=self.et)
+                lo = b.call(mload, [at, align, masks[0], zero])
+                hi = b.call(mload, [b.gep(at, [_i(self.w)], source_etype=self.et), align, masks[1], zero])
+                return b.shuffle_vector(lo, hi, even)
+            return pair
+        cols_v = self.lanes(b, col0, sw, self.w)
+        mask = b.and_(live, self.in_range(b, cols_v, _i(0), wd))
+        # other strides: lane by lane from a clamped column (selected to zero when off)
+        clamped = [b.select(b.extract_element(mask, ir.Constant(I32, lane)),
+                            b.extract_element(cols_v, ir.Constant(I32, lane)), _i(0))
+                   for lane in range(self.w)]
+
+        def gather(row: ir.Value) -> ir.Value:
+            v: ir.Value = ir.Constant(self.vt, ir.Undefined)
+            for lane, col in enumerate(clamped):
+                e = b.load(b.gep(row, [col], source_etype=self.et), typ=self.et)
+                v = b.insert_element(v, e, ir.Constant(I32, lane))
+            return b.select(mask, v, zero)
+        return gather
+
+
+def depthwise_function(mod: ir.Module, dtype: DType, g: Geometry) -> ir.Function:
+    """The plane kernel for ``dtype`` and ``g`` in ``mod`` (made once per module)."""
+    return DepthwiseBuilder(mod, dtype, g).function()
+
+
+def maxpool_function(mod: ir.Module, dtype: DType, kernel: tuple[int, int],
+                     stride: tuple[int, int]) -> ir.Function:
+    """The max pool's plane kernel (``loop.maxpool2d``) in ``mod`` (made once per module)."""
+    return DepthwiseBuilder(mod, dtype, Geometry(kernel, stride, (1, 1), (0, 0)), "max").function()
+
+
+__all__ = ["Geometry", "depthwise_function", "maxpool_function"]

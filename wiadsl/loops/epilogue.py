@@ -1,0 +1,77 @@
+"""A fused product's epilogue applied to a range of output pixels right after the
+product wrote them (convolutions: loops/conv.py per pixel chunk, loops/depthwise.py
+per channel plane), while they are still in cache, instead of as a pass over the
+whole output.
+
+    for p in [p_lo, p_hi):  out[base + p] = body(raw[base + p], operands at (n, c, p))
+
+``p`` is the flat output pixel ``oh * wo + ow`` of one (image, channel) plane.
+When every operand is per-channel or laid out like the planes (``plane_flat``) the
+loop indexes them by ``p`` directly (one vectorizable loop); otherwise each pixel
+is split into (oh, ow) first.
+
+Invariant: each element of ``out`` in the range is written once, from the same
+element of ``raw`` (which may be ``out`` itself: read before written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..ir.core import Block, Value
+from .builder import LoopBuilder, const_value
+from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs
+from .scalar import clone_body
+
+
+def _is(v: Value, n: int) -> bool:
+    return const_value(v) == n
+
+
+def plane_flat(e: Expr, ho: int, wo: int) -> bool:
+    """Whether ``e`` may be read at ivs (n, c, 0, p) for the flat pixel p of an
+    ``ho x wo`` plane: its last two axes broadcast (extent 1) or are the plane's, with
+    contiguous strides (nested expressions: all their leaves)."""
+    if isinstance(e, ScalarExpr) or e.rank == 0:
+        return True
+    tail = e.extents[-2:]
+    if len(tail) == 2 and all(_is(x, 1) for x in tail):
+        return True
+    if e.rank < 2 or not (_is(tail[0], ho) and _is(tail[1], wo)):
+        return False
+    if isinstance(e, Leaf):
+        return _is(e.strides[-1], 1) and _is(e.strides[-2], wo)
+    if isinstance(e, MapExpr):
+        return all(plane_flat(o, ho, wo) for o in e.operands)
+    return False
+
+
+@dataclass
+class Epilogue:
+    """A fused body and its operands (beyond the accumulator), broadcast to ``extents``
+    (the product's [n, c, ho, wo])."""
+
+    body: Block
+    operands: list[Expr]
+    extents: list[Value]
+    shape: tuple[int, int]  # (ho, wo), static
+
+    @property
+    def flat(self) -> bool:
+        return all(plane_flat(e, *self.shape) for e in self.operands)
+
+    def apply(self, lb: LoopBuilder, raw: Value, out: Value, n: Value, c: Value, base: Value,
+              lo: Value, hi: Value) -> None:
+        """``out[base + p] = body(raw[base + p], ...)`` for ``p`` in [lo, hi) of plane (n, c)."""
+        wo = self.shape[1]
+        flat = self.flat
+
+        def pixel(lb2: LoopBuilder, p: Value, _: list[Value]) -> list[Value]:
+            at: Sequence[Value] = [n, c, lb2.idx(0), p] if flat else \
+                [n, c, lb2.floordiv(p, lb2.idx(wo)), lb2.mod(p, lb2.idx(wo))]
+            args = [e.at(lb2, broadcast_ivs(lb2, e.extents, at, self.extents)) for e in self.operands]
+            off = lb2.add(base, p)
+            lb2.store(clone_body(lb2, self.body, [lb2.load(raw, off), *args])[0], out, off)
+            return []
+        lb.loop(lo, hi, pixel)
