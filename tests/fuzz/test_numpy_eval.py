@@ -73,6 +73,14 @@ def test_remainder_and_power() -> None:
     assert paths[0].values is None and "negative" in paths[0].error
 
 
+def test_a_negative_power_of_an_empty_tensor_is_empty() -> None:
+    # As NumPy (``np.zeros((0, 4), np.int8) ** -2`` is empty) and the interpreter: no
+    # element meets the exponent. Fuzz seed 5200000001636 (M = 0) raised here alone.
+    empty = np.zeros((0, 4), np.float32)
+    got = one("y = cast(x, i8) ** -2;", "i8[0, 4]", x=empty)
+    assert got.shape == (0, 4) and got.dtype == np.int8
+
+
 def test_matmul_of_int_casts_and_quantization() -> None:
     a = np.arange(-8, 12, dtype=np.int8).reshape(1, 20) * 6
     b = np.arange(20 * 19, dtype=np.int64).reshape(20, 19).astype(np.int8)

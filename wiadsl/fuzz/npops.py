@@ -93,7 +93,9 @@ def binary(op: str, a: Val, b: Val, precision: str | None = None) -> Val:
     if op == "/" and not is_float(dtype):
         dtype = WEAK[2] if weak else "f64"  # true division of integers
     x, y = convert(a, dtype), convert(b, dtype)
-    if op == "**" and is_int(dtype) and np.any(y < 0):
+    # As NumPy: only a negative exponent that meets an element fails (an empty base
+    # never does), as the interpreter's _pow.
+    if op == "**" and is_int(dtype) and np.any(np.broadcast_to(y, np.broadcast_shapes(x.shape, y.shape)) < 0):
         raise RuntimeFailure("integers to negative integer powers are not allowed")
     compute = np.float32 if dtype == "bf16" else None
     with np.errstate(all="ignore"):
