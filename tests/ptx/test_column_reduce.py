@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pytest
 
+import wiadsl
 import wiadsl.backends.ptx.kernels.column_reduce as column_reduce
 from wiadsl.backends.ptx.emit import emit_ptx
 from wiadsl.backends.ptx.executor import PlanRun
@@ -194,3 +195,20 @@ def test_assembles_without_spills(ptxas: str, src: str, arch: str) -> None:
     rc, log = assemble(ptxas, text, arch)
     assert rc == 0, log
     assert spills(log) and not any(spills(log).values()), log
+
+
+@pytest.mark.parametrize("name,shape", [("argmin", (1, 0)), ("prod", (0, 0)), ("sum", (0, 3)),
+                                        ("sum", (3, 0)), ("max3", (0, 4, 5)), ("max3", (2, 4, 0))])
+def test_empty_extents_give_numpy_shapes(name: str, shape: tuple[int, ...]) -> None:
+    # Zero kept columns made the split count divide by zero tiles (fuzz seeds
+    # 5300000000042 and 5300000001103: a ZeroDivisionError while planning the launch).
+    src = """
+    kernel argmin(input x: f64[1, M], output y: i64[M]) { y = argmin(x, axis=-2); }
+    kernel prod(input x: f32[K, K], output y: f32[K]) { y = reduce_prod(x, axis=-2); }
+    kernel sum(input x: f32[R, C], output y: f32[C]) { y = reduce_sum(x, axis=0); }
+    kernel max3(input x: f16[B, R, C], output y: f16[B, C]) { y = reduce_max(x, axis=1); }
+    """
+    x = np.zeros(shape, {"argmin": np.float64, "max3": np.float16}.get(name, np.float32))
+    got = getattr(wiadsl.jit(src, target="ptxsim"), name)(x)
+    want = getattr(wiadsl.jit(src, target="interp"), name)(x)
+    assert got.shape == want.shape and np.array_equal(got, want)

@@ -79,7 +79,8 @@ def column_reduce_applies(spec: LoopSpec) -> bool:
 def column_splits(spec: LoopSpec) -> Sym:
     """S: row splits over blocks, so that tiles x splits reach TARGET_BLOCKS (1 when the
     column tiles alone do, or the rows are few)."""
-    tiles = call("cdiv", product(list(spec.domain[:spec.n_outer])), LANES)
+    # at least one tile: an empty output (no kept columns) has no blocks to fill
+    tiles = call("max", 1, call("cdiv", product(list(spec.domain[:spec.n_outer])), LANES))
     rows = product(list(spec.domain[spec.n_outer:]))
     return call("max", 1, call("min", MAX_SPLITS, call("cdiv", TARGET_BLOCKS, tiles),
                                call("cdiv", rows, ROWS_PER_SPLIT)))
