@@ -82,7 +82,14 @@ def _default_threads() -> list[int]:
     return sorted({1, THREADS})
 
 
+#: Seconds both sides rest before each timed batch (``--settle``): the other side's
+#: worker threads keep spinning after its last call (ORT's intra-op pool, ours) and
+#: would take a core from the batch that follows; cpu.py pauses after OpenBLAS alike.
+SETTLE = 0.1
+
+
 def _time(fn, seconds: float) -> float:
+    time.sleep(SETTLE)
     start, n = time.perf_counter(), 0
     while True:
         fn()
@@ -139,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small models, short timing")
     p.add_argument("--threads", default=None, help="comma-separated thread counts for both sides")
     p.add_argument("--models", default=None, help="comma-separated subset of " + ", ".join(CASES))
+    p.add_argument("--settle", type=float, default=SETTLE,
+                   help=f"seconds of rest before each timed batch (default {SETTLE})")
     args = p.parse_args(argv)
+    globals()["SETTLE"] = args.settle
     cases = QUICK if args.quick else CASES
     names = args.models.split(",") if args.models else list(cases)
     counts = [int(t) for t in args.threads.split(",")] if args.threads else _default_threads()

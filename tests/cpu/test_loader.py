@@ -9,6 +9,7 @@ permissions, and each refusal's message.
 from __future__ import annotations
 
 import ctypes
+import os
 
 import pytest
 
@@ -115,3 +116,44 @@ def test_refusals_name_what_is_wrong():
     fine = _object("define i64 @NAME() {\n  ret i64 7\n}\n", "wia_test_named")
     with pytest.raises(loader.LoadError, match="does not define 'wia_test_other'"):
         loader.load(fine, "wia_test_other")
+
+
+#: A global entry that calls an internal function (kept: noinline).
+TWO_FUNCTIONS = """
+define internal i64 @NAME.inner(i64 %x) noinline {
+  %y = mul i64 %x, 3
+  ret i64 %y
+}
+
+define i64 @NAME(i64 %x) {
+  %y = call i64 @NAME.inner(i64 %x)
+  %z = add i64 %y, 1
+  ret i64 %z
+}
+"""
+
+
+def test_perf_map_names_every_loaded_function(monkeypatch):
+    """With WIADSL_PERF_MAP=1 each loaded function, internal ones too, gets a
+    ``START SIZE name`` line in /tmp/perf-<pid>.map (what perf reads for JIT code)."""
+    path = f"/tmp/perf-{os.getpid()}.map"
+
+    def current() -> str:
+        return open(path).read() if os.path.exists(path) else ""
+    existed, before = os.path.exists(path), current()
+    obj = _object(TWO_FUNCTIONS, "wia_test_perfmap")
+    monkeypatch.delenv("WIADSL_PERF_MAP", raising=False)
+    loader.load(obj, "wia_test_perfmap")
+    assert current() == before  # off by default
+    monkeypatch.setenv("WIADSL_PERF_MAP", "1")
+    try:
+        entry = loader.load(obj, "wia_test_perfmap")
+        added = current()[len(before):]
+    finally:
+        if not existed and os.path.exists(path):
+            os.remove(path)
+    lines = {line.split()[2]: line.split()[:2] for line in added.splitlines()}
+    assert set(lines) == {"wia_test_perfmap", "wia_test_perfmap.inner"}, added
+    start, size = (int(v, 16) for v in lines["wia_test_perfmap"])
+    assert start == entry and size > 0
+    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(entry)(5) == 16

@@ -30,11 +30,16 @@ Invariants:
   added to the process table only when the name is new.
 - The symbol table is changed under ``_LOCK``; loading holds it throughout, so a
   thread that finds a name finds the code behind it complete.
+
+Profiling: with ``WIADSL_PERF_MAP=1`` every function of a loaded object (kernels,
+their outlined parallel bodies, the helpers) is appended to ``/tmp/perf-<pid>.map``,
+the file ``perf report`` reads to name code it finds in anonymous memory.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import struct
 import sys
@@ -57,7 +62,7 @@ _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_REL = 2, 4, 8, 9
 _SHT_INIT = {14, 15, 16}  # init/fini/preinit arrays: code that would have to run at load
 _SHT_X86_64_UNWIND = 0x70000001
 _SHN_UNDEF, _SHN_ABS, _SHN_COMMON = 0, 0xFFF1, 0xFFF2
-_STB_LOCAL, _STB_WEAK, _STT_SECTION = 0, 2, 3
+_STB_LOCAL, _STB_WEAK, _STT_FUNC, _STT_SECTION = 0, 2, 2, 3
 _R_NONE, _R_64, _R_PC32, _R_PLT32, _R_32, _R_32S, _R_PC64 = 0, 1, 2, 4, 10, 11, 24
 _R_GOTPCREL = {9, 41, 42}  # GOTPCREL, GOTPCRELX, REX_GOTPCRELX
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
@@ -310,6 +315,20 @@ class _Linker:
     def finish(self) -> None:
         _protect(self.base, self.plan.code_bytes, _PROT_READ | _PROT_EXEC)
 
+    def functions(self) -> Iterator[tuple[int, int, str]]:
+        """(address, bytes, name) of each function the object defines, local ones too."""
+        for k, sym in enumerate(self.obj.symbols):
+            if sym.kind == _STT_FUNC and sym.size and sym.section in self.plan.at:
+                yield self.address(k), sym.size, sym.name
+
+
+def _write_perf_map(linker: _Linker) -> None:
+    """Name the object's functions for ``perf`` (its JIT map convention: one
+    ``START SIZE name`` line per function, hexadecimal, in /tmp/perf-<pid>.map)."""
+    lines = "".join(f"{a:x} {n:x} {name}\n" for a, n, name in linker.functions())
+    with open(f"/tmp/perf-{os.getpid()}.map", "a") as f:
+        f.write(lines)
+
 
 def load(obj: bytes, symbol: str) -> int:
     """Load relocatable object code and return the address of its ``symbol``; its
@@ -323,6 +342,8 @@ def load(obj: bytes, symbol: str) -> int:
         linker.finish()
         for name, address in linker.defined.items():
             _SYMBOLS.setdefault(name, address)
+        if os.environ.get("WIADSL_PERF_MAP", "") not in ("", "0"):
+            _write_perf_map(linker)
     if not linker.defined.get(symbol):
         raise LoadError(f"object code does not define '{symbol}'")
     return linker.defined[symbol]
