@@ -4,7 +4,8 @@ Axes: MR (rows of the micro-kernel), NV (vectors per row), vector width, KC, MC
 and the k-loop unroll. ``prune`` drops configs that cannot run well or at all:
 - register pressure: MR x NV accumulators + NV B vectors + 1 broadcast must fit
   the vector registers (16 with AVX2, 32 with AVX-512), or the k loop spills;
-- L1: the packed KC x NR panel of B must fit in half of a 32 KiB L1;
+- L1: the packed KC x NR panel of B may be at most twice a 32 KiB L1 (it streams
+  from L2 in order; the default's is 64 KiB with AVX-512: gemm_config.KC);
 - L2: the MC x KC block of A must fit in 512 KiB;
 - MC a multiple of MR; blocks no larger than the problem needs (a KC or MC
   beyond the problem's K or M only duplicates a smaller config).
@@ -56,7 +57,7 @@ def valid(c: GemmConfig, shapes: list[GemmShape], host_bits: int) -> bool:
     lanes = c.vector_bits // (8 * size)
     if c.mr * c.nv + c.nv + 1 > vector_registers(host_bits):
         return False
-    if c.kc * c.nv * lanes * size > L1_BYTES // 2 or c.mc * c.kc * size > L2_BYTES:
+    if c.kc * c.nv * lanes * size > 2 * L1_BYTES or c.mc * c.kc * size > L2_BYTES:
         return False
     if c.mc % c.mr:
         return False

@@ -46,7 +46,7 @@ from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_CONV_PACK, scratch, scratch_done
 from .types import I1, I32, I64, PTR
 
-NB = 256   # output pixels per packed block: KC x 256 floats = 256 KiB, in L2
+NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, in L2
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 #: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
 CHUNK_PIXELS = 128
