@@ -150,3 +150,26 @@ def test_a_padded_copy_fills_only_around_the_slice():
         for shapes in (None, {"pad": [(h, w)]}):
             got = run_func(lower_module(parse_module(PAD), shapes), "pad", [x])[0]
             np.testing.assert_array_equal(got, want)
+
+
+CAST_PLANE_SUM = """
+func @f(%x: tensor<?x?xi32>) -> i64 attributes {kernel, outputs = ["y"]} {
+^entry:
+  %0 = tensor.cast %x : tensor<?x?xi32> -> tensor<?x?xi64>
+  %1 = tensor.reduce_sum %0 {axes = [0, 1]} : tensor<?x?xi64> -> i64
+  return %1 : i64
+}
+"""
+
+
+def test_a_plane_one_pixel_wide_of_a_map_reads_every_row():
+    """A [4, 1] plane under a map (the cast) is summed by rows, each read at its own
+    index, not as one flat loop through the map, whose broadcast would send the
+    extent-1 axis to index 0 for every pixel (fuzz seed 5500000000512)."""
+    out = lowered(CAST_PLANE_SUM, {"f": [(4, 1)]})
+    filecheck(out, """
+    CHECK: ^loop(%i: index
+    CHECK-NOT: loop.load %x, %{{[0-9]+}} :
+    CHECK: loop.load %x, %i :
+    """)
+    np.testing.assert_array_equal(run_func(parse_module(out), "f", [np.arange(1, 5, dtype=np.int32).reshape(4, 1)]), 10)

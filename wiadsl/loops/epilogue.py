@@ -43,7 +43,11 @@ def plane_flat(e: Expr, ho: int, wo: int) -> bool:
     if isinstance(e, Leaf):
         return _is(e.strides[-1], 1) and _is(e.strides[-2], wo)
     if isinstance(e, MapExpr):
-        return all(plane_flat(o, ho, wo) for o in e.operands)
+        # a map reads its operands through broadcast_ivs, which sends an axis of
+        # extent 1 to index 0: a plane one pixel wide (wo == 1 < ho) would read its
+        # first pixel for every p (fuzz seed 5500000000512: reduce_sum of an i32[4, 1],
+        # cast to i64, summed the first element four times)
+        return (wo != 1 or ho == 1) and all(plane_flat(o, ho, wo) for o in e.operands)
     return False
 
 
