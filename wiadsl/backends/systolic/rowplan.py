@@ -118,6 +118,7 @@ def _absorb_prologue(row: RowGroup, plan: FuncPlan) -> None:
     row.ops = [*g.ops, row.op]
     row.prologue = g
     row.externals, row.ext_dtypes, row.ext_relayouts = g.externals, g.ext_dtypes, g.ext_relayouts
+    row.absorbed = [*row.absorbed, *g.absorbed]  # run first when the group runs on the host
 
 
 def _relayout_group(op: Operation | None, plan: FuncPlan, block: object) -> RowGroup | None:
@@ -151,6 +152,9 @@ def _absorb_inputs(group: Group, plan: FuncPlan) -> None:
             continue
         _drop(row, plan)
         plan.skips.add(id(row.op))
+        # a group that runs on the host instead (an empty tensor: kernel.run_group)
+        # runs its absorbed ops first; this one's result is what its ops read
+        group.absorbed.append(row.op)
         group.externals[i] = row.op.operands[0]
         group.ext_relayouts[i] = _relayout(row.op)
 
