@@ -135,25 +135,30 @@ define i64 @NAME(i64 %x) {
 
 def test_perf_map_names_every_loaded_function(monkeypatch):
     """With WIADSL_PERF_MAP=1 each loaded function, internal ones too, gets a
-    ``START SIZE name`` line in /tmp/perf-<pid>.map (what perf reads for JIT code)."""
+    ``START SIZE name`` line in /tmp/perf-<pid>.map (what perf reads for JIT code);
+    a process's first write drops what an earlier process of the same pid left."""
     path = f"/tmp/perf-{os.getpid()}.map"
-
-    def current() -> str:
-        return open(path).read() if os.path.exists(path) else ""
-    existed, before = os.path.exists(path), current()
+    saved = open(path).read() if os.path.exists(path) else None
     obj = _object(TWO_FUNCTIONS, "wia_test_perfmap")
-    monkeypatch.delenv("WIADSL_PERF_MAP", raising=False)
-    loader.load(obj, "wia_test_perfmap")
-    assert current() == before  # off by default
-    monkeypatch.setenv("WIADSL_PERF_MAP", "1")
     try:
+        with open(path, "w") as f:
+            f.write("1000 10 stale_from_another_process\n")
+        monkeypatch.delenv("WIADSL_PERF_MAP", raising=False)
+        loader.load(obj, "wia_test_perfmap")
+        assert open(path).read().split()[2] == "stale_from_another_process"  # off by default
+        monkeypatch.setenv("WIADSL_PERF_MAP", "1")
+        monkeypatch.setattr(loader, "_PERF_MAP_PIDS", set())  # this process has not written yet
         entry = loader.load(obj, "wia_test_perfmap")
-        added = current()[len(before):]
+        second = loader.load(obj, "wia_test_perfmap")  # appended after the first
+        written = open(path).read()
     finally:
-        if not existed and os.path.exists(path):
+        if saved is None:
             os.remove(path)
-    lines = {line.split()[2]: line.split()[:2] for line in added.splitlines()}
-    assert set(lines) == {"wia_test_perfmap", "wia_test_perfmap.inner"}, added
-    start, size = (int(v, 16) for v in lines["wia_test_perfmap"])
-    assert start == entry and size > 0
+        else:
+            with open(path, "w") as f:
+                f.write(saved)
+    rows = [line.split() for line in written.splitlines()]
+    assert sorted(r[2] for r in rows) == ["wia_test_perfmap"] * 2 + ["wia_test_perfmap.inner"] * 2, written
+    starts = {int(r[0], 16) for r in rows if r[2] == "wia_test_perfmap"}
+    assert starts == {entry, second} and all(int(r[1], 16) > 0 for r in rows)
     assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(entry)(5) == 16

@@ -14,9 +14,9 @@ from .host import host
 #: KC 512 rather than 256: C tiles are loaded and stored half as often, and the
 #: KC x NR panel (64 KiB with 16-lane vectors), though larger than L1, streams from
 #: L2 in order. Measured in one process against KC 256 (AMD Zen 4, 2 threads,
-#: interleaved medians): f32 matmul 512^3 +6 %, 1024^3 +6 %, 2048^3 +10 %; M = 16..256
-#: inference shapes +1..4 %; 256^3 and K <= 256 the same code; convolutions (K = 576
-#: .. 2304) within +-1 %; with AVX2 code on the same host 1024^3 +1 %, 2048^3 +5 %.
+#: interleaved medians, several runs of benchmarks/gemm_blocking.py): f32 matmul 512^3
+#: to 2048^3 +4..10 %; M = 16..256 inference shapes +1..12 %; K <= 256 the same code;
+#: convolutions (K = 576 .. 2304) within +-1 %; AVX2 code on the same host 2048^3 +5 %.
 KC, MC = 512, 96
 #: columns of B per packed block (rounded down to a multiple of NR): KC x NC
 #: floats = 512 KiB, so a packed block stays in L2 while every row block of A

@@ -322,12 +322,19 @@ class _Linker:
                 yield self.address(k), sym.size, sym.name
 
 
+_PERF_MAP_PIDS: set[int] = set()  # processes whose map this module has started
+
+
 def _write_perf_map(linker: _Linker) -> None:
     """Name the object's functions for ``perf`` (its JIT map convention: one
-    ``START SIZE name`` line per function, hexadecimal, in /tmp/perf-<pid>.map)."""
+    ``START SIZE name`` line per function, hexadecimal, in /tmp/perf-<pid>.map).
+    A process's first write starts the file afresh: an earlier process with the same
+    pid may have left one (a forked child gets its own pid, hence its own file)."""
     lines = "".join(f"{a:x} {n:x} {name}\n" for a, n, name in linker.functions())
-    with open(f"/tmp/perf-{os.getpid()}.map", "a") as f:
+    pid = os.getpid()
+    with open(f"/tmp/perf-{pid}.map", "a" if pid in _PERF_MAP_PIDS else "w") as f:
         f.write(lines)
+    _PERF_MAP_PIDS.add(pid)
 
 
 def load(obj: bytes, symbol: str) -> int:
