@@ -60,14 +60,17 @@ def _child(cache: Path, model: Path, feeds: Path) -> dict:
 
 
 def test_a_warm_process_needs_neither_onnx_nor_the_frontend(fresh_cache, saved, tmp_path):
+    """Neither process imports the onnx package (onnx/proto.py reads the file); the
+    cold one compiles, the warm one finds the import and the code in the cache."""
     built, path, feeds = saved
     cold = _child(fresh_cache, path, tmp_path / "feeds.npz")
     warm = _child(fresh_cache, path, tmp_path / "feeds.npz")
     want = ort_run(built.model, feeds)[0]
     for run in (cold, warm):
         assert_close(np.array(run["y"], np.float32), want)
-    assert cold["onnx"] and cold["frontend"] and cold["stats"]["compiles"] >= 1
-    assert not warm["onnx"] and not warm["frontend"], warm
+        assert not run["onnx"], run
+    assert cold["frontend"] and cold["stats"]["compiles"] >= 1
+    assert not warm["frontend"], warm
     assert warm["stats"]["compiles"] == 0
 
 

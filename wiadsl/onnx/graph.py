@@ -209,16 +209,17 @@ class Node:
         return OnnxImportError(f"ONNX op {self.op} ({where}, opset {self.opset}): {why}")
 
     def attr(self, name: str, default: Any = None) -> Any:
-        from onnx import helper, numpy_helper
+        from . import proto as pb
 
         for a in self.proto.attribute:
             if a.name == name:
-                value = helper.get_attribute_value(a)
-                if isinstance(value, bytes):
-                    return value.decode()
-                if hasattr(value, "data_type") and hasattr(value, "dims"):
-                    return numpy_helper.to_array(value)
-                return list(value) if isinstance(value, (list, tuple)) else value
+                try:
+                    value = pb.attribute_value(a)
+                    if isinstance(value, pb.Tensor):
+                        return pb.to_array(value)
+                except pb.ProtoError as exc:
+                    raise self.fail(str(exc)) from None
+                return value.decode() if isinstance(value, bytes) else value
         return default
 
     def input(self, i: int, required: bool = True) -> Val | None:

@@ -1,9 +1,9 @@
 """The imported-model cache (issue 21): a warm ``load_onnx`` of a model file or its
-bytes skips the ``onnx`` package and the graph's translation.
+bytes skips reading the protobuf and the graph's translation.
 
-Why: ``import onnx`` alone took ~450 ms here (most of it ``ml_dtypes``), where ONNX
-Runtime creates a ResNet-18 session and runs it in ~150 ms; the translation (shape
-folding, weight layouts) is the same work for the same bytes every time.
+Why: ONNX Runtime creates a ResNet-18 session and runs it in ~150 ms; the
+translation (shape folding, weight layouts) is the same work for the same bytes
+every time.
 
 - Key: SHA-256 over the model's serialized bytes, the import's arguments (``dims``,
   the kernel name, the inline limit) and the compiler version, which digests the

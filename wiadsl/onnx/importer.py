@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..dtypes import DType
+from . import proto as pb
 from .graph import (
     ONNX_DTYPES,
     ONNX_TYPE_NAMES,
@@ -48,46 +49,44 @@ from .text import LiteralError
 ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 #: Initializers up to this many elements are written as array literals.
 INLINE_LIMIT = 16
-#: onnx.TensorProto.EXTERNAL: a tensor whose bytes live in another file
-_EXTERNAL = 1
 
 
-def _onnx() -> Any:
+def load_model(model: ModelLike) -> tuple[pb.Model, bool]:
+    """The model of a path, serialized bytes or an ``onnx.ModelProto`` (read from its
+    encoding by proto.py, the onnx package is not imported), and whether a tensor of
+    it was stored in another file (it is read too, from beside the model)."""
+    folder = None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        data, where = bytes(model), "the model bytes"
+    elif hasattr(model, "SerializeToString"):  # an onnx.ModelProto: its tensors are loaded
+        data, where = model.SerializeToString(), "the ModelProto"
+    else:
+        path = os.fspath(model)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise OnnxImportError(f"cannot read ONNX model '{path}': {exc.strerror or exc}") from None
+        folder, where = os.path.dirname(path), f"'{path}'"
     try:
-        import onnx
-    except ImportError:
-        raise OnnxImportError("importing ONNX models needs the 'onnx' package "
-                              "(pip install 'wiadsl[onnx]')") from None
-    return onnx
-
-
-def load_model(model: ModelLike) -> tuple[Any, bool]:
-    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto, and whether
-    a tensor of it was stored in another file (it is loaded too, from beside the model)."""
-    onnx = _onnx()
-    if isinstance(model, onnx.ModelProto):
-        return model, uses_external_data(model)
-    if isinstance(model, (bytes, bytearray)):
-        proto = onnx.load_from_string(bytes(model))
-        return proto, uses_external_data(proto)
-    try:
-        proto = onnx.load(os.fspath(model), load_external_data=False)
-        external = uses_external_data(proto)
-        if external:
-            onnx.load_external_data_for_model(proto, os.path.dirname(os.fspath(model)))
+        parsed = pb.parse_model(data)
+        external = any(t.data_location == pb.EXTERNAL and t.raw_data is None
+                       for t in pb.tensors(parsed))
+        if external and folder is not None:
+            pb.load_external(parsed, folder)
+    except pb.ProtoError as exc:
+        raise OnnxImportError(f"{where} is not an ONNX model: {exc}") from None
     except OSError as exc:
-        raise OnnxImportError(f"cannot read ONNX model '{model}': {exc.strerror or exc}") from None
-    except Exception as exc:  # a malformed protobuf
-        raise OnnxImportError(f"'{model}' is not an ONNX model: {exc}") from None
-    return proto, external
+        raise OnnxImportError(f"{where}: cannot read its external data: {exc.strerror or exc}") from None
+    return parsed, external
 
 
-def uses_external_data(model: Any) -> bool:
-    """Whether a tensor of ``model`` (an initializer or a Constant's) lives in another file."""
-    graph = model.graph
-    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute
-                                         if a.HasField("t")]
-    return any(t.data_location == _EXTERNAL for t in tensors)
+def tensor_array(t: pb.Tensor) -> Any:
+    """The NumPy array of a tensor of the model; OnnxImportError if its data is malformed."""
+    try:
+        return pb.to_array(t)
+    except pb.ProtoError as exc:
+        raise OnnxImportError(str(exc)) from None
 
 
 def default_opset(model: Any) -> int:
@@ -108,10 +107,8 @@ class _Importer:
         self.seen_dims: set[str] = set()  # ONNX and DSL spellings of symbolic dims
 
     def run(self, kernel: str | None) -> ImportedModel:
-        from onnx import numpy_helper
-
         for init in self.graph.initializer:
-            self.values[init.name] = const_val(numpy_helper.to_array(init), hint=init.name)
+            self.values[init.name] = const_val(tensor_array(init), hint=init.name)
         inputs = [(i.name, self._input(i)) for i in self.graph.input
                   if i.name not in self.values]
         unknown = sorted(set(self.fixed) - self.seen_dims)
@@ -141,16 +138,16 @@ class _Importer:
             tuple((o.name, self.em.outputs[o.name]) for o in self.graph.output),
             dict(self.em.weights), {k: t for k, t in boundary.items() if t is not None})
 
-    def _input(self, info: Any) -> Val:
-        t = info.type.tensor_type
-        if not info.type.HasField("tensor_type"):
+    def _input(self, info: pb.ValueInfo) -> Val:
+        t = None if info.type is None else info.type.tensor_type
+        if t is None:
             raise OnnxImportError(f"graph input '{info.name}' is not a tensor")
         held = HELD.get(t.elem_type)
         if t.elem_type not in ONNX_DTYPES and held is None:
             kind = ONNX_TYPE_NAMES.get(t.elem_type, str(t.elem_type))
             raise OnnxImportError(f"graph input '{info.name}' has element type {kind}, "
                                   "which WIA DSL does not have")
-        if not t.HasField("shape"):
+        if t.shape is None:
             raise OnnxImportError(f"graph input '{info.name}' has no shape (rank unknown)")
         shape = tuple(self._dim(d, info.name, i) for i, d in enumerate(t.shape.dim))
         shape = substitute(shape, {self.dim_names.get(k, k): v for k, v in self.fixed.items()})
@@ -160,8 +157,8 @@ class _Importer:
         self.values[info.name] = v
         return v
 
-    def _dim(self, d: Any, input_name: str, axis: int) -> Dim:
-        if d.HasField("dim_value"):
+    def _dim(self, d: pb.Dimension, input_name: str, axis: int) -> Dim:
+        if d.dim_value is not None:
             return Dim(int(d.dim_value))
         param = d.dim_param or f"{input_name}_{axis}"
         if param not in self.dim_names:
@@ -171,7 +168,7 @@ class _Importer:
             return Dim(int(self.fixed[param]))
         return Dim(1, (self.dim_names[param],))
 
-    def _graph_output(self, info: Any) -> Val:
+    def _graph_output(self, info: pb.ValueInfo) -> Val:
         """Graph output ``info``, with quantized uint8 moved to its held form; its element
         type must be the one the graph declares (where it declares one)."""
         v = self._value(info.name, "graph output")
@@ -179,7 +176,7 @@ class _Importer:
             v = self.em.bind(f"cast({self.em.ref(v)}, i32) + {v.offset}", DType.I32, v.shape,
                              "u8")
             v.held = UINT8
-        declared = info.type.tensor_type.elem_type
+        declared = info.type.tensor_type.elem_type if info.type and info.type.tensor_type else 0
         held = HELD.get(declared)
         if declared and (held is not v.held or held is None and ONNX_DTYPES.get(declared)
                          not in (None, v.dtype)):
@@ -195,7 +192,7 @@ class _Importer:
                                   "(the graph is not topologically sorted)")
         return self.values[name]
 
-    def _node(self, proto: Any) -> None:
+    def _node(self, proto: pb.Node) -> None:
         vals = [self._value(i, f"input of node '{proto.name}'") if i else None
                 for i in proto.input]
         node = Node(proto, self.opset, self.em, list(vals))  # (inputs as read: ``storage``)
