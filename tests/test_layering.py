@@ -16,9 +16,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wiadsl"
 
 #: package -> the wiadsl packages it may import (itself aside)
 ALLOWED = {
-    "ir": {"diagnostics", "dtypes", "lazy"},
-    "frontend": {"diagnostics", "dtypes", "ir", "lazy", "resources"},
-    "onnx": {"diagnostics", "dtypes", "frontend", "ir", "runtime"},
+    "ir": {"diagnostics", "dtypes", "lazy", "records"},
+    "frontend": {"diagnostics", "dtypes", "ir", "lazy", "records", "resources"},
+    "onnx": {"diagnostics", "dtypes", "frontend", "ir", "records", "runtime"},
 }
 #: package -> the only packages that may import it
 IMPORTED_ONLY_BY = {"onnx": {"__init__", "tools"}}

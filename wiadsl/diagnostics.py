@@ -13,10 +13,12 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceFile:
     """A named piece of source text; spans point into it."""
 
@@ -57,7 +59,7 @@ class SourceFile:
 CARET_WINDOW = 100
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Span:
     """A 1-based (line, column) range in a source file; ``end_*`` is exclusive."""
 

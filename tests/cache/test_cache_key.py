@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 import wiadsl
+from wiadsl import records
 from wiadsl.backends.llvm.backend import CpuKernel
 from wiadsl.backends.llvm.gemm import GemmConfig, default_config
 from wiadsl.dtypes import DType
@@ -59,7 +58,7 @@ def test_flag_changes_the_key():
 
 
 def test_gemm_config_changes_the_key():
-    other = dataclasses.replace(default_config(), kc=128)
+    other = records.replace(default_config(), kc=128)
     assert changed(parts(), parts(gemm=other)) == ["gemm"]
 
 
@@ -79,13 +78,13 @@ def test_stdlib_callee_changes_the_key():
 def test_compiler_version_changes_the_key():
     base = parts()
     assert base.version == compiler_version() and "wiadsl" in base.version
-    assert changed(base, dataclasses.replace(base, version=base.version + "+1")) == ["version"]
+    assert changed(base, records.replace(base, version=base.version + "+1")) == ["version"]
 
 
 def test_cpu_and_target_change_the_key():
     base = parts()
-    assert changed(base, dataclasses.replace(base, cpu="other")) == ["cpu"]
-    assert changed(base, dataclasses.replace(base, target="cpu riscv64")) == ["target"]
+    assert changed(base, records.replace(base, cpu="other")) == ["cpu"]
+    assert changed(base, records.replace(base, target="cpu riscv64")) == ["target"]
 
 
 def test_why_names_the_changed_shape():

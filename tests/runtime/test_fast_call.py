@@ -4,13 +4,13 @@ general way, so each call gives the right result or a WiaError naming the argume
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 import numpy as np
 import pytest
 
 import wiadsl
+from wiadsl import records
 from wiadsl.diagnostics import WiaCallError, WiaError
 
 ADD = "kernel add(input a: f32[N], input b: f32[N], output c: f32[N]) { c = a + b; }"
@@ -323,7 +323,7 @@ def test_the_object_layout_is_verified():
     assert layout is not None  # CPython 3.10+ and NumPy 1.x/2.x lay them out alike
     a = np.ones((2, 3), np.float32)
     assert fastcall._agrees(layout, a)
-    wrong = dataclasses.replace(layout, dims=layout.dims + 8)  # the strides field
+    wrong = records.replace(layout, dims=layout.dims + 8)  # the strides field
     assert not fastcall._agrees(wrong, a)
 
 
@@ -337,7 +337,7 @@ def test_calls_that_alternate_shapes_each_take_their_native_plan(add, monkeypatc
     for key in [(a.shape, a.shape), (b.shape, b.shape)]:
         plan = add._plans[key]
         assert plan.fast is not None
-        add._plans[key] = dataclasses.replace(plan, call=lambda args, buffers=(): None)
+        add._plans[key] = records.replace(plan, call=lambda args, buffers=(): None)
     add._plan = add._plans[(a.shape, a.shape)]
     import wiadsl.runtime.jit as jit_module
 

@@ -18,12 +18,13 @@ the CPU keeps its gemms' weights packed from the first call on).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from ..diagnostics import WiaCallError
+from ..records import record
 from ..runtime.backend import NOT_RUN, get_backend
 from ..runtime.binding import bind_call
 from ..runtime.jit import (
@@ -42,7 +43,7 @@ from .imported import ImportedModel
 from .storage import from_kernel, to_kernel
 
 
-@dataclass(repr=False)
+@record
 class OnnxKernel(KernelFunction):
     """A kernel of an imported model: ``f(*graph_inputs)`` with the weights bound."""
 

@@ -33,6 +33,7 @@ from ..ir.parser import parse_module
 from ..ir.printer import print_module
 from ..passes import PassManager, optimize
 from ..passes.remarks import Remark
+from ..records import record
 from ..runtime.binding import bind_call
 from ..runtime.jit import KernelFunction
 from .calibrate import annotate, calibrate, observer_factory, product_ops
@@ -80,7 +81,7 @@ class QuantReport:
         return "\n".join(lines)
 
 
-@dataclass(repr=False)
+@record
 class QuantizedKernel(KernelFunction):
     """A kernel whose IR is the int8-quantized module made by ``quantize``."""
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..diagnostics import WiaUsageError
+from ..records import record
 
 if TYPE_CHECKING:
     from ..ir.module import ModuleOp
@@ -82,7 +83,7 @@ class Backend(Protocol):
         ...
 
 
-@dataclass
+@record
 class InterpretedKernel:
     """The reference interpreter as a backend: the IR runs op by op on NumPy."""
 

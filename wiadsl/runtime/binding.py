@@ -11,17 +11,18 @@ that names the argument (both outputs, for a shared buffer).
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, cast
 
 import numpy as np
 
 from ..diagnostics import WiaCallError, a_or_an
 from ..dtypes import DType, from_numpy
+from ..records import record
 from .signature import KernelSignature, ParamSpec
 
 
-@dataclass
+@record
 class BoundCall:
     """A checked call: inputs by name, optional output buffers, bound dims."""
 

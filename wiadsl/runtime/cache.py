@@ -47,9 +47,9 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from ..records import as_dict, record
 from . import cache_store
 from .cache_key import KeyParts
 from .cache_limit import enforce, touch
@@ -63,7 +63,7 @@ class WiaCacheWarning(UserWarning):
     """A cache entry was damaged or could not be written; the kernel was recompiled."""
 
 
-@dataclass
+@record
 class CacheStats:
     """Counters of this process's cache traffic."""
 
@@ -75,7 +75,7 @@ class CacheStats:
     store_errors: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return as_dict(self)
 
     def reset(self) -> None:
         for name in self.as_dict():

@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..records import record
 from .cache_store import new_sha256
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def _sources_digest() -> str:
     return digest
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeyParts:
     """Every input of one compiled specialization (see the module docstring)."""
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..diagnostics import WiaUsageError
+from ..records import record
 from . import cache_store
 
 DEFAULT_LIMIT = 512 << 20
@@ -62,7 +62,7 @@ def touch(path: Path) -> None:
         pass
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PruneReport:
     removed: int
     freed: int

@@ -18,14 +18,16 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..records import record
 
 
 def verbose() -> bool:
     return os.environ.get("WIADSL_VERBOSE", "") not in ("", "0")
 
 
-@dataclass
+@record
 class Stages:
     """Milliseconds per stage, in run order; ``total`` since creation."""
 

@@ -27,9 +27,10 @@ import os
 import struct
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..records import record
 
 try:  # CPython's own SHA-256 (as random.py takes _sha512): the same digests, and no
     # OpenSSL to load, which ``import hashlib`` costs (~2 ms of a ~25 ms warm start)
@@ -66,7 +67,7 @@ def entry_path(key: str) -> Path:
     return root() / "objects" / key[:2] / f"{key}{ENTRY_SUFFIX}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     """A verified entry: its key, metadata (JSON-able) and object code."""
 

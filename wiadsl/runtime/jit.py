@@ -28,7 +28,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
@@ -36,6 +36,7 @@ import numpy as np
 
 from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
+from ..records import record
 from .backend import NOT_RUN, Backend, CompiledKernel, get_backend
 from .binding import BoundCall, bind_call
 from .signature import KernelSignature, ParamSpec, signature_of
@@ -55,7 +56,7 @@ KernelOutput: TypeAlias = np.ndarray | np.generic
 KernelResult: TypeAlias = KernelOutput | tuple[KernelOutput, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CallPlan:
     """A checked way to call one specialization again with the same kinds of arguments.
 
@@ -86,7 +87,7 @@ def _shapes_key(args: tuple[object, ...]) -> tuple[tuple[int, ...], ...] | None:
         return None
 
 
-@dataclass(repr=False)
+@record
 class KernelFunction:
     """A callable kernel: ``f(*inputs, **inputs_or_output_buffers)``.
 

@@ -6,17 +6,17 @@ that order (outputs only by keyword, as preallocated buffers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ..dtypes import DTYPE_NAMES, DType
+from ..records import record
 
 if TYPE_CHECKING:
     from ..frontend import ast
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamSpec:
     """One kernel parameter.
 
@@ -38,7 +38,7 @@ class ParamSpec:
         return f"{self.dtype}[{', '.join(str(d) for d in self.dims)}]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelSignature:
     name: str
     params: tuple[ParamSpec, ...]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..backends.llvm.gemm_config import GemmConfig
 from ..backends.llvm.host import host
+from ..records import record
 from ..runtime import cache_store
 from ..runtime.cache_key import function_digests, sha256
 
@@ -36,7 +36,7 @@ GEMM_OPS = {"tensor.matmul": "matmul", "tensor.fused_matmul": "matmul",
             "tensor.conv2d": "conv2d", "tensor.fused_conv2d": "conv2d"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Measurement:
     config: GemmConfig
     ms: float

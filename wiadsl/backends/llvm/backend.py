@@ -39,12 +39,13 @@ import math
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...diagnostics import SourceFile, Span, WiaRuntimeError, WiaUsageError
+from ...records import record
 from ...runtime import source_cache
 from ...runtime.backend import NOT_RUN
 from ...runtime.binding import check_distinct_buffers
@@ -78,7 +79,7 @@ def data_pointer(a: np.ndarray) -> int:
         return a.__array_interface__["data"][0]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Loaded:
     """A compiled entry point in this process (shared by every kernel with its key)."""
 
@@ -119,7 +120,7 @@ class OutSlot:
             self.learn(shape)
 
 
-@dataclass
+@record
 class Native:
     """A compiled entry point at one input shape, and the argument arrays of its calls."""
 
@@ -353,7 +354,7 @@ class Native:
         return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Code:
     """Loaded code for one pattern (shape_policy.py) and how it was obtained."""
 
@@ -414,7 +415,7 @@ def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
     return Loaded(_ENTRY(load_object(obj, layout.symbol)), layout)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceLevel:
     """What the source-level cache (runtime/source_cache.py) needs to find this
     kernel's specializations without its IR: the source key, the kernel's output
@@ -428,7 +429,7 @@ class SourceLevel:
         return {name: SourceFile(name, text) for name, text in self.files.items()}
 
 
-@dataclass
+@record
 class CpuKernel:
     """One kernel on the CPU, at every input shape; ``passes=False`` when ``module``
     is already optimized.

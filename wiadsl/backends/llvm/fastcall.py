@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import astuple, dataclass
 
 import numpy as np
+
+from ...records import as_dict, record
 
 MISS = -1  #: an argument is not what the entry was made for: nothing ran
 UNDELIVERED = -2  #: it ran, but a result is not in its buffer (a shape that varies)
@@ -52,7 +53,7 @@ C_API = {"wia.py.long_from_long": "PyLong_FromLong", "wia.py.save_thread": "PyEv
 METH_FASTCALL = 0x0080
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ObjectLayout:
     """Byte offsets of the object fields the helper reads (this interpreter's)."""
 
@@ -67,7 +68,7 @@ class ObjectLayout:
     ctypes_buffer: int  #: CDataObject.b_ptr (a ctypes array's buffer)
 
     def label(self) -> str:
-        return "o" + "_".join(str(v) for v in astuple(self))
+        return "o" + "_".join(str(v) for v in as_dict(self).values())
 
 
 def _expected(head: int) -> ObjectLayout:

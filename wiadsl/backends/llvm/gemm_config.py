@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 
+from ...records import as_dict, record
 from .host import host
 
 #: k block (K is cut into equal blocks of at most KC) and rows of A per cache block.
@@ -27,7 +27,7 @@ PARALLEL_FLOPS = 96 ** 3
 CHUNKS = 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GemmConfig:
     """The register-blocking and cache-blocking parameters of ``loop.gemm``."""
 
@@ -48,7 +48,7 @@ class GemmConfig:
             raise ValueError(f"bad cache blocks kc={self.kc} mc={self.mc}")
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return as_dict(self)
 
     def label(self) -> str:
         return (f"mr{self.mr}-nv{self.nv}-v{self.vector_bits}-kc{self.kc}-mc{self.mc}"

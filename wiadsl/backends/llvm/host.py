@@ -23,11 +23,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
 from ...diagnostics import WiaUsageError
+from ...records import as_dict, record
 from ...runtime.cache_store import atomic_write, new_sha256, root
 
 #: The /proc/cpuinfo fields of the first processor that decide LLVM's answer.
@@ -35,7 +35,7 @@ CPUINFO_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", 
 FORMAT = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostInfo:
     cpu: str
     features: str
@@ -50,7 +50,7 @@ class HostInfo:
         return 512 if self.avx512 else 256 if "+avx2" in self.features.split(",") else 128
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LlvmHost:
     """What LLVM says of this machine (before ``WIADSL_ISA``), and which LLVM said it."""
 
@@ -153,7 +153,7 @@ def llvm_host() -> LlvmHost:
     found = ask_llvm()
     if path is not None:
         try:
-            atomic_write(path, json.dumps(asdict(found)).encode(), durable=False)
+            atomic_write(path, json.dumps(as_dict(found)).encode(), durable=False)
         except OSError:
             pass  # the next process asks LLVM again
     return found

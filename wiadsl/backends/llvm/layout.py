@@ -4,13 +4,14 @@ reads it without importing the code generator (issue 21)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ...diagnostics import SourceFile, Span
+from ...records import as_dict, record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     """How to call a compiled entry: argument slots and result plan (JSON-able)."""
 
@@ -29,7 +30,7 @@ class Layout:
     in_place: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Layout:

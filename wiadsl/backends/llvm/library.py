@@ -49,9 +49,9 @@ import ctypes
 import functools
 import json
 import threading
-from dataclasses import asdict
 from typing import Any
 
+from ...records import as_dict
 from ...runtime.cache import OnceTable
 from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
@@ -85,7 +85,7 @@ SCRATCH_SYMBOL = "wia.lib.scratch"
 
 def call_spec(layout: ObjectLayout) -> Spec:
     """The spec of the native call helper (fastcall.py) for this object layout."""
-    return {"kind": "call", "layout": asdict(layout)}
+    return {"kind": "call", "layout": as_dict(layout)}
 
 
 def symbol(spec: Spec) -> str:

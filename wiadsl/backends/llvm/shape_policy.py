@@ -20,9 +20,10 @@ extents it sees, and a program that calls it with one shape keeps static code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ...diagnostics import WiaUsageError
+from ...records import record
 
 Shapes = tuple[tuple[int, ...], ...]
 Pattern = tuple[tuple[int | None, ...], ...]
@@ -38,7 +39,7 @@ def check_policy(name: object) -> str:
     return str(name)
 
 
-@dataclass
+@record
 class ShapePolicy:
     """The pattern to compile (or reuse) for each new call shape (see the module doc)."""
 

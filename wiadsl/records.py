@@ -1,0 +1,182 @@
+"""``record``: dataclass-like classes that cost nothing to define (issue 21's warm start).
+
+Why: ``dataclasses.dataclass`` writes and compiles Python source for each class it
+decorates (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, and for a frozen
+class ``__setattr__``/``__delattr__``): ~0.5 ms per frozen class with CPython 3.11,
+12 of the 27 ms that a warm-cache start (import + jit + first call) spent in
+wiadsl's code. The classes on that path are declared with ``record`` instead: the
+same declaration (annotated fields, defaults, ``field(default_factory=...)``,
+``field(repr=False, compare=False)``), which type checkers read as a dataclass's
+(``dataclass_transform``); at run time the methods are generic ones, so defining a
+class compiles nothing.
+
+Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
+- ``__init__`` takes the fields positionally or by name in declaration order (base
+  records' fields first), with defaults and default factories, sets the
+  ``init=False`` ones that have a default, then calls ``__post_init__`` if the
+  class has one. Annotations that start with ``ClassVar``
+  are not fields.
+- ``__eq__`` compares records of the same class field by field (``compare=False``
+  fields left out); a frozen record hashes those fields, a mutable one is
+  unhashable. ``__repr__`` shows the ``repr=True`` fields. A ``__repr__`` or
+  ``__eq__`` the class or a base of it defines is kept.
+- Frozen: setting or deleting an attribute raises ``dataclasses.FrozenInstanceError``
+  (``functools.cached_property`` still works: it writes the instance dict).
+- ``as_dict(r)``: the fields as a dict (shallow); ``replace(r, **changes)``: a copy
+  with changes. ``dataclasses.fields``, ``asdict`` and ``replace`` do not apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the decorator only informs type checkers
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda f: f
+
+T = TypeVar("T")
+_MISSING = dataclasses.MISSING
+
+
+class _Field:
+    __slots__ = ("name", "default", "factory", "init", "repr", "compare")
+
+    def __init__(self, name: str, spec: Any) -> None:
+        self.name = name
+        self.default, self.factory, self.init, self.repr, self.compare = _MISSING, None, True, True, True
+        if isinstance(spec, dataclasses.Field):
+            self.default = spec.default
+            if spec.default_factory is not _MISSING:
+                self.factory = spec.default_factory
+            self.init, self.repr, self.compare = spec.init, spec.repr, spec.compare
+        elif spec is not _MISSING:
+            self.default = spec
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING and self.factory is None
+
+
+def _fields_of(cls: type) -> tuple[_Field, ...]:
+    inherited: dict[str, _Field] = {}
+    for base in reversed(cls.__mro__[1:]):
+        inherited.update((f.name, f) for f in getattr(base, "__record_fields__", ()))
+    own = [name for name, kind in cls.__dict__.get("__annotations__", {}).items()
+           if not str(kind).startswith(("ClassVar", "typing.ClassVar"))]
+    for name in own:
+        inherited[name] = _Field(name, cls.__dict__.get(name, _MISSING))
+        if isinstance(cls.__dict__.get(name), dataclasses.Field):
+            if inherited[name].default is _MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, inherited[name].default)
+    fields = tuple(inherited.values())
+    seen_default = False
+    for f in fields:
+        if not f.init:
+            continue
+        if f.required and seen_default:
+            raise TypeError(f"{cls.__name__}: field '{f.name}' without a default follows one with a default")
+        seen_default = seen_default or not f.required
+    return fields
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    cls = type(self)
+    fields = cls.__record_init__
+    if len(args) > len(fields):
+        raise TypeError(f"{cls.__name__}() takes {len(fields)} fields, got {len(args)}")
+    put = object.__setattr__
+    for f, value in zip(fields, args):
+        put(self, f.name, value)
+    for f in fields[len(args):]:
+        if f.name in kwargs:
+            put(self, f.name, kwargs.pop(f.name))
+        elif f.factory is not None:
+            put(self, f.name, f.factory())
+        elif f.default is not _MISSING:
+            put(self, f.name, f.default)
+        else:
+            raise TypeError(f"{cls.__name__}() is missing field '{f.name}'")
+    for f in cls.__record_later__:  # init=False: the default, or left to __post_init__
+        put(self, f.name, f.factory() if f.factory is not None else f.default)
+    if kwargs:
+        raise TypeError(f"{type(self).__name__}() got unexpected fields {sorted(kwargs)}")
+    post = getattr(self, "__post_init__", None)
+    if post is not None:
+        post()
+
+
+def _key(self: Any) -> tuple[Any, ...]:
+    return tuple(getattr(self, f.name) for f in type(self).__record_fields__ if f.compare)
+
+
+def _eq(self: Any, other: object) -> bool:
+    if type(other) is not type(self):
+        return NotImplemented
+    return _key(self) == _key(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(_key(self))
+
+
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in type(self).__record_fields__ if f.repr)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _frozen_set(self: Any, name: str, value: Any) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+
+
+def _frozen_del(self: Any, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field,))
+def record(cls: type[T] | None = None, /, *, frozen: bool = False) -> Any:
+    """Make ``cls`` a record (see the module docstring); ``@record`` or
+    ``@record(frozen=True)``."""
+    def make(c: type[T]) -> type[T]:
+        fields = _fields_of(c)
+        described = {"__record_fields__": fields, "__record_init__": tuple(f for f in fields if f.init),
+                     "__record_later__": tuple(f for f in fields if not f.init and not f.required),
+                     "__match_args__": tuple(f.name for f in fields)}
+        for name, value in described.items():
+            setattr(c, name, value)
+        methods: dict[str, Any] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq,
+                                   "__hash__": _hash if frozen else None}
+        if frozen:
+            methods.update(__setattr__=_frozen_set, __delattr__=_frozen_del)
+        for name, fn in methods.items():
+            if name in c.__dict__ and not (name == "__hash__" and c.__dict__[name] is None):
+                continue  # the class's own
+            inherited = getattr(c, name, None)
+            if name in ("__repr__", "__eq__") and inherited not in (getattr(object, name), fn):
+                continue  # a base's own (a subclass of a kernel keeps its repr)
+            setattr(c, name, fn)
+        return c
+    return make if cls is None else make(cls)
+
+
+def as_dict(r: Any) -> dict[str, Any]:
+    """The fields of record ``r`` by name (shallow)."""
+    return {f.name: getattr(r, f.name) for f in type(r).__record_fields__}
+
+
+def replace(r: T, **changes: Any) -> T:
+    """A new record like ``r`` with ``changes`` (``dataclasses.replace``)."""
+    fields = {f.name: getattr(r, f.name) for f in type(r).__record_init__}  # type: ignore[attr-defined]
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise TypeError(f"{type(r).__name__} has no init fields {sorted(unknown)}")
+    return type(r)(**{**fields, **changes})
+
+
+__all__ = ["as_dict", "record", "replace"]
