@@ -8,7 +8,9 @@ wiadsl's code. The classes on that path are declared with ``record`` instead: th
 same declaration (annotated fields, defaults, ``field(default_factory=...)``,
 ``field(repr=False, compare=False)``), which type checkers read as a dataclass's
 (``dataclass_transform``); at run time the methods are generic ones, so defining a
-class compiles nothing.
+class compiles nothing. A class whose instances are made often gets an ``__init__``
+compiled for its fields at its ``SPECIALIZE_AFTER``-th instance (one small compile
+then, instead of six per class at import).
 
 Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
 - ``__init__`` takes the fields positionally or by name in declaration order (base
@@ -106,10 +108,47 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     for f in cls.__record_later__:  # init=False: the default, or left to __post_init__
         put(self, f.name, f.factory() if f.factory is not None else f.default)
     if kwargs:
-        raise TypeError(f"{type(self).__name__}() got unexpected fields {sorted(kwargs)}")
+        raise TypeError(f"{cls.__name__}() got unexpected fields {sorted(kwargs)}")
     post = getattr(self, "__post_init__", None)
     if post is not None:
         post()
+    made = cls.__dict__.get("__record_made__", 0) + 1
+    type.__setattr__(cls, "__record_made__", made)
+    if made == SPECIALIZE_AFTER and cls.__dict__.get("__init__") is _init:
+        type.__setattr__(cls, "__init__", _specialized_init(cls))
+
+
+#: instances a class makes with the generic ``__init__`` before it gets one compiled
+#: for its fields (as dataclass writes them): a class made a few times never pays the
+#: compile, a hot one (spans: several per source line) stops paying the generic loop
+SPECIALIZE_AFTER = 8
+
+
+def _specialized_init(cls: type) -> Any:
+    """``__init__`` for ``cls``'s fields as Python source, compiled once."""
+    env: dict[str, Any] = {"_put": object.__setattr__, "_MISSING": _MISSING}
+    params, body = ["self"], []
+    for f in cls.__record_init__:  # type: ignore[attr-defined]
+        env[f"_d_{f.name}"] = f.default
+        env[f"_f_{f.name}"] = f.factory
+        if f.required:
+            params.append(f.name)
+        elif f.factory is not None:
+            params.append(f"{f.name}=_MISSING")
+        else:
+            params.append(f"{f.name}=_d_{f.name}")
+        value = f"_f_{f.name}() if {f.name} is _MISSING else {f.name}" if f.factory else f.name
+        body.append(f"_put(self, {f.name!r}, {value})")
+    for f in cls.__record_later__:  # type: ignore[attr-defined]
+        env[f"_l_{f.name}"] = f.factory or f.default
+        body.append(f"_put(self, {f.name!r}, _l_{f.name}{'()' if f.factory else ''})")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    source = f"def __init__({', '.join(params)}):\n    " + "\n    ".join(body or ["pass"])
+    exec(source, env)  # noqa: S102 - text made above from the field names
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def _key(self: Any) -> tuple[Any, ...]:
