@@ -113,31 +113,21 @@ def _signed64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _int(wire: int, v: Any) -> int:
-    if wire != VARINT:
-        raise ProtoError(f"an integer field of wire type {wire}")
-    return _signed64(v)
-
-
-def _text(wire: int, v: Any) -> str:
-    if wire != LENGTH:
-        raise ProtoError(f"a string field of wire type {wire}")
+def _utf8(v: memoryview) -> str:
     try:
         return bytes(v).decode()
     except UnicodeDecodeError:
         raise ProtoError("a string that is not UTF-8") from None
 
 
-def _bytes(wire: int, v: Any) -> bytes:
-    if wire != LENGTH:
-        raise ProtoError(f"a bytes field of wire type {wire}")
-    return bytes(v)
-
-
-def _float(wire: int, v: Any) -> float:
-    if wire != FIXED32:
-        raise ProtoError(f"a float field of wire type {wire}")
+def _f32(v: int) -> float:
     return float(np.frombuffer(v.to_bytes(4, "little"), "<f4")[0])
+
+
+#: scalar field kinds: (their wire type, what they are called, the raw value converted)
+SCALARS: dict[type, tuple[int, str, Any]] = {
+    int: (VARINT, "an integer", _signed64), str: (LENGTH, "a string", _utf8),
+    bytes: (LENGTH, "a bytes", bytes), float: (FIXED32, "a float", _f32)}
 
 
 #: a repeated number field: (the NumPy dtype of its packed form, its wire type one
@@ -208,17 +198,11 @@ def _default(kind: Any) -> Any:
 
 
 def _one(kind: Any, wire: int, value: Any) -> Any:
-    if kind is int:
-        return _int(wire, value)
-    if kind is str:
-        return _text(wire, value)
-    if kind is bytes:
-        return _bytes(wire, value)
-    if kind is float:
-        return _float(wire, value)
-    if wire != LENGTH:
-        raise ProtoError(f"a {kind.__name__} field of wire type {wire}")
-    return kind.parse(value)
+    """One value of a scalar or message field."""
+    expected, what, convert = SCALARS.get(kind) or (LENGTH, f"a {kind.__name__}", kind.parse)
+    if wire != expected:
+        raise ProtoError(f"{what} field of wire type {wire}")
+    return convert(value)
 
 
 # ---------------------------------------------------------------- messages (onnx.proto3)
