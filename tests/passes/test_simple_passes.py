@@ -67,6 +67,26 @@ CHECK: %y = tensor.add %x, %s : (tensor<3xf32>, f32) -> tensor<3xf32>
 CHECK: return %x, %y""")
 
 
+def test_cast_chain_keeps_a_saturating_float_to_int_cast() -> None:
+    """i32 -> f64 is exact, but f64 -> i8 saturates where i32 -> i8 would wrap
+    (cast(cast(300, f64), i8) is 127): that pair stays two casts. An integer type
+    that holds every i32 (i64) takes one cast, as does an i8 source into i32
+    (found by the fuzzer, seed 6000000002171)."""
+    check("""func @f(%x: i32, %y: i8) -> (i8, i64, i32) {
+^entry:
+  %a = arith.cast %x : i32 -> f64
+  %b = arith.cast %a : f64 -> i8
+  %c = arith.cast %a : f64 -> i64
+  %d = arith.cast %y : i8 -> f32
+  %e = arith.cast %d : f32 -> i32
+  return %b, %c, %e : i8, i64, i32
+}""", "canonicalize", """
+CHECK: %a = arith.cast %x : i32 -> f64
+CHECK-NEXT: %b = arith.cast %a : f64 -> i8
+CHECK-NEXT: {{%\\w+}} = arith.cast %x : i32 -> i64
+CHECK-NEXT: {{%\\w+}} = arith.cast %y : i8 -> i32""")
+
+
 def test_cse_respects_attributes_and_dominance() -> None:
     check("""func @f(%x: tensor<2x3xf32>, %c: i1) -> tensor<2xf32> {
 ^entry:

@@ -77,7 +77,9 @@ def _dt(t: IRType) -> DType | None:
 
 class CastChain(RewritePattern):
     """cast to the same type -> x; cast(cast(x)) where the inner cast is lossless ->
-    one cast (or x when it returns to x's type)."""
+    one cast (or x when it returns to x's type), unless the pair converts an integer
+    through a float to an integer type that cannot hold it: float -> int saturates,
+    int -> int wraps (LANGUAGE.md), so cast(cast(300, f64), i8) is 127, not 44."""
 
     def match_and_rewrite(self, op: Operation, rw: PatternRewriter) -> bool:
         src = op.operands[0]
@@ -86,8 +88,10 @@ class CastChain(RewritePattern):
         inner = producer(src)
         if inner is None or inner.name != op.name:
             return False
-        a, b = _dt(inner.operands[0].type), _dt(src.type)
+        a, b, c = _dt(inner.operands[0].type), _dt(src.type), _dt(op.result.type)
         if a is None or b is None or b not in _WIDER[a]:
+            return False
+        if a.is_int and b.is_float and (c is None or c.is_int and c not in _WIDER[a]):
             return False
         x = inner.operands[0]
         if x.type == op.result.type:
