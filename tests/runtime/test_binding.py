@@ -77,6 +77,10 @@ def test_scalars_and_any_tensor():
     ((f32(4), 1.0, 2**40, 0), "argument 'n': 1099511627776 is out of range for i32"),
     ((1.0, 1.0, 1, 0), "argument 'x': expected f32[4], got the scalar 1.0"),
     ((f32(4), f32(2), 1, 0), "argument 'alpha': expected f32 (rank 0), got a 1-D array"),
+    # a ``tensor`` takes a scalar's NumPy dtype: none for these (the fuzzer's 10**30
+    # reached the type checker as a dtype of None)
+    ((f32(4), 1.0, 1, 10**30), "argument 't': the scalar 10000000000"),
+    ((f32(4), 1.0, 1, 2**63), "integers must fit int64"),
 ])
 def test_bad_scalars(args, message):
     with pytest.raises(WiaCallError) as info:

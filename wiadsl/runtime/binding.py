@@ -165,8 +165,12 @@ def _python_scalar(param: ParamSpec, value: bool | numbers.Number) -> np.ndarray
     if param.dims is not None and param.dims != ():
         raise WiaCallError(f"argument '{param.name}': expected {param.describe()}, "
                            f"got the scalar {value!r}")
-    if param.dtype is None:
-        return np.asarray(value)
+    if param.dtype is None:  # a ``tensor``: the dtype NumPy gives the value
+        array = np.asarray(value)
+        if from_numpy(array.dtype) is None:  # an int beyond int64, a Fraction...
+            raise WiaCallError(f"argument '{param.name}': the scalar {value!r} has no dtype a "
+                               "kernel takes (integers must fit int64)")
+        return array
     target = param.dtype.numpy
     if isinstance(value, complex):
         raise WiaCallError(f"argument '{param.name}': complex values are not supported")
