@@ -14,7 +14,8 @@ then, instead of six per class at import).
 
 Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
 - ``__init__`` takes the fields positionally or by name in declaration order (base
-  records' fields first), with defaults and default factories, sets the
+  records' fields first; ``kw_only`` ones by name only, after the others), with
+  defaults and default factories, sets the
   ``init=False`` ones that have a default, then calls ``__post_init__`` if the
   class has one. Annotations that start with ``ClassVar``
   are not fields.
@@ -25,7 +26,9 @@ Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
 - Frozen: setting or deleting an attribute raises ``dataclasses.FrozenInstanceError``
   (``functools.cached_property`` still works: it writes the instance dict).
 - ``as_dict(r)``: the fields as a dict (shallow); ``replace(r, **changes)``: a copy
-  with changes. ``dataclasses.fields``, ``asdict`` and ``replace`` do not apply.
+  with changes; ``fields(r)`` and ``is_record(r)``, as ``dataclasses``' functions.
+  ``dataclasses.fields``, ``asdict`` and ``replace`` do not apply to records.
+- ``eq=False``: no ``__eq__``/``__hash__`` (identity, as ``dataclass(eq=False)``).
 """
 
 from __future__ import annotations
@@ -46,16 +49,18 @@ _MISSING = dataclasses.MISSING
 
 
 class _Field:
-    __slots__ = ("name", "default", "factory", "init", "repr", "compare")
+    __slots__ = ("name", "default", "factory", "init", "repr", "compare", "kw_only")
 
     def __init__(self, name: str, spec: Any) -> None:
         self.name = name
         self.default, self.factory, self.init, self.repr, self.compare = _MISSING, None, True, True, True
+        self.kw_only = False
         if isinstance(spec, dataclasses.Field):
             self.default = spec.default
             if spec.default_factory is not _MISSING:
                 self.factory = spec.default_factory
             self.init, self.repr, self.compare = spec.init, spec.repr, spec.compare
+            self.kw_only = spec.kw_only is True
         elif spec is not _MISSING:
             self.default = spec
 
@@ -80,7 +85,7 @@ def _fields_of(cls: type) -> tuple[_Field, ...]:
     fields = tuple(inherited.values())
     seen_default = False
     for f in fields:
-        if not f.init:
+        if not f.init or f.kw_only:
             continue
         if f.required and seen_default:
             raise TypeError(f"{cls.__name__}: field '{f.name}' without a default follows one with a default")
@@ -91,8 +96,9 @@ def _fields_of(cls: type) -> tuple[_Field, ...]:
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     cls = type(self)
     fields = cls.__record_init__
-    if len(args) > len(fields):
-        raise TypeError(f"{cls.__name__}() takes {len(fields)} fields, got {len(args)}")
+    if len(args) > cls.__record_positional__:
+        raise TypeError(f"{cls.__name__}() takes {cls.__record_positional__} positional fields, "
+                        f"got {len(args)}")
     put = object.__setattr__
     for f, value in zip(fields, args):
         put(self, f.name, value)
@@ -131,6 +137,8 @@ def _specialized_init(cls: type) -> Any:
     for f in cls.__record_init__:  # type: ignore[attr-defined]
         env[f"_d_{f.name}"] = f.default
         env[f"_f_{f.name}"] = f.factory
+        if f.kw_only and "*" not in params:
+            params.append("*")
         if f.required:
             params.append(f.name)
         elif f.factory is not None:
@@ -179,18 +187,21 @@ def _frozen_del(self: Any, name: str) -> None:
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field,))
-def record(cls: type[T] | None = None, /, *, frozen: bool = False) -> Any:
+def record(cls: type[T] | None = None, /, *, frozen: bool = False, eq: bool = True) -> Any:
     """Make ``cls`` a record (see the module docstring); ``@record`` or
-    ``@record(frozen=True)``."""
+    ``@record(frozen=True)``; ``eq=False``: compared and hashed by identity."""
     def make(c: type[T]) -> type[T]:
         fields = _fields_of(c)
-        described = {"__record_fields__": fields, "__record_init__": tuple(f for f in fields if f.init),
+        init = [f for f in fields if f.init and not f.kw_only]
+        described = {"__record_fields__": fields, "__record_positional__": len(init),
+                     "__record_init__": tuple(init + [f for f in fields if f.init and f.kw_only]),
                      "__record_later__": tuple(f for f in fields if not f.init and not f.required),
                      "__match_args__": tuple(f.name for f in fields)}
         for name, value in described.items():
             setattr(c, name, value)
-        methods: dict[str, Any] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq,
-                                   "__hash__": _hash if frozen else None}
+        methods: dict[str, Any] = {"__init__": _init, "__repr__": _repr}
+        if eq:
+            methods.update(__eq__=_eq, __hash__=_hash if frozen else None)
         if frozen:
             methods.update(__setattr__=_frozen_set, __delattr__=_frozen_del)
         for name, fn in methods.items():
@@ -202,6 +213,19 @@ def record(cls: type[T] | None = None, /, *, frozen: bool = False) -> Any:
             setattr(c, name, fn)
         return c
     return make if cls is None else make(cls)
+
+
+def is_record(x: object) -> bool:
+    """Whether ``x`` is a record class or an instance of one."""
+    return hasattr(x if isinstance(x, type) else type(x), "__record_fields__")
+
+
+def fields(x: object) -> tuple[Any, ...]:
+    """The fields of a record class or instance, in order: each has ``name``,
+    ``default`` (``dataclasses.MISSING`` if none), ``factory`` (or None), ``init``,
+    ``repr`` and ``compare``."""
+    cls = x if isinstance(x, type) else type(x)
+    return cls.__record_fields__  # type: ignore[attr-defined,no-any-return]
 
 
 def as_dict(r: Any) -> dict[str, Any]:
@@ -218,4 +242,4 @@ def replace(r: T, **changes: Any) -> T:
     return type(r)(**{**fields, **changes})
 
 
-__all__ = ["as_dict", "record", "replace"]
+__all__ = ["as_dict", "fields", "is_record", "record", "replace"]

@@ -165,3 +165,34 @@ def test_a_required_field_after_a_default_is_refused():
         class Bad:
             a: int = 0
             b: int
+
+
+@record(frozen=True)
+class Node:
+    value: int
+    span: str = field(compare=False, repr=False, kw_only=True)
+
+
+@record(eq=False)
+class Cell:
+    x: int
+
+
+def test_keyword_only_fields_identity_records_and_introspection():
+    n = Node(3, span="here")
+    assert n == Node(3, span="there") and repr(n) == "Node(value=3)"
+    with pytest.raises(TypeError):
+        Node(3, "here")  # span is keyword-only
+    with pytest.raises(TypeError, match="'span'"):
+        Node(3)
+    a, b = Cell(1), Cell(1)
+    assert a != b and a == a and len({a, b}) == 2  # compared and hashed by identity
+    assert records.is_record(n) and records.is_record(Node) and not records.is_record(3)
+    assert [f.name for f in records.fields(Node)] == ["value", "span"]
+    assert [f.kw_only for f in records.fields(n)] == [False, True]
+    for _ in range(records.SPECIALIZE_AFTER):
+        Node(1, span="s")
+    assert Node.__init__ is not records._init
+    with pytest.raises(TypeError):
+        Node(3, "here")
+    assert Node(4, span="x").span == "x"

@@ -12,11 +12,12 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Union
 
+from .. import records
 from ..diagnostics import Span
+from ..records import record
 
 
 def _span() -> Span:
@@ -26,25 +27,25 @@ def _span() -> Span:
 
 # ---------------------------------------------------------------- expressions
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IntLit:
     value: int
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FloatLit:
     value: float
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BoolLit:
     value: bool
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArrayLit:
     """``[e0, e1, ...]``; nested for higher rank."""
 
@@ -52,13 +53,13 @@ class ArrayLit:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Name:
     id: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class QualifiedName:
     """``module.name`` used as a value (an imported const)."""
 
@@ -67,7 +68,7 @@ class QualifiedName:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UnaryOp:
     """``op`` is ``-`` or ``!``."""
 
@@ -76,7 +77,7 @@ class UnaryOp:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BinOp:
     """``op`` is one of ``|| && == != < <= > >= + - * / % @ **``."""
 
@@ -86,14 +87,14 @@ class BinOp:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Keyword:
     name: str
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Call:
     """``name(args, kw=...)`` or ``module.name(...)`` (``module`` is None for builtins/funcs)."""
 
@@ -104,7 +105,7 @@ class Call:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Slice:
     """``start:stop:step`` inside an index; each part may be omitted."""
 
@@ -117,7 +118,7 @@ class Slice:
 IndexItem = Union["Expr", Slice]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Index:
     """``base[i, :, 1:3]``."""
 
@@ -131,7 +132,7 @@ Expr = IntLit | FloatLit | BoolLit | ArrayLit | Name | QualifiedName | UnaryOp |
 
 # ---------------------------------------------------------------- types
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScalarType:
     """``f32``, ``i64``, ``bool``... (``dtype`` is the source spelling)."""
 
@@ -139,7 +140,7 @@ class ScalarType:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dim:
     """One extent in a tensor type: an integer literal or a symbolic name."""
 
@@ -147,7 +148,7 @@ class Dim:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorType:
     """``f32[M, 4]``."""
 
@@ -156,7 +157,7 @@ class TensorType:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnyTensorType:
     """``tensor``: dtype and rank fixed at call time."""
 
@@ -168,20 +169,20 @@ TypeExpr = ScalarType | TensorType | AnyTensorType
 
 # ---------------------------------------------------------------- statements
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Block:
     stmts: tuple[Stmt, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assign:
     target: str
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AugAssign:
     """``target op= value`` with ``op`` one of ``+ - * /``."""
 
@@ -191,7 +192,7 @@ class AugAssign:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SliceAssign:
     """``target[items] = value``: a functional update making a new value of ``target``."""
 
@@ -201,7 +202,7 @@ class SliceAssign:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class If:
     cond: Expr
     then_body: Block
@@ -209,7 +210,7 @@ class If:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class For:
     """``for var in range(start, stop, step)``; ``start``/``step`` None when omitted."""
 
@@ -221,14 +222,14 @@ class For:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class While:
     cond: Expr
     body: Block
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Return:
     value: Expr
     span: Span = _span()
@@ -239,7 +240,7 @@ Stmt = Assign | AugAssign | SliceAssign | If | For | While | Return
 
 # ---------------------------------------------------------------- declarations
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Param:
     """A kernel parameter; ``direction`` is ``input`` or ``output``."""
 
@@ -249,7 +250,7 @@ class Param:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FuncParam:
     """A func parameter; ``default`` is its constant default expression, if any."""
 
@@ -258,20 +259,20 @@ class FuncParam:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Import:
     module: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Const:
     name: str
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Func:
     name: str
     params: tuple[FuncParam, ...]
@@ -279,7 +280,7 @@ class Func:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Kernel:
     name: str
     params: tuple[Param, ...]
@@ -290,7 +291,7 @@ class Kernel:
 Decl = Import | Const | Func | Kernel
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Program:
     """One source file: its declarations in source order."""
 
@@ -319,6 +320,6 @@ def child_fields(kind: type) -> tuple[str, ...] | None:
     check, ``scope.iter_nodes``) ask for each node.
     """
     if kind not in _CHILD_FIELDS:
-        _CHILD_FIELDS[kind] = (tuple(f.name for f in dataclasses.fields(kind) if f.name != "span")
-                               if dataclasses.is_dataclass(kind) else None)
+        _CHILD_FIELDS[kind] = (tuple(f.name for f in records.fields(kind) if f.name != "span")
+                               if records.is_record(kind) else None)
     return _CHILD_FIELDS[kind]

@@ -6,8 +6,7 @@ nodes are indented below their field name, so a reader sees the tree's shape.
 
 from __future__ import annotations
 
-import dataclasses
-
+from .. import records
 from .ast import Program
 
 
@@ -26,7 +25,7 @@ def dump_program(program: Program) -> str:
 
 
 def _is_node(value: object) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+    return records.is_record(value) and not isinstance(value, type)
 
 
 def _expand(node: object, depth: int) -> list[str | tuple[object, int]]:
@@ -34,7 +33,7 @@ def _expand(node: object, depth: int) -> list[str | tuple[object, int]]:
     pad = "  " * depth
     scalars: list[str] = []
     children: list[tuple[str, object]] = []
-    for f in dataclasses.fields(node):  # type: ignore[arg-type]
+    for f in records.fields(node):
         if f.name == "span":
             continue
         value = getattr(node, f.name)

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..dtypes import DType
+from ..records import record
 from . import shaperules as sr
 from . import typerules as tr
 from .typerules import Constraints, Type
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 ArgKind = Literal["value", "dtype", "axis", "perm", "int", "bool", "dims", "tensors"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sym:
     """The compile-time value of a dim name: its extent is bound only at call time."""
 
@@ -62,7 +62,7 @@ ALL_AXES = AllAxes()
 Static = Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Operand:
     """A typed argument: its type, its compile-time value (None if not constant), its source text."""
 
@@ -79,7 +79,7 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BParam:
     name: str
     kind: ArgKind = "value"
@@ -92,7 +92,7 @@ Rule = Callable[[Mapping[str, Any], Constraints], Type]
 Fold = Callable[[Mapping[str, Any]], Static]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Builtin:
     name: str
     params: tuple[BParam, ...]

@@ -11,12 +11,13 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol
 
+from .. import records
 from ..diagnostics import Span, WiaError, WiaShapeError, WiaTypeError
+from ..records import record
 from . import ast
 from .builtins import Operand, Static
 from .scope import ModuleScope
@@ -38,7 +39,7 @@ class Services(Protocol):
     def func_default(self, module: str, func: ast.Func, param: ast.FuncParam) -> Operand: ...
 
 
-@dataclass
+@record
 class BodyCtx:
     """One body being checked. ``dims`` maps dim names to ``Sym`` or a bound extent."""
 
@@ -93,5 +94,5 @@ class BodyCtx:
         if local:
             at = span() if callable(span) else span
             for c in local:
-                self.add_constraint(dataclasses.replace(c, span=at))
+                self.add_constraint(records.replace(c, span=at))
         return result

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from ..ir.module import ModuleOp
 from ..ir.verifier import verify
+from ..records import record
 from . import ast
 from .loader import load_program
 from .lower_module import GenericTypes, lower_program
 from .typecheck import CheckedProgram, check
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompiledSource:
     """A source file that parsed and passed every check."""
 

@@ -11,11 +11,12 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..diagnostics import Span, WiaCallError, WiaNameError, WiaTypeError
 from ..dtypes import DTYPE_NAMES
+from ..records import record
 from . import ast
 from .builtins import Operand, Static, Sym
 from .checkctx import BodyCtx
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .typecheck import Checker
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamInfo:
     """A kernel parameter: ``type`` is ``UNKNOWN`` for ``tensor`` (until a call fixes it)."""
 
@@ -37,7 +38,7 @@ class ParamInfo:
     span: Span | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass
+@record
 class KernelTyping:
     """A kernel's typing: parameter types, dims (``Sym`` or a bound extent), and the
     shape constraints only a call can decide (each with the span to report)."""

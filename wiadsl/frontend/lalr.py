@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lark import Token
 from lark.grammar import Rule, Terminal
 from lark.parsers.lalr_analysis import Shift
 
+from ..records import record
 from .tokens import lark_parser
 
 Extent = tuple[int, int, int, int]
@@ -43,7 +44,7 @@ Extent = tuple[int, int, int, int]
 Build = Callable[[Extent | None, list[Any]], Any]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _RulePlan:
     """How one grammar rule reduces: what it pops, where it goes, how it shapes children."""
 
@@ -61,7 +62,7 @@ class _RulePlan:
         return self.expand1 and self.plain and self.size == 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Table:
     """Lark's LALR table re-encoded: ``actions[state][symbol]`` is a state to shift to
     (or go to, for a nonterminal) when ``>= 0``, else ``-1 - i`` reduces ``rules[i]``."""

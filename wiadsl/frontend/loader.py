@@ -15,17 +15,18 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..diagnostics import WiaError, WiaImportError, raise_all
+from ..records import record
 from ..resources import stdlib_dir
 from . import ast
 
 MAIN_MODULE = "<main>"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadedProgram:
     """The main program and every module it imports (transitively), by module name."""
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +35,7 @@ from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import Block, OpResult, Value
 from ..ir.module import FuncOp
+from ..records import record
 from . import ast
 from . import typerules as tr
 from .builtins import ALL_AXES, BUILTINS, Sym
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .lower_module import ProgramLowerer
 
 
-@dataclass
+@record
 class PendingReturn:
     """A ``return`` whose terminator waits until the func's result type is known."""
 

@@ -14,13 +14,12 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..diagnostics import Span, WiaTypeError, WiaUsageError
 from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import Value
 from ..ir.module import FuncOp, ModuleOp
+from ..records import record
 from . import ast
 from .builtins import ALL_AXES, Sym
 from .loader import MAIN_MODULE
@@ -33,7 +32,7 @@ from .typerules import UNKNOWN, ValueType
 GenericTypes = dict[str, tuple[DType, int]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FuncInstance:
     func: FuncOp
     passed: tuple[int, ...]  # which call arguments become IR arguments

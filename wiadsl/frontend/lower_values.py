@@ -8,7 +8,6 @@ lowering carries both. ``static`` is the compile-time value when there is one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,12 +16,13 @@ from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import OpResult, Value
 from ..ir.types import INDEX, IndexType, IRType, ScalarType, TensorType
+from ..records import record
 from .builtins import ALL_AXES
 from .constfold import convert
 from .typerules import ValueType
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TypedValue:
     value: Value
     type: ValueType

@@ -22,11 +22,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lark import Token
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
+from ..records import record
 from .ast import BinOp, Program, child_fields
 from .ast_builder import AstBuilder
 from .gcpause import no_cyclic_gc
@@ -91,7 +90,7 @@ def _decode_error(data: bytes, e: UnicodeDecodeError, filename: str) -> WiaSynta
     return WiaSyntaxError(f"invalid UTF-8 byte 0x{data[e.start]:02x}", span)
 
 
-@dataclass
+@record
 class _Driver:
     """Feeds tokens to the LALR parser and recovers from errors."""
 

@@ -13,17 +13,18 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..diagnostics import WiaError, WiaNameError
 from ..dtypes import DTYPE_NAMES
+from ..records import record
 from . import ast
 from .builtins import BUILTINS, Operand
 from .loader import MAIN_MODULE, LoadedProgram
 from .typerules import RuleError, join
 
 
-@dataclass
+@record
 class ModuleScope:
     """The top-level names of one module (the main file is ``MAIN_MODULE``)."""
 
@@ -79,7 +80,7 @@ def build_scopes(loaded: LoadedProgram, errors: list[WiaError]) -> dict[str, Mod
 # ------------------------------------------------------------------ environments
 
 
-@dataclass
+@record
 class Env:
     """The names visible at one program point (see the module docstring)."""
 

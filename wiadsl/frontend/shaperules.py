@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..dtypes import DType, promote
+from ..records import record
 from .typerules import (
     UNKNOWN,
     Constraints,
@@ -368,14 +368,14 @@ def quantize(op: str, x: Type, scale: Type, zero_point: Type,
 # ------------------------------------------------------------------ indexing
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexAt:
     """A scalar index; ``value`` when it is a compile-time constant."""
 
     value: int | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SliceOf:
     """``start:stop:step``; a bound is None when omitted or not a compile-time constant
     (``dynamic`` says whether any given bound was not constant)."""

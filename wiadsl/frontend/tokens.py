@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from lark import Lark, Token
 from lark.lexer import BasicLexer, PatternRE, PatternStr
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
+from ..records import record
 from ..resources import grammar_path
 
 #: Deepest bracket or AST nesting the frontend accepts (far below Python's recursion limit);
@@ -139,7 +139,7 @@ def prescan(source: SourceFile) -> tuple[str, list[WiaError]]:
 _INVALID = "_invalid"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Scanner:
     """Lark's basic lexer as one regex (see ``_scanner``)."""
 

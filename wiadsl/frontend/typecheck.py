@@ -16,11 +16,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..diagnostics import Span, WiaCallError, WiaError, WiaNameError, WiaTypeError, raise_all
+from ..records import record
 from . import ast
 from . import typerules as tr
 from .builtins import Operand, Static, Sym
@@ -33,7 +32,7 @@ from .scope import Env, FuncKey, ModuleScope, build_scopes, find_recursion
 from .typerules import UNKNOWN, ShapeConstraint, Type, ValueType
 
 
-@dataclass
+@record
 class CheckedProgram:
     """A program that passed every check; ``consts[module][name]`` are evaluated consts,
     ``defaults[(module, func, param)]`` the evaluated default of each func parameter."""

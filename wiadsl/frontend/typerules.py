@@ -19,17 +19,17 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from ..diagnostics import Span
 from ..dtypes import WEAK_DEFAULT, DType, promote
+from ..records import record
 
 Dim = int | str | None
 Shape = tuple[Dim, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ValueType:
     """A dtype, a shape (``()`` for a scalar) and the NEP 50 weak flag."""
 
@@ -57,7 +57,7 @@ class ValueType:
         return f"{self.dtype}[{', '.join(dim_str(d) for d in self.shape)}]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnyType:
     """The type of a ``tensor`` parameter before the call fixes its dtype and rank."""
 
@@ -93,7 +93,7 @@ class ShapeRuleError(RuleError):
 ConstraintKind = Literal["equal", "broadcast"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShapeConstraint:
     """A dim relation that only a call can decide.
 

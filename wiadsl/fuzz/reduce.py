@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import fields, is_dataclass, replace
 
 from ..frontend import ast
+from ..records import fields, replace
+from ..records import is_record as is_dataclass
 from .genprog import FuzzCase, make_inputs
 
 Path = tuple[tuple[str, int | None], ...]
@@ -30,7 +31,7 @@ _COMPOUND = (ast.If, ast.For, ast.While)
 def walk(node: object, path: Path = ()) -> Iterator[tuple[Path, object]]:
     """Every AST node under ``node`` with its path (field name, tuple index)."""
     yield path, node
-    for f in fields(node):  # type: ignore[arg-type]
+    for f in fields(node):
         if f.name == "span":
             continue
         value = getattr(node, f.name)

@@ -17,11 +17,11 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
 from ..diagnostics import WiaIRError
+from ..records import record
 from .types import IRType
 
 
@@ -34,7 +34,7 @@ class Trait(Enum):
     ELEMENTWISE = "elementwise"  # result[i] depends on operand[i] only (with broadcasting)
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Use:
     """One operand slot: ``owner.all_operands[index]`` reads the value."""
 
@@ -91,7 +91,7 @@ class BlockArgument(Value):
         self.index = index
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Successor:
     """A read-only view of one CFG edge: the target block and the values it passes."""
 

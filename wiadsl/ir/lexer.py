@@ -7,9 +7,9 @@ skipped. Any character no token starts with is an error at its position.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..diagnostics import SourceFile, Span, WiaIRError
+from ..records import record
 
 _TOKEN_SPEC = [
     ("WS", r"[ \t\r\n]+"),
@@ -29,7 +29,7 @@ _TOKEN_SPEC = [
 _MASTER = re.compile("|".join(f"(?P<{k}>{p})" for k, p in _TOKEN_SPEC))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Token:
     kind: str
     text: str

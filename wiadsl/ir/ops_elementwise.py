@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..diagnostics import WiaRuntimeError
 from ..dtypes import DType
+from ..records import record
 from .core import Operation, Trait
 from .numerics import finish, to_dtype
 from .ops_base import (
@@ -78,7 +78,7 @@ def broadcast_may_fail(types: Sequence[IRType]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ElementwiseFn:
     """One elementwise function: arity, accepted dtypes, traits, NumPy semantics.
 

@@ -23,12 +23,12 @@ to the destination dtype; insert_slice broadcasts the source over the slice.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..diagnostics import WiaRuntimeError
+from ..records import record
 from .core import Operation
 from .numerics import finish, to_dtype
 from .ops_base import (
@@ -47,7 +47,7 @@ from .types import TensorType, static_shape
 _SLICE = re.compile(r"^(s?):(e?)(:t)?$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AxisSpec:
     """One entry of a slice layout: an integer index, or a slice's present parts."""
 

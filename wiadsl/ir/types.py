@@ -11,12 +11,11 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..dtypes import DType
+from ..records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScalarType:
     """A rank-0 value of one element type, printed ``f32``, ``i1``, ``i64``..."""
 
@@ -26,7 +25,7 @@ class ScalarType:
         return self.dtype.ir_name
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexType:
     """A machine-size integer for extents and loop counters, printed ``index``."""
 
@@ -34,7 +33,7 @@ class IndexType:
         return "index"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorType:
     """A ranked tensor, printed ``tensor<4x?xf32>``; ``None`` extents are dynamic."""
 
@@ -66,7 +65,7 @@ class TensorType:
         return f"tensor<{dims}{self.dtype.ir_name}>"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VectorType:
     """A SIMD register of ``lanes`` elements, printed ``vector<8xf32>``."""
 

@@ -30,7 +30,6 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -40,6 +39,7 @@ from ..ir.core import Block, Operation, OpResult, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import ScalarType
 from ..passes.base import Pass, PassContext
+from ..records import record
 from ..rewrite.utils import clone_op
 from .counted import CountedLoop
 from .loop_edit import (
@@ -147,7 +147,7 @@ def split_func(func: FuncOp, count: int) -> int:
     return transform_innermost(func, lambda loop: split_loop(func, loop, count))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SplitAccumulators(Pass):
     """``count`` independent accumulators per reduction of innermost loops
     (accumulators.py; float add/mul are reassociated)."""

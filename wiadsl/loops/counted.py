@@ -26,16 +26,17 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ..ir.dominance import DominanceInfo
 from ..ir.module import FuncOp
+from ..records import record
 from .builder import const_value
 from .parallelize import natural_loop, predecessors
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class CountedLoop:
     """``for iv in range(lo, hi, step)`` carrying ``iters`` (see the module docstring)."""
 

@@ -17,9 +17,9 @@ element of ``raw`` (which may be ``out`` itself: read before written).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..ir.core import Block, Value
+from ..records import record
 from .builder import LoopBuilder, const_value
 from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs
 from .scalar import clone_body
@@ -51,7 +51,7 @@ def plane_flat(e: Expr, ho: int, wo: int) -> bool:
     return False
 
 
-@dataclass
+@record
 class Epilogue:
     """A fused body and its operands (beyond the accumulator), broadcast to ``extents``
     (the product's [n, c, ho, wo])."""

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..dtypes import DType
 from ..ir.core import Value
 from ..ir.types import ScalarType
+from ..records import record
 from .builder import LoopBuilder, const_value, contiguous_strides
 
 
@@ -65,7 +66,7 @@ class Expr(ABC):
         raise AssertionError(f"{type(self).__name__} has no linear indexing (is_flat is False)")
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Leaf(Expr):
     """Elements ``buf[offset + sum(iv_k * strides[k])]``."""
 
@@ -103,7 +104,7 @@ def buffer_leaf(lb: LoopBuilder, buf: Value, owned: bool) -> Leaf:
     return Leaf(buf, extents, contiguous_strides(lb, extents), lb.idx(0), owned, True, True)
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class ScalarExpr(Expr):
     """A scalar broadcast to any shape (rank 0)."""
 
@@ -130,7 +131,7 @@ ScalarFn = Callable[[LoopBuilder, list[Value]], Value]
 MAX_FUSION_DEPTH = 64
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class MapExpr(Expr):
     """``fn`` applied elementwise to operands broadcast to ``extents``."""
 

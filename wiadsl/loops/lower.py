@@ -18,12 +18,13 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..diagnostics import WiaIRError
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import IRType, TensorType
+from ..records import record
 from .analysis import Liveness
 from .builder import LoopBuilder, const_value, contiguous_strides
 from .expr import Expr, Leaf, ScalarExpr, buffer_leaf
@@ -46,7 +47,7 @@ def lowering(*names: str) -> Callable[[Lowering], Lowering]:
     return register
 
 
-@dataclass
+@record
 class Ctx:
     """What an op lowering sees: the builder, the value map, the liveness facts."""
 

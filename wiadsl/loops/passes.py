@@ -16,12 +16,12 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..diagnostics import WiaUsageError
 from ..ir.module import ModuleOp
 from ..passes.base import Pass, PassContext, PassManager, _split_top
+from ..records import record
 from .accumulators import SplitAccumulators
 from .fuse_parallel import fuse_func
 from .parallelize import parallelize_func
@@ -47,7 +47,7 @@ def loop_pass(cls: type[Pass]) -> type[Pass]:
 
 
 @loop_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parallelize(Pass):
     """Outline outermost ``parallel`` loops into ``func.call {parallel = cost}``
     (parallelize.py); ``min_cost``: static work below which a loop stays inline."""
@@ -61,7 +61,7 @@ class Parallelize(Pass):
 
 
 @loop_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class FuseParallel(Pass):
     """Fuse consecutive outlined parallel loops over the same range whose shared
     buffers are accessed row by row (fuse_parallel.py): one pass over each row."""
@@ -75,7 +75,7 @@ class FuseParallel(Pass):
 
 
 @loop_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Vectorize(Pass):
     """Innermost unit-stride loops -> a ``vector<width x T>`` main loop plus the scalar
     remainder (vectorize.py); ``reassoc``: also float add/mul reductions without the
@@ -97,7 +97,7 @@ class Vectorize(Pass):
 
 
 @loop_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Prefetch(Pass):
     """``loop.prefetch`` of the element ``distance`` ahead of every unit-stride vector
     load (scalar loads too with ``scalar=true``) in innermost loops (prefetch.py)."""

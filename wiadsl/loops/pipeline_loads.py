@@ -33,12 +33,12 @@ Invariants (correctness first):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir.core import BlockArgument, Operation, OpResult, Trait, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..passes.base import Pass, PassContext
+from ..records import record
 from .counted import CountedLoop
 from .loop_edit import (
     Emit,
@@ -156,7 +156,7 @@ def pipeline_func(func: FuncOp) -> int:
     return transform_innermost(func, lambda loop: [loop.header] if pipeline_loop(func, loop) else [])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PipelineLoads(Pass):
     """Issue affine loads of innermost loops one iteration ahead (pipeline_loads.py)."""
 

@@ -32,13 +32,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..diagnostics import WiaUsageError
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..passes.base import Pass, PassContext
+from ..records import record
 from .counted import CountedLoop, find_counted_loops
 from .loop_edit import Emit, entry_emit, escapes, give_exits_iteration_values, invariant_copy
 
@@ -171,7 +171,7 @@ def tile_func(func: FuncOp, size: int, interchange: bool) -> int:
         seen.update((id(b), b) for b in [*handled, *made])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Tile(Pass):
     """Strip-mine innermost loops into tiles of ``size`` iterations; ``interchange``:
     tile perfect parallel 2-deep nests with both tile loops outside (tile.py)."""

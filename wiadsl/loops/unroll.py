@@ -23,13 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..diagnostics import WiaUsageError
 from ..ir.core import Block, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..passes.base import Pass, PassContext
+from ..records import record
 from .counted import CountedLoop
 from .loop_edit import (
     Emit,
@@ -77,7 +77,7 @@ def unroll_func(func: FuncOp, factor: int) -> int:
     return transform_innermost(func, lambda loop: unroll_loop(func, loop, factor))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unroll(Pass):
     """Unroll innermost single-block counted loops by ``factor`` (unroll.py)."""
 

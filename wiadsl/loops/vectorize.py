@@ -48,7 +48,7 @@ Run it after ``parallelize,fuse-parallel`` (fuse-parallel reads only scalar
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
@@ -60,6 +60,7 @@ from ..ir.ops import create_op
 from ..ir.ops_arith import CastOp, CmpOp
 from ..ir.ops_elementwise import ArithElementwiseOp
 from ..ir.types import INDEX, IRType, ScalarType, TensorType, VectorType
+from ..records import record
 from .builder import const_value
 from .counted import CountedLoop, find_counted_loops
 
@@ -135,7 +136,7 @@ def may_alias(a: Origin | None, b: Origin | None) -> bool:
 Key = tuple[object, ...]
 
 
-@dataclass
+@record
 class Plan:
     """What ``vectorize_loop`` needs: a class per body value and the reductions."""
 

@@ -13,13 +13,12 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, TextIO
 
 from ..diagnostics import WiaIRError, WiaUsageError
@@ -27,12 +26,14 @@ from ..ir.core import Operation
 from ..ir.module import ModuleOp
 from ..ir.printer import print_module
 from ..ir.verifier import verify
+from ..records import fields as record_fields
+from ..records import record
 from .remarks import Remark, op_location
 
 PASSES: dict[str, type[Pass]] = {}
 
 
-@dataclass
+@record
 class PassContext:
     """What passes report: per-pass statistic counters and remarks."""
 
@@ -47,7 +48,7 @@ class PassContext:
         self.remarks.append(Remark(kind, message, self.current, *op_location(op)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pass(ABC):
     """Base of every pass. Subclasses set ``name`` and implement ``run``."""
 
@@ -60,7 +61,7 @@ class Pass(ABC):
     @classmethod
     def from_options(cls, options: dict[str, str]) -> Pass:
         """Build from ``key=value`` texts; each value is converted to its field's type."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = {f.name: f for f in record_fields(cls)}
         hints = typing.get_type_hints(cls)
         kwargs: dict[str, Any] = {}
         for key, text in options.items():
@@ -73,10 +74,9 @@ class Pass(ABC):
     def spec(self) -> str:
         """The pipeline text that rebuilds this pass."""
         opts = []
-        for f in dataclasses.fields(self):
+        for f in record_fields(self):
             value = getattr(self, f.name)
-            if value != f.default and (f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-                                        or value != f.default_factory()):  # type: ignore[misc]
+            if value != f.default and (f.factory is None or value != f.factory()):
                 shown = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() \
                     if isinstance(value, bool) else str(value)
                 opts.append(f"{f.name}={shown}")
@@ -175,7 +175,7 @@ def count_ops(module: ModuleOp) -> int:
     return sum(len(b.ops) for f in module for b in f.blocks)
 
 
-@dataclass
+@record
 class PassRecord:
     """One pass run: wall time, ops before/after, the pass's own statistics."""
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from ..ir.core import BlockArgument, Operation, OpResult, Trait, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import constant_of
 from ..ir.types import TensorType
+from ..records import record
 from .base import Pass, PassContext, register_pass
 
 LINKS = ("tensor.add", "tensor.sub", "tensor.mul", "tensor.div")
@@ -264,7 +264,7 @@ def fold_chain(product: Operation, ctx: PassContext, const_args: set[str]) -> bo
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class BatchNormFold(Pass):
     name = "bn-fold"
 

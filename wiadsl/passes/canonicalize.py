@@ -6,16 +6,15 @@ or an op class defines ``canonicalization_patterns``); this pass only drives the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.module import ModuleOp
+from ..records import record
 from ..rewrite import canonical  # noqa: F401  (registers the op-owned patterns)
 from ..rewrite.pattern import apply_patterns_greedily
 from .base import Pass, PassContext, register_pass
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Canonicalize(Pass):
     """Simplify every function; ``fold=false`` keeps constant folding off."""
 

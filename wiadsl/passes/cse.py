@@ -9,7 +9,6 @@ own block), never by one on a sibling path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from ..ir.core import Block, Operation, Trait
 from ..ir.dominance import DominanceInfo
 from ..ir.module import FuncOp, ModuleOp
+from ..records import record
 from .base import Pass, PassContext, register_pass
 
 
@@ -65,7 +65,7 @@ def cse_func(func: FuncOp) -> int:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommonSubexpressionElimination(Pass):
     name = "cse"
 

@@ -9,11 +9,10 @@ function's parameters and stay).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.core import Block
 from ..ir.dominance import reverse_postorder
 from ..ir.module import FuncOp, ModuleOp
+from ..records import record
 from ..rewrite.pattern import is_trivially_dead
 from ..rewrite.utils import erase_blocks
 from .base import Pass, PassContext, register_pass
@@ -66,7 +65,7 @@ def drop_block_arg(block: Block, index: int) -> None:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeadCodeElimination(Pass):
     name = "dce"
 

@@ -35,8 +35,6 @@ dead; the function's meaning is kept (padding reads are zeros in both forms).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.builder import Builder
 from ..ir.core import Operation, OpResult, Value
 from ..ir.module import ModuleOp
@@ -44,6 +42,7 @@ from ..ir.ops import constant_of
 from ..ir.ops_depthwise import DTYPES
 from ..ir.ops_index import AxisSpec
 from ..ir.types import TensorType
+from ..records import record
 from .base import Pass, PassContext, register_pass
 from .extents import Extents
 
@@ -80,7 +79,7 @@ def _spatial_slices(op: Operation, source: TensorType) -> tuple[tuple[int, int, 
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Padded:
     """The input ``x`` a window source ``P`` zero-pads by (top, left) (0, 0 for x itself)."""
 
@@ -106,7 +105,7 @@ def _padded(p: Value, extents: Extents) -> Padded:
     return Padded(x, box[0][0], box[1][0])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Term:
     """One ``window * tap`` leaf."""
 
@@ -155,7 +154,7 @@ def _leaves(root: Operation) -> list[Value]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Grid:
     kernel: tuple[int, int]
     dilation: tuple[int, int]
@@ -246,7 +245,7 @@ def _erase_replaced(root: Operation, terms: list[Term]) -> None:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Depthwise(Pass):
     """Sums of per-channel-weighted windows of one zero-padded input -> depthwise_conv2d."""
 

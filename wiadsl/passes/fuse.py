@@ -22,9 +22,8 @@ fusion. Fused ops take the ``loc`` of the op they are rooted at.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.module import ModuleOp
+from ..records import record
 from .base import Pass, PassContext, register_pass
 from .fuse_elementwise import fuse_elementwise, fuse_horizontal
 from .fuse_products import fuse_products
@@ -35,7 +34,7 @@ __all__ = ["REDUCE_KINDS", "Fuse"]
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fuse(Pass):
     """Options: ``max_inputs`` (operands per fused op), ``max_ops`` (body size),
     ``row_limit`` (elements of a reduced row kept on chip), ``min_ops`` (smallest

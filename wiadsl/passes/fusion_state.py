@@ -10,10 +10,11 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, TypeGuard
 
 from ..ir.core import Block, Operation, OpResult, Value
+from ..records import record
 from .base import PassContext
 from .extents import Extents
 from .fusion_body import is_fusible
@@ -44,7 +45,7 @@ def escape_reason(v: Value, allowed: set[int]) -> str | None:
     return f"{vname(v)} has {len(v.users)} consumers"
 
 
-@dataclass
+@record
 class FusionState:
     """One block being fused: its context, the pass options and the op order."""
 

@@ -18,13 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..diagnostics import WiaIRError
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import create_op
+from ..records import record
 from ..rewrite.utils import clone_op
 from .base import Pass, PassContext, register_pass
 
@@ -103,7 +103,7 @@ def calls_in(func: FuncOp) -> list[Operation]:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class Inline(Pass):
     """Inline every call; ``keep_unused=true`` keeps callees that become unused."""
 

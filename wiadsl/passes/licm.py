@@ -16,13 +16,12 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.core import Block, Operation, Trait
 from ..ir.dominance import DominanceInfo
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import create_op
 from ..ir.types import TensorType
+from ..records import record
 from ..rewrite.utils import value_in
 from .base import Pass, PassContext, register_pass
 
@@ -117,7 +116,7 @@ def hoist_loop(func: FuncOp, header: Block, body: set[int], blocks: list[Block])
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoopInvariantCodeMotion(Pass):
     name = "licm"
 

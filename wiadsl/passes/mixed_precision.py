@@ -24,7 +24,6 @@ above 65504 (a value the f32 program would carry); bf16 has f32's range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..diagnostics import WiaUsageError
@@ -33,6 +32,7 @@ from ..ir.builder import Builder
 from ..ir.core import Operation, Value
 from ..ir.module import ModuleOp
 from ..ir.types import ScalarType, TensorType
+from ..records import record
 from .base import Pass, PassContext, register_pass
 
 ROUNDED = {"tensor.matmul", "tensor.conv2d", "tensor.reduce_sum", "tensor.reduce_mean",
@@ -45,7 +45,7 @@ def _f32(t: object) -> bool:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class MixedPrecision(Pass):
     """Option ``dtype``: the storage dtype, ``bf16`` (default) or ``f16``."""
 

@@ -7,9 +7,8 @@ plus any loaded by the user) with the greedy driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.module import ModuleOp
+from ..records import record
 from ..rewrite.declarative import builtin_patterns, load_patterns
 from ..rewrite.pattern import RewritePattern, apply_patterns_greedily
 from .base import Pass, PassContext, register_pass
@@ -19,7 +18,7 @@ EXTRA: list[RewritePattern] = []
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class ApplyPatterns(Pass):
     name = "patterns"
     files: str = ""

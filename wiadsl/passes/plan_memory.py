@@ -15,11 +15,12 @@ dynamic shape get their own buffer (``buffer`` still set; a multi-result op gets
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..ir.core import Block
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import TensorType
+from ..records import record
 from .base import Pass, PassContext, register_pass
 
 
@@ -32,7 +33,7 @@ def nbytes(t: TensorType) -> int | None:
     return n * max(1, t.dtype.bits // 8)
 
 
-@dataclass
+@record
 class MemoryPlan:
     buffers: list[int | None] = field(default_factory=list)
     before: int = 0
@@ -92,7 +93,7 @@ def plan_func(func: FuncOp) -> MemoryPlan:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlanMemory(Pass):
     name = "plan-memory"
 

@@ -28,7 +28,6 @@ its fake-quantized copy). Error against f32 *outputs* needs data: see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -43,6 +42,7 @@ from ..ir.types import ScalarType, TensorType
 from ..quant import params as qp
 from ..quant.absorb import absorb
 from ..quant.epilogue import F32, I32, dequantize_prologue, finish, requantize, splice_body
+from ..records import record
 from .base import Pass, PassContext, register_pass
 
 PRODUCTS = {"tensor.matmul": "matmul", "tensor.fused_matmul": "matmul",
@@ -51,7 +51,7 @@ QUANTIZED = "quantized"  # unit attribute on the products this pass made
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class QuantizeInt8(Pass):
     """Options: ``per_channel``, ``symmetric`` (activations), ``method`` (minmax |
     percentile, constant weights), ``percentile``, ``requantize``, ``dynamic``."""

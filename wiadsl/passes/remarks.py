@@ -14,15 +14,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ..ir.core import Operation, Value
+from ..records import record
 
 REMARK_KINDS = ("fused", "missed", "folded", "analysis")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Remark:
     kind: str
     message: str

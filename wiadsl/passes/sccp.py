@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from ..ir.module import FuncOp, ModuleOp
 from ..ir.numerics import finish
 from ..ir.ops import create_op
 from ..ir.types import TensorType
+from ..records import record
 from ..rewrite.utils import erase_blocks
 from .base import Pass, PassContext, register_pass
 
@@ -161,7 +161,7 @@ def rewrite(func: FuncOp, s: SCCPSolver, ctx: PassContext) -> None:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class SCCP(Pass):
     name = "sccp"
     max_elements: int = 4096

@@ -20,11 +20,11 @@ with the old one); a shape that contradicts a static extent is a WiaUsageError.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..diagnostics import WiaUsageError
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import TensorType, shapes_compatible
+from ..records import record
 from ..rewrite import canonical  # noqa: F401
 from ..rewrite.pattern import apply_patterns_greedily
 from .base import Pass, PassContext, register_pass
@@ -71,7 +71,7 @@ def parse_shapes(text: str) -> list[Shape]:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShapeSpecialize(Pass):
     name = "shape-specialize"
     kernel: str = ""

@@ -11,10 +11,9 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.core import Block
 from ..ir.module import FuncOp, ModuleOp
+from ..records import record
 from .base import Pass, PassContext, register_pass
 from .dce import remove_unreachable
 
@@ -71,7 +70,7 @@ def simplify_func(func: FuncOp) -> int:
 
 
 @register_pass
-@dataclass(frozen=True)
+@record(frozen=True)
 class SimplifyCFG(Pass):
     name = "simplify-cfg"
 
