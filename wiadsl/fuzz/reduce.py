@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from ..frontend import ast
-from ..records import fields, replace
-from ..records import is_record as is_dataclass
+from ..records import fields, is_record, replace
 from .genprog import FuzzCase, make_inputs
 
 Path = tuple[tuple[str, int | None], ...]
@@ -35,11 +34,11 @@ def walk(node: object, path: Path = ()) -> Iterator[tuple[Path, object]]:
         if f.name == "span":
             continue
         value = getattr(node, f.name)
-        if is_dataclass(value):
+        if is_record(value):
             yield from walk(value, path + ((f.name, None),))
         elif isinstance(value, tuple):
             for i, x in enumerate(value):
-                if is_dataclass(x):
+                if is_record(x):
                     yield from walk(x, path + ((f.name, i),))
 
 

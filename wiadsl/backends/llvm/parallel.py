@@ -57,9 +57,9 @@ WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
 #: Cycles (``llvm.readcyclecounter``, the TSC) a worker spins for the next region
 #: before it sleeps, and the caller spins for the workers before it sleeps: ~200 us at
-#: a 2.6 GHz TSC (Intel's OpenMP spins 200 ms by default: KMP_BLOCKTIME). Long enough to span a model's
-#: serial stretches: at 1 << 17 (~50 us) ResNet-18 (1/8 width, 64x64, 2 threads)
-#: woke its worker once per call, 135 -> 115 us per call at 1 << 19 (Zen 4 VM).
+#: a 2.6 GHz TSC (Intel's OpenMP spins 200 ms by default: KMP_BLOCKTIME). Long enough
+#: to span a model's serial stretches: at 1 << 17 (~50 us) ResNet-18 (1/8 width, 64x64,
+#: 2 threads) woke its worker once per call, 135 -> 115 us per call at 1 << 19 (Zen 4 VM).
 SPIN_CYCLES = 1 << 19
 MAX_CHUNKS = 1024
 _STATE_FIELDS = ("pid", "busy", "ticket", "next", "worker", "ctx", "lo", "hi", "per", "nchunks",
