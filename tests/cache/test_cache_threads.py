@@ -127,3 +127,34 @@ def test_a_load_that_asks_for_its_own_key_fails_instead_of_hanging(monkeypatch) 
         cache.get_or_compile(key, lambda st: (b"x", {}), load)
     # nothing was left behind: the key compiles normally now
     assert cache.get_or_compile(key, lambda st: (b"x", {}), lambda o, m: 1)[0] == 1
+
+
+def test_a_helper_compiles_while_a_kernel_compile_holds_the_lock(monkeypatch) -> None:
+    """A kernel's compile starts its helpers on other threads (library.prefetch) and
+    goes on with its own LLVM work: a helper (``cached_object``) compiles outside the
+    kernels' compile lock. Here the kernel's compile waits for the helper to finish,
+    which hangs if the helper needs the lock the kernel holds."""
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    built = threading.Event()
+    helper_threads: list[str] = []
+
+    def build_helper() -> bytes:
+        helper_threads.append(threading.current_thread().name)
+        built.set()
+        return b"helper object"
+
+    def compile_kernel(stages):
+        helper = threading.Thread(target=cache.cached_object,
+                                  args=("wia.lib.test.overlap", "{}", build_helper),
+                                  name="helper-builder", daemon=True)
+        helper.start()
+        assert built.wait(30), "the helper could not compile while a kernel compiled"
+        helper.join(30)
+        return b"kernel", {}
+
+    out: list[object] = []
+    run_all([lambda: out.append(cache.get_or_compile(parts("with-helper"), compile_kernel,
+                                                     lambda o, m: o)[0])])
+    assert out == [b"kernel"] and helper_threads == ["helper-builder"]
+    assert cache.cached_object("wia.lib.test.overlap", "{}", build_helper) == b"helper object"
+    assert helper_threads == ["helper-builder"]  # the second ask was a memory hit

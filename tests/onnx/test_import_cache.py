@@ -22,7 +22,7 @@ import onnx  # noqa: E402
 
 from tests.onnx import models  # noqa: E402
 from wiadsl.onnx import import_cache  # noqa: E402
-from wiadsl.onnx.importer import import_onnx, load_onnx  # noqa: E402
+from wiadsl.onnx.importer import INLINE_LIMIT, import_onnx, load_onnx  # noqa: E402
 from wiadsl.runtime import cache_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +143,25 @@ def test_a_model_file_is_hashed_once_until_it_changes(fresh_cache, saved, monkey
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a write would do this
     with pytest.raises(AssertionError, match="hashed again"):
         import_cache.file_digest(str(path))
+
+
+def test_load_onnx_writes_its_entry_beside_the_compile(fresh_cache, saved, monkeypatch):
+    """``load_onnx`` stores the import on a thread of its own (the compile does not wait
+    for tens of MB of weights to be written); the entry is the same as a direct store's."""
+    import threading
+
+    _, path, _ = saved
+    threads: list[threading.Thread] = []
+    started = import_cache.store_in_background
+
+    def recording(key, imported):
+        threads.append(started(key, imported))
+        return threads[-1]
+    monkeypatch.setattr(import_cache, "store_in_background", recording)
+    load_onnx(path, target="interp")
+    assert len(threads) == 1 and threads[0].name == "wia-import-store"
+    threads[0].join(60)
+    assert len(_entries()) == 1
+    cached = import_cache.load(import_cache.model_key(import_cache.file_digest(str(path)),
+                                                      None, None, INLINE_LIMIT))
+    assert cached is not None and cached.source == import_onnx(path).source

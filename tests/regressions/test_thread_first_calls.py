@@ -77,7 +77,6 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
     from wiadsl.backends.llvm import compile as cpu_compile
     from wiadsl.backends.llvm import library
     from wiadsl.backends.llvm.parallel import POOL_SYMBOL
-    from wiadsl.runtime import cache
 
     mod = wiadsl.jit('''
     kernel mm(input a: f32[M, K], input b: f32[K, N], output c: f32[M, N]) { c = a @ b; }
@@ -89,7 +88,7 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
     assert POOL_SYMBOL not in library._LOADED
 
     a_compiling, b_loading = threading.Event(), threading.Event()
-    real_compile, real_cached = cpu_compile.compile_object, cache.cached_object
+    real_compile, real_load = cpu_compile.compile_object, library._load
 
     def slow_compile(*args, **kwargs):   # thread A, inside get_or_compile
         a_compiling.set()
@@ -97,13 +96,13 @@ def test_pool_loaded_from_native_code_while_another_thread_compiles(tmp_path) ->
         time.sleep(0.3)                  # B goes on into the compile cache meanwhile
         return real_compile(*args, **kwargs)
 
-    def spy_cached(*args, **kwargs):     # thread B, loading the pool from native code
-        if args and args[0] == POOL_SYMBOL:
+    def spy_load(spec, name):            # thread B, loading the pool from native code
+        if name == POOL_SYMBOL:           # (its object built beside ew's compile, or here)
             b_loading.set()
-        return real_cached(*args, **kwargs)
+        return real_load(spec, name)
 
     cpu_compile.compile_object = slow_compile  # backend.py imports it at compile time
-    cache.cached_object = spy_cached
+    library._load = spy_load
     errors = []
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((37, 29)).astype(np.float32), rng.standard_normal((29, 41)).astype(np.float32)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,16 @@ def _decode(meta: dict[str, Any], blob: bytes | memoryview) -> ImportedModel:
 def _portable(dtype: np.dtype) -> bool:
     """A dtype that its ``.str`` names again exactly (NumPy's own, not a user type)."""
     return dtype.kind in "biufc" and np.dtype(dtype.str) == dtype
+
+
+def store_in_background(key: str, imported: ImportedModel) -> threading.Thread:
+    """``store`` on a thread of its own: writing a model's weights (tens of MB: copied,
+    hashed, written) need not delay its compile, which starts meanwhile (ResNet-18:
+    ~140 ms of its cold first result). Not a daemon: the interpreter waits for it at
+    exit, so the entry is complete for the next process."""
+    thread = threading.Thread(target=store, args=(key, imported), name="wia-import-store")
+    thread.start()
+    return thread
 
 
 def store(key: str, imported: ImportedModel) -> None:

@@ -251,9 +251,12 @@ def supported_ops() -> list[str]:
 
 
 def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
-                kernel: str | None = None, inline_limit: int = INLINE_LIMIT) -> ImportedModel:
+                kernel: str | None = None, inline_limit: int = INLINE_LIMIT,
+                store_later: bool = False) -> ImportedModel:
     """Translate ``model`` (path, bytes or ModelProto) into a WIA DSL kernel; a model
-    file or bytes imported before comes from the import cache (import_cache.py)."""
+    file or bytes imported before comes from the import cache (import_cache.py). With
+    ``store_later`` the new entry is written on a background thread (``load_onnx``:
+    the compile goes on meanwhile)."""
     from . import import_cache
 
     digest = _digest(model)
@@ -264,7 +267,10 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     proto, external = load_model(model)
     imported = _Importer(proto, dims or {}, inline_limit).run(kernel)
     if key is not None and not external:  # the bytes do not identify another file's tensors
-        import_cache.store(key, imported)
+        if store_later:
+            import_cache.store_in_background(key, imported)
+        else:
+            import_cache.store(key, imported)
     return imported
 
 
@@ -295,4 +301,4 @@ def load_onnx(model: ModelLike, target: str | None = None,
     """Import and compile ``model``; an ``OnnxModule`` (a ``wiadsl.jit``-style Module)."""
     from .module import compile_imported
 
-    return compile_imported(import_onnx(model, dims), target, options)
+    return compile_imported(import_onnx(model, dims, store_later=True), target, options)

@@ -29,8 +29,8 @@ Threads (issue 17: eight threads calling one matmul on new shapes deadlocked):
   key waits for it and then takes the loaded kernel from memory (so one compile
   per key, however many threads). When the owner fails, a waiter tries again
   itself (and gets its own error).
-- ``compile_fn`` runs under ``_COMPILE_LOCK`` (LLVM's global context is not
-  thread-safe), a leaf lock: a compile takes no other lock (but the engine's)
+- A kernel's ``compile_fn`` runs under ``_COMPILE_LOCK`` (the tensor passes and
+  lowering keep per-run state in module globals), a leaf lock: a compile takes no other lock (but the engine's)
   and waits for no flight, so no cycle can go through it. ``load_fn`` runs under
   no lock of this module: it may obtain other keys (library.py's helpers do,
   through ``cached_object``), also from a thread that native code called back
@@ -42,6 +42,7 @@ Threads (issue 17: eight threads calling one matmul on new shapes deadlocked):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -85,8 +86,11 @@ class CacheStats:
 STATS = CacheStats()
 #: guards STATS; held for counting only
 _LOCK = threading.Lock()
-#: serializes compile_fn (LLVM's global context is not thread-safe); a leaf: under it
-#: nothing is waited for and no lock is taken but the engine's own (target.py)
+#: serializes the kernels' compile_fn (the tensor passes keep per-run state in module
+#: globals); a leaf: under it nothing is waited for and no lock is taken but the
+#: engine's own (target.py). Helpers (``cached_object``) compile outside it: their
+#: builds are LLVM in contexts of their own (target.object_code), so they run beside
+#: a kernel's compile.
 _COMPILE_LOCK = threading.RLock()
 
 
@@ -171,12 +175,12 @@ def clear_memory() -> None:
 
 def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
                    load_fn: Callable[[bytes, dict[str, Any]], T],
-                   stages: Stages | None = None) -> tuple[T, dict[str, Any]]:
+                   stages: Stages | None = None, exclusive: bool = True) -> tuple[T, dict[str, Any]]:
     """The loaded kernel for ``parts`` and a record of how it was obtained
     (``{"key", "source": "memory" | "disk" | "compiled", "ms", "stages"}``).
 
-    ``compile_fn`` must not call ``get_or_compile`` (it runs under the compile lock);
-    ``load_fn`` may."""
+    ``compile_fn`` must not call ``get_or_compile`` (with ``exclusive`` it runs under
+    the compile lock); ``load_fn`` may."""
     stages = stages or Stages()
     with stages.stage("key"):
         key = parts.digest()
@@ -184,7 +188,7 @@ def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, 
 
     def obtain() -> T:  # runs in the one thread that owns the key's flight
         nonlocal source
-        loaded, source = _obtain(parts, key, compile_fn, load_fn, stages)
+        loaded, source = _obtain(parts, key, compile_fn, load_fn, stages, exclusive)
         return loaded
     loaded: T = _KERNELS.get(key, obtain)
     if source == "memory":
@@ -194,7 +198,8 @@ def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, 
 
 
 def _obtain(parts: KeyParts, key: str, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
-            load_fn: Callable[[bytes, dict[str, Any]], T], stages: Stages) -> tuple[T, str]:
+            load_fn: Callable[[bytes, dict[str, Any]], T], stages: Stages,
+            exclusive: bool) -> tuple[T, str]:
     """From disk, else compiled (and stored): this thread owns the key's flight."""
     if disk_enabled():
         loaded = _from_disk(parts, key, load_fn, stages)
@@ -202,7 +207,7 @@ def _obtain(parts: KeyParts, key: str, compile_fn: Callable[[Stages], tuple[byte
             _count("disk_hits")
             log_hit(parts.kernel, key, "disk", stages)
             return loaded, "disk"
-    with _COMPILE_LOCK:
+    with _COMPILE_LOCK if exclusive else contextlib.nullcontext():
         obj, meta = compile_fn(stages)
     meta = {**meta, "kernel": parts.kernel, "components": parts.components(),
             "created": time.time(), "compile_ms": dict(stages.ms)}
@@ -225,12 +230,12 @@ def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes
     h = host()
     parts = KeyParts(kernel=name, functions=((name, sha256(identity)),), shapes="", dtypes="",
                      target=f"cpu {h.triple}", cpu=f"{h.cpu} {h.features}", flags="helper",
-                     pipeline="O3", gemm="")
+                     pipeline="helper", gemm="")
 
     def compile_fn(stages: Stages) -> tuple[bytes, dict[str, Any]]:
         with stages.stage("build"):
             return build(), {"helper": identity}
-    obj, _ = get_or_compile(parts, compile_fn, lambda raw, meta: raw)
+    obj, _ = get_or_compile(parts, compile_fn, lambda raw, meta: raw, exclusive=False)
     return obj
 
 

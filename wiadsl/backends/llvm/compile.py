@@ -33,9 +33,10 @@ from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
 from .host import host
 from .layout import Layout
-from .parallel import THREADS
+from .library import POOL_SPEC, prefetch
+from .parallel import SLOT_SYMBOL, THREADS
 from .runtime import dynamic_axes, entry_wrapper, extent_base
-from .target import emit_jit_object, optimize, parse_and_verify
+from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
 
 
 @dataclass
@@ -109,6 +110,14 @@ def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
     return mod
 
 
+def build_unlocked(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
+    """``build`` in a private LLVM context, for ``emit_unlocked``: the helpers the
+    kernel calls compile in the background meanwhile (library.prefetch)."""
+    mod = parse_private(lowered.llvm_ir)
+    optimize_unlocked(mod, min(level, KERNEL_SPEED_LEVEL), unroll=False)
+    return mod
+
+
 def _span_data(span: Any) -> dict[str, Any] | None:
     if not isinstance(span, Span):
         return None
@@ -150,11 +159,13 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
             module = tensor_passes(module, level)
     with stages.stage("lower"), use_config(config):
         lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen)
+    # its helpers compile beside it, and the thread pool if it has a parallel region
+    prefetch(lowered.libraries + ([POOL_SPEC] if SLOT_SYMBOL in lowered.llvm_ir else []))
     with stages.stage("llvm-opt"):
-        mod = build(lowered, level)
+        mod = build_unlocked(lowered, level)
         mod.get_function("wia_entry").name = symbol
     with stages.stage("codegen"):
-        obj = emit_jit_object(mod)
+        obj = emit_unlocked(mod)
     return obj, layout_of(lowered, symbol)
 
 

@@ -8,9 +8,11 @@ gemm config and the conv stride), and they are most of the code LLVM would
 optimize and compile per kernel. So a kernel module only *declares* them
 (library_ir.py's ``declare``) under a symbol naming those parameters; the first
 use in a process builds that helper's own module (``library_ir``), optimizes it
-at -O3, compiles it and loads it (``ensure_loaded``; from the disk cache when it
-is there, without importing llvmlite), after which every kernel object that
-references the symbol links against it (loader.py's symbol table).
+(``pipeline``), compiles it and loads it (``ensure_loaded``; from the disk cache
+when it is there, without importing llvmlite), after which every kernel object
+that references the symbol links against it (loader.py's symbol table). A kernel
+being compiled starts its helpers' builds on background threads (``prefetch``)
+as soon as it is lowered, so they compile while it does.
 
 The thread pool (``POOL_SPEC``) is a helper too, one per process (its globals are
 the pool's state), but it is loaded on demand: modules never link against it.
@@ -49,7 +51,7 @@ import ctypes
 import functools
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...records import as_dict
 from ...runtime.cache import OnceTable
@@ -66,6 +68,9 @@ from .threads import (
     SLOT_SYMBOL,
     THREADS,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 #: symbol -> address of every helper loaded into this process
 _LOADED = OnceTable()
@@ -124,24 +129,71 @@ def ensure_loaded(specs: list[Spec]) -> None:
 _STANDALONE = ("pool", "call", "scratch")
 
 
-def _load(spec: Spec, name: str) -> int:
-    """Load one helper (this thread holds its flight in ``_LOADED``; no lock)."""
+def pipeline(spec: Spec) -> tuple[int, bool, bool]:
+    """The LLVM pipeline of a helper (``target.optimize``'s level, unroll, vectorize).
+    The gemm and conv drivers: -O1 with loop and SLP vectorization, no unroller. Their
+    inner loops are vectorized and unrolled in the IR we write (gemm.py, conv.py), and
+    -O3 took 30-45 % longer to compile them for the same run time (matmul f32, f64 and
+    i8 from 1x784x512 to 1024^3, ResNet-18, MobileNetV2; interleaved processes). The
+    small ones (the pool, the call helper, the scratch buffers): -O3."""
+    return (3, True, True) if spec["kind"] in _STANDALONE else (1, False, True)
+
+
+#: name -> the object code of a helper being built in the background (``prefetch``)
+_BUILDS: dict[str, Future[bytes]] = {}
+_BUILDS_LOCK = threading.Lock()
+
+
+def prefetch(specs: list[Spec]) -> None:
+    """Start building the helpers of ``specs`` that are not loaded, on background
+    threads, so that they compile while the kernel that calls them does (target.py's
+    unlocked compiles); ``ensure_loaded`` then takes their object code (the builds
+    read the disk cache first). Called for kernels compiled, not for those loaded."""
+    todo = [s for s in specs if symbol(s) not in _LOADED]
+    if any(s["kind"] not in _STANDALONE for s in todo):
+        todo.append(SCRATCH_SPEC)  # what they link against
+    for spec in todo:
+        name = symbol(spec)
+        with _BUILDS_LOCK:
+            if name in _BUILDS or name in _LOADED:
+                continue
+            _BUILDS[name] = _builder().submit(_object, spec, name)
+
+
+@functools.cache
+def _builder() -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor  # not on a warm start's path
+
+    # a kernel's compile keeps one CPU busy; each helper build takes another, up to three
+    return ThreadPoolExecutor(max(1, min(3, THREADS - 1)), thread_name_prefix="wia-helper")
+
+
+def _object(spec: Spec, name: str) -> bytes:
+    """A helper's object code: from the compile cache or compiled (no lock held while
+    LLVM works: other threads compile meanwhile). A helper's code depends only on its
+    spec and THREADS, the compile-time cut of its parallel loops (and the CPU and
+    compiler version, which the cache key adds): a warm process reads it instead of
+    compiling it again (~0.5 s). A process with another CPU affinity (THREADS) builds
+    its own."""
     from ...runtime.cache import cached_object
 
+    def build() -> bytes:
+        from .library_ir import library_ir
+        from .target import object_code
+
+        return object_code(library_ir(spec), *pipeline(spec))
+    identity = {**spec, "threads": THREADS, "pipeline": pipeline(spec)}
+    return cached_object(name, json.dumps(identity, sort_keys=True), build)
+
+
+def _load(spec: Spec, name: str) -> int:
+    """Load one helper (this thread holds its flight in ``_LOADED``; no lock): the
+    object ``prefetch`` built, else one built here."""
     if spec["kind"] not in _STANDALONE:
         ensure_loaded([SCRATCH_SPEC])  # its symbols must resolve when this one links
-
-    # A helper's code depends only on its spec and THREADS, the compile-time cut of
-    # its parallel loops (and the CPU and compiler version, which the cache key
-    # adds): a warm process loads it from the compile cache instead of optimizing
-    # and compiling it again (~0.5 s). A process with another CPU affinity (THREADS)
-    # builds its own.
-    def build() -> bytes:
-        from .library_ir import optimized
-        from .target import emit_jit_object
-
-        return emit_jit_object(optimized(spec))
-    obj = cached_object(name, json.dumps({**spec, "threads": THREADS}, sort_keys=True), build)
+    with _BUILDS_LOCK:
+        build = _BUILDS.pop(name, None)
+    obj = build.result() if build is not None else _object(spec, name)
     address = load_object(obj, name)
     add_symbol(name, address)
     return address

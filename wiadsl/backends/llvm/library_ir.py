@@ -10,7 +10,7 @@ from ...dtypes import DType
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config
-from .library import POOL_SPEC, SCRATCH_SPEC, SCRATCH_SYMBOL, Spec, symbol
+from .library import POOL_SPEC, SCRATCH_SPEC, SCRATCH_SYMBOL, Spec, pipeline, symbol
 from .parallel import SLOT_SYMBOL, pool_glue, pool_module
 from .scratch import scratch_module
 from .types import I1, I64, PREPACK_TYPE, PTR
@@ -70,9 +70,10 @@ def library_ir(spec: Spec) -> str:
 
 
 def optimized(spec: Spec) -> llvm.ModuleRef:
+    """The helper's module, optimized as the JIT's copy is (``library.pipeline``)."""
     from .target import optimize, parse_and_verify
     mod = parse_and_verify(library_ir(spec))
-    optimize(mod, 3)
+    optimize(mod, *pipeline(spec))
     return mod
 
 

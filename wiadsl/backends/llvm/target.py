@@ -10,12 +10,16 @@ Invariants (PERFORMANCE.md, llvmlite 0.50):
   compiled or from the disk cache alike, by loader.py (MCJIT's ``Engine`` where
   loader.py does not run); every JIT entry symbol is unique per cache key.
 - The host (host.py) is known without LLVM; this module is the compiler's side.
+- ``object_code`` (the JIT's path) compiles in a private context with its thread's
+  own target machine, so two threads compile at once (``_unlocked``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from functools import cache
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -96,24 +100,96 @@ def engine() -> Engine:
         return _ENGINE[0]
 
 
-def parse_and_verify(text: str) -> llvm.ModuleRef:
-    mod = llvm.parse_assembly(text)
+def parse_and_verify(text: str, context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(text, context)
     mod.verify()
     return mod
 
 
-def optimize(mod: llvm.ModuleRef, level: int = 3, unroll: bool = True) -> None:
-    """The new pass manager's default pipeline at ``level``, with loop and SLP
-    vectorization on (SLP is off by default in llvmlite). ``unroll=False`` turns
-    off the loop unroller (the vectorizer still interleaves)."""
-    tm = jit_machine()
+def _pass_builder(tm: llvm.TargetMachine, level: int, unroll: bool,
+                  vectorize: bool | None) -> llvm.PassBuilder:
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
-    pto.loop_vectorization = level >= 2
-    pto.slp_vectorization = level >= 2
+    pto.loop_vectorization = pto.slp_vectorization = level >= 2 if vectorize is None else vectorize
     pto.loop_unrolling = unroll
-    pb = llvm.create_pass_builder(tm, pto)
+    return llvm.create_pass_builder(tm, pto)
+
+
+def optimize(mod: llvm.ModuleRef, level: int = 3, unroll: bool = True,
+             vectorize: bool | None = None) -> None:
+    """The new pass manager's default pipeline at ``level``, with loop and SLP
+    vectorization on from -O2 (SLP is off by default in llvmlite), or as ``vectorize``
+    says. ``unroll=False`` turns off the loop unroller (the vectorizer still
+    interleaves)."""
+    pb = _pass_builder(jit_machine(), level, unroll, vectorize)
     pb.getModulePassManager().run(mod, pb)
 
 
+def _unlocked(name: str) -> Any:
+    """llvmlite's ctypes function ``name`` without the process-wide lock it wraps every
+    LLVM call in (``ffi.lib``; its own comment: "TODO: we can add methods to mark the
+    function as threadsafe"). Only the two long steps of a compile go through it, on a
+    module of a private context and the calling thread's own target machine: LLVM
+    allows threads to work at once in distinct contexts (ORC's concurrent compiles do).
+    ctypes releases the GIL during the call. The locked function where this llvmlite
+    has no such attribute (then compiles run one at a time, as before)."""
+    from llvmlite.binding import ffi
+
+    locked = getattr(ffi.lib, name)
+    return getattr(locked, "_cfn", locked)
+
+
+class _Machines(threading.local):
+    machine: llvm.TargetMachine | None = None
+
+
+_MACHINES = _Machines()
+
+
+def _thread_machine() -> llvm.TargetMachine:
+    """This thread's target machine, made as ``jit_machine`` is: the same code."""
+    if _MACHINES.machine is None:
+        _MACHINES.machine = target_machine(jit=True)
+    return _MACHINES.machine
+
+
+def parse_private(text: str) -> llvm.ModuleRef:
+    """Parse and verify ``text`` into a context of its own (for ``optimize_unlocked``)."""
+    return parse_and_verify(text, llvm.create_context())
+
+
+def optimize_unlocked(mod: llvm.ModuleRef, level: int, unroll: bool = True,
+                      vectorize: bool | None = None) -> None:
+    """``optimize`` for a module of a private context (``parse_private``), outside
+    llvmlite's lock: another thread may compile meanwhile."""
+    pb = _pass_builder(_thread_machine(), level, unroll, vectorize)
+    _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
+
+
+def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
+    """``emit_jit_object`` for a module of a private context, outside llvmlite's lock
+    and with this thread's target machine (the same code as ``jit_machine``'s)."""
+    from llvmlite.binding import ffi
+
+    with ffi.OutputString() as error:
+        buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(_thread_machine(), mod, 1, error)
+        if not buffer:
+            raise RuntimeError(str(error))
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer),
+                                ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+
+
+def object_code(text: str, level: int, unroll: bool = True, vectorize: bool | None = None) -> bytes:
+    """Object code for loader.py of the LLVM IR ``text`` optimized as ``optimize``
+    does: ``emit_jit_object`` after ``optimize``, but in a context of its own, so that
+    threads (library.py's helpers built beside a kernel) compile at the same time."""
+    mod = parse_private(text)
+    optimize_unlocked(mod, level, unroll, vectorize)
+    return emit_unlocked(mod)
+
+
 __all__ = ["ISA_LEVELS", "HostInfo", "emit_jit_object", "engine", "host", "jit_machine", "load_module",
-           "optimize", "parse_and_verify", "restrict_features", "target_machine"]
+           "emit_unlocked", "object_code", "optimize", "optimize_unlocked",
+           "parse_private", "parse_and_verify", "restrict_features", "target_machine"]
