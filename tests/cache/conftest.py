@@ -7,4 +7,11 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def cache_dir(fresh_cache):
+    # The arena helper every kernel links against is compiled once per process (the
+    # first test's): loaded before the statistics a test counts start.
+    from wiadsl.backends.llvm.library import ARENA_SPEC, ensure_loaded
+    from wiadsl.runtime import cache
+
+    ensure_loaded([ARENA_SPEC])
+    cache.STATS.reset()
     return fresh_cache

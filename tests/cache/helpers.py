@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import wiadsl
+from wiadsl.runtime import cache_store
 from wiadsl.runtime.cache_key import compiler_version
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,14 @@ kernel probs(input x: f32[R, C], output y: f32[R, C]) {
     y = nn.softmax(x);
 }
 """
+
+def kernel_entries() -> list:
+    """The disk cache's (path, entry) pairs but the helpers' (library.py: the arena, the
+    call helper, gemm drivers...), which a process compiles once whatever it runs;
+    damaged entries (None) included."""
+    return [(path, entry) for path, entry in cache_store.iter_entries()
+            if entry is None or "helper" not in entry.meta]
+
 
 #: Child process: compile and run axpy on the CPU, print its outputs and cache stats.
 CHILD = """

@@ -8,11 +8,11 @@ import wiadsl
 from wiadsl.runtime import cache, cache_store
 from wiadsl.runtime.cache_store import CorruptEntry
 
-from .helpers import AXPY, axpy_call
+from .helpers import AXPY, axpy_call, kernel_entries
 
 
 def only_entry():
-    entries = list(cache_store.iter_entries())
+    entries = kernel_entries()
     assert len(entries) == 1
     return entries[0]
 

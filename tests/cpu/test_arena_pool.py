@@ -95,10 +95,16 @@ def test_the_entry_takes_and_gives_back_the_pool():
     done = subprocess.run([sys.executable, "-m", "wiadsl", "-", "--kernel", "chain", "-D", "N=1000",
                            "--emit", "llvm", "-O2"], input=SRC, capture_output=True, text=True,
                           check=True)
+    # the allocator and the end of a call are the arena helper's (linked in for --emit),
+    # given the module's pool cell
     filecheck(done.stdout, """
     CHECK: @wia.arena.pool = internal global i64 0
     CHECK: define {{.*}}@wia_entry(
     CHECK: atomicrmw xchg ptr @wia.arena.pool, i64 0
+    CHECK: call {{.*}}@wia.lib.arena.alloc(
+    CHECK: call void @wia.lib.arena.finish({{.*}}@wia.arena.pool,
+    CHECK: define {{.*}}@wia.lib.arena.alloc(
     CHECK: call {{.*}}@aligned_alloc(
-    CHECK: cmpxchg ptr @wia.arena.pool, i64 0
+    CHECK: define void @wia.lib.arena.finish(
+    CHECK: cmpxchg ptr
     """)

@@ -248,10 +248,10 @@ def test_one_compile_per_key_from_many_threads() -> None:
 
     one = wiadsl.jit(SRC, kernel="f", target="cpu")
     race([one] * 8)
-    assert STATS.compiles == 1, STATS.as_dict()
+    assert STATS.compiles == 2, STATS.as_dict()  # the kernel and the arena helper it links
     x = np.arange(35, dtype=np.float32)   # a new shape, eight modules
     race([wiadsl.jit(SRC, kernel="f", target="cpu") for _ in range(8)])
-    assert STATS.compiles == 2, STATS.as_dict()
+    assert STATS.compiles == 3, STATS.as_dict()
     print("ok")
     """)
     assert run_child(code, env={"WIADSL_CACHE": "0"}).strip().endswith("ok")

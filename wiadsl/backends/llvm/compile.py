@@ -33,9 +33,9 @@ from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
 from .host import host
 from .layout import Layout
-from .library import POOL_SPEC, prefetch
+from .library import ARENA_SPEC, POOL_SPEC, prefetch
 from .parallel import SLOT_SYMBOL, THREADS
-from .runtime import dynamic_axes, entry_wrapper, extent_base
+from .runtime import dynamic_axes, entry_wrapper, extent_base, uses_arena
 from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
 
 
@@ -89,8 +89,9 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
         k += 1 + (t.rank if isinstance(t, TensorType) else 0)
     entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types),
                   stateful=emitter.state_cells > 0)
+    libraries = ([ARENA_SPEC] if uses_arena(emitter.ll) else []) + emitter.libraries
     return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
-                         list(func.result_types), loops, emitter.libraries,
+                         list(func.result_types), loops, libraries,
                          dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
                          sorted(set(result_allocations(func).values())))
 
@@ -154,6 +155,7 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
     ``loop_pipeline``: extra loop-level passes, ``frozen``: inputs that never change
     (``lower_kernel``)."""
+    prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
     if passes:
         with stages.stage("passes"):
             module = tensor_passes(module, level)

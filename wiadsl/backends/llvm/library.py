@@ -86,6 +86,10 @@ POOL_SPEC: Spec = {"kind": "pool", "max_threads": MAX_THREADS}
 #: needs no IR builder.
 SCRATCH_SPEC: Spec = {"kind": "scratch"}
 SCRATCH_SYMBOL = "wia.lib.scratch"
+#: The kernels' arena allocator and the end of their calls (runtime.py's ``arena_module``,
+#: whose functions' names start with ``ARENA_PREFIX``), named by its allocation function.
+ARENA_SPEC: Spec = {"kind": "arena"}
+ARENA_PREFIX = "wia.lib.arena."
 
 
 def call_spec(layout: ObjectLayout) -> Spec:
@@ -98,6 +102,8 @@ def symbol(spec: Spec) -> str:
         return POOL_SYMBOL
     if spec["kind"] == "scratch":
         return SCRATCH_SYMBOL
+    if spec["kind"] == "arena":
+        return ARENA_PREFIX + "alloc"
     if spec["kind"] == "call":
         return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
     cfg = GemmConfig(**spec["config"])
@@ -126,7 +132,7 @@ def ensure_loaded(specs: list[Spec]) -> None:
 
 
 #: Helpers whose objects call no other helper (the rest call the scratch buffers).
-_STANDALONE = ("pool", "call", "scratch")
+_STANDALONE = ("pool", "call", "scratch", "arena")
 
 
 def pipeline(spec: Spec) -> tuple[int, bool, bool]:
@@ -135,7 +141,12 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     inner loops are vectorized and unrolled in the IR we write (gemm.py, conv.py), and
     -O3 took 30-45 % longer to compile them for the same run time (matmul f32, f64 and
     i8 from 1x784x512 to 1024^3, ResNet-18, MobileNetV2; interleaved processes). The
-    small ones (the pool, the call helper, the scratch buffers): -O3."""
+    small ones (the pool, the call helper, the scratch buffers): -O3. The arena: -O2
+    without vectorizing or unrolling (its loops visit a call's few buffers; vectorized
+    at -O3 it took 45 ms to compile instead of 21, and a kernel's first call waits
+    for it)."""
+    if spec["kind"] == "arena":
+        return (2, False, False)
     return (3, True, True) if spec["kind"] in _STANDALONE else (1, False, True)
 
 

@@ -10,8 +10,18 @@ from ...dtypes import DType
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config
-from .library import POOL_SPEC, SCRATCH_SPEC, SCRATCH_SYMBOL, Spec, pipeline, symbol
+from .library import (
+    ARENA_PREFIX,
+    ARENA_SPEC,
+    POOL_SPEC,
+    SCRATCH_SPEC,
+    SCRATCH_SYMBOL,
+    Spec,
+    pipeline,
+    symbol,
+)
 from .parallel import SLOT_SYMBOL, pool_glue, pool_module
+from .runtime import arena_module
 from .scratch import scratch_module
 from .types import I1, I64, PREPACK_TYPE, PTR
 
@@ -53,6 +63,9 @@ def library_ir(spec: Spec) -> str:
     if spec["kind"] == "scratch":
         scratch_module(mod)
         return str(mod)
+    if spec["kind"] == "arena":
+        arena_module(mod)
+        return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
         if spec["kind"] == "gemm":
@@ -87,6 +100,8 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
             mod.link_in(optimized(spec))
     if any(f.name == SCRATCH_SYMBOL and f.is_declaration for f in mod.functions):
         mod.link_in(optimized(SCRATCH_SPEC))
+    if any(f.name.startswith(ARENA_PREFIX) and f.is_declaration for f in mod.functions):
+        mod.link_in(optimized(ARENA_SPEC))
     if any(g.name == SLOT_SYMBOL and g.is_declaration for g in mod.global_variables):
         from .target import parse_and_verify
         mod.link_in(optimized(POOL_SPEC))

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
-from .runtime import ARENA_WORDS, free_table
+from .runtime import ARENA_WORDS, arena_free_function
 from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
 from .types import I1, I32, I64, PTR
 
@@ -456,8 +456,7 @@ def from_slot(b: ir.IRBuilder, raw: ir.Value, t: ir.Type) -> ir.Value:
 
 def free_arena(b: ir.IRBuilder, arena: ir.Value) -> None:
     """Free every buffer recorded in ``arena`` (runtime.py's layout) and its table."""
-    table = b.load(b.gep(arena, [_i(0)], source_etype=I64), typ=PTR)
-    free_table(b, table, b.load(b.gep(arena, [_i(1)], source_etype=I64), typ=I64))
+    b.call(arena_free_function(b.module), [arena])
 
 
 def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) -> ir.Function:

@@ -1,12 +1,13 @@
-"""Native runtime pieces emitted into every kernel module: the arena allocator and
-the entry wrapper that Python calls.
+"""Native runtime pieces of every kernel: the entry wrapper that Python calls, emitted
+into each module, and the arena allocator, one helper per process (``arena_module``,
+loaded by library.py as ``ARENA_SPEC``; modules declare it).
 
 Memory plan: every buffer a kernel allocates (``loop.alloc``) comes from
-``wia.alloc``, which records it (address and size) in a per-call arena: a growable
+``ARENA_ALLOC``, which records it (address and size) in a per-call arena: a growable
 table of (pointer, bytes) pairs, its pair 0 a header, whose address, count and
-capacity sit on the wrapper's stack frame. When the kernel returns, the buffers
-returned as results belong to the caller (Python wraps or copies them and frees
-them with libc ``free``); the others are kept for the next call, when they add up
+capacity sit on the wrapper's stack frame. When the kernel returns (``ARENA_FINISH``),
+the buffers returned as results belong to the caller (Python wraps or copies them
+and frees them with libc ``free``); the others are kept for the next call, when they add up
 to at most ``POOL_BYTES``: the table becomes the module's *pool* (the global
 ``POOL_SYMBOL``, taken by an atomic exchange when a call starts and given back by a
 compare-and-swap when it ends, so calls from several threads never share one; a
@@ -46,6 +47,7 @@ from collections.abc import Callable, Sequence
 from llvmlite import ir
 
 from ...ir.types import IRType, TensorType
+from .library import ARENA_PREFIX
 from .types import I1, I8, I32, I64, PTR, itemsize, scalar_type
 
 HUGE_BYTES = 4 << 20
@@ -94,13 +96,57 @@ def offset_align(base_align: int, offset_bytes: int) -> int:
     return base_align if offset_bytes == 0 else math.gcd(base_align, offset_bytes)
 
 
+#: The arena's helper functions (library.py's ``ARENA_SPEC``: compiled once per process
+#: and linked by symbol). Every kernel allocates through them and every entry and
+#: parallel worker ends with them; written into each module they were ~250 of the
+#: ~330 lines LLVM optimized for a small kernel, two thirds of its compile time.
+ARENA_ALLOC = ARENA_PREFIX + "alloc"
+ARENA_FINISH = ARENA_PREFIX + "finish"
+ARENA_FREE = ARENA_PREFIX + "free"
+ALLOC_TYPE = ir.FunctionType(PTR, [PTR, I64])
+#: (arena, the module's pool cell, the results' addresses, their count, the call's code)
+FINISH_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I32])
+FREE_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
+
+
+def _arena_function(mod: ir.Module, name: str, ftype: ir.FunctionType) -> ir.Function:
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ftype, name)
+    return fn
+
+
 def alloc_function(mod: ir.Module) -> ir.Function:
-    """``ptr @wia.alloc(ptr %arena, i64 %bytes)``: 64-byte aligned, recorded in the arena;
-    the pool's buffer at this position when it has this size."""
-    if "wia.alloc" in mod.globals:
-        return mod.globals["wia.alloc"]
-    fn = ir.Function(mod, ir.FunctionType(PTR, [PTR, I64]), "wia.alloc")
-    fn.linkage = "internal"
+    """``ptr @wia.lib.arena.alloc(ptr %arena, i64 %bytes)``: 64-byte aligned, recorded in
+    the arena; the pool's buffer at this position when it has this size."""
+    fn = _arena_function(mod, ARENA_ALLOC, ALLOC_TYPE)
+    fn.return_value.add_attribute("noalias")
+    return fn
+
+
+def arena_free_function(mod: ir.Module) -> ir.Function:
+    """``void @wia.lib.arena.free(ptr %arena)``: every buffer of the arena and its table."""
+    return _arena_function(mod, ARENA_FREE, FREE_TYPE)
+
+
+def uses_arena(mod: ir.Module) -> bool:
+    """Whether ``mod`` calls the arena's helper (then it must be loaded first)."""
+    return any(name.startswith(ARENA_PREFIX) for name in mod.globals)
+
+
+def arena_module(mod: ir.Module) -> None:
+    """The arena's helper module: ``ARENA_ALLOC``, ``ARENA_FINISH`` and ``ARENA_FREE``."""
+    _define_alloc(mod)
+    _define_finish(mod)
+    fn = ir.Function(mod, FREE_TYPE, ARENA_FREE)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    words = [b.gep(fn.args[0], [_i(i)], source_etype=I64) for i in range(ARENA_WORDS)]
+    free_table(b, b.load(words[0], typ=PTR), b.load(words[1], typ=I64))
+    b.ret_void()
+
+
+def _define_alloc(mod: ir.Module) -> None:
+    fn = ir.Function(mod, ALLOC_TYPE, ARENA_ALLOC)
     fn.return_value.add_attribute("noalias")
     arena, nbytes = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -142,7 +188,6 @@ def alloc_function(mod: ir.Module) -> ir.Function:
     b.store(size, b.gep(pair, [_i(1)], source_etype=I64))
     b.store(at, slots[1])
     b.ret(p)
-    return fn
 
 
 def _i(v: int) -> ir.Constant:
@@ -257,7 +302,7 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
     n_slots = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)
     _copy_out(b, results, b.gep(results, [ir.Constant(I64, max(1, n_slots))], source_etype=I64),
               result_types, rc)
-    _free_arena(b, fn, arena, results, result_types, rc)
+    _free_arena(b, arena, results, result_types, rc)
     b.ret(rc)
     return fn
 
@@ -297,14 +342,10 @@ def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: S
         j += 1
 
 
-def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.Value,
+def _free_arena(b: ir.IRBuilder, arena: ir.Value, results: ir.Value,
                 result_types: Sequence[IRType], rc: ir.Value) -> None:
-    """The end of a call: the results leave the table (the caller owns them), the
-    buffers of the pool this call did not take are freed, and the table becomes the
-    pool when the call succeeded, kept at most POOL_BYTES and the pool cell is empty;
-    else its buffers are freed too (the results as well, after an error)."""
+    """The end of a call (``ARENA_FINISH``), given the addresses of the tensor results."""
     mod = b.module
-    ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
     kept: list[ir.Value] = []
     k = 0
     for t in result_types:
@@ -313,6 +354,22 @@ def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.V
             k += 1 + t.rank
         else:
             k += 1
+    table = b.alloca(I64, size=max(1, len(kept)))
+    for j, address in enumerate(kept):
+        b.store(address, b.gep(table, [_i(j)], source_etype=I64))
+    b.call(_arena_function(mod, ARENA_FINISH, FINISH_TYPE),
+           [arena, pool_global(mod), table, _i(len(kept)), rc])
+
+
+def _define_finish(mod: ir.Module) -> None:
+    """``ARENA_FINISH``: the results leave the table (the caller owns them), the buffers
+    of the pool this call did not take are freed, and the table becomes the pool when
+    the call succeeded, kept at most POOL_BYTES and the pool cell is empty; else its
+    buffers are freed too (the results as well, after an error)."""
+    fn = ir.Function(mod, FINISH_TYPE, ARENA_FINISH)
+    arena, cell, kept, n_kept, rc = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
     word = [b.gep(arena, [_i(i)], source_etype=I64) for i in range(ARENA_WORDS)]
     pool = b.load(word[ARENA_POOL], typ=I64)
     with b.if_then(b.icmp_unsigned("!=", pool, _i(0))):
@@ -321,15 +378,18 @@ def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.V
     count = b.load(word[1], typ=I64)
     total = b.alloca(I64)
     b.store(_i(0), total)
+    is_result = b.alloca(I1)
 
     def leave(bb: ir.IRBuilder, pair: ir.Value) -> None:  # a result is the caller's now
         p = bb.load(pair, typ=I64)
-        out = ir.Constant(I1, 0)
-        for r in kept:
-            out = bb.or_(out, bb.icmp_unsigned("==", p, r))
-        with bb.if_then(bb.and_(out, ok)):
+        bb.store(ir.Constant(I1, 0), is_result)
+        for_range(bb, _i(0), n_kept, 1, lambda j: bb.store(
+            bb.or_(bb.load(is_result, typ=I1), bb.icmp_unsigned(
+                "==", p, bb.load(bb.gep(kept, [j], source_etype=I64), typ=I64))), is_result), "kept")
+        out = bb.and_(bb.load(is_result, typ=I1), ok)
+        with bb.if_then(out):
             bb.store(_i(0), pair)
-        with bb.if_then(bb.not_(bb.and_(out, ok))):
+        with bb.if_then(bb.not_(out)):
             size = bb.load(bb.gep(pair, [_i(1)], source_etype=I64), typ=I64)
             bb.store(bb.add(bb.load(total, typ=I64), size), total)
     with b.if_then(b.icmp_unsigned("!=", table, ir.Constant(PTR, None))):
@@ -339,7 +399,8 @@ def _free_arena(b: ir.IRBuilder, fn: ir.Function, arena: ir.Value, results: ir.V
         b.store(ir.Constant(I1, 0), pooled)
         with b.if_then(keep):
             b.store(count, table)  # the header: how many pairs
-            pair = b.cmpxchg(pool_global(mod), _i(0), b.ptrtoint(table, I64), "acq_rel", "monotonic")
+            pair = b.cmpxchg(cell, _i(0), b.ptrtoint(table, I64), "acq_rel", "monotonic")
             b.store(b.extract_value(pair, 1), pooled)
         with b.if_then(b.not_(b.load(pooled, typ=I1))):
             free_table(b, table, count)
+    b.ret_void()
