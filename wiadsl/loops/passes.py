@@ -24,6 +24,7 @@ from ..passes.base import Pass, PassContext, PassManager, _split_top
 from ..records import record
 from .accumulators import SplitAccumulators
 from .fuse_parallel import fuse_func
+from .merge_functions import merge_functions
 from .parallelize import parallelize_func
 from .pipeline_loads import PipelineLoads
 from .prefetch import prefetch_func
@@ -72,6 +73,19 @@ class FuseParallel(Pass):
         for func in list(module):
             if func.name in module:  # not fused away by an earlier function's run
                 ctx.count("loops fused", fuse_func(module, func))
+
+
+@loop_pass
+@record(frozen=True)
+class MergeFunctions(Pass):
+    """Keep one of each set of identical outlined functions and call it from every
+    call site of the others (merge_functions.py): a model's layers of one shape
+    compile their loops once."""
+
+    name: ClassVar[str] = "merge-functions"
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        ctx.count("functions merged", merge_functions(module))
 
 
 @loop_pass
@@ -135,10 +149,11 @@ def parse_loop_pipeline(text: str) -> list[Pass]:
 
 
 def default_loop_pipeline(threads: int) -> str:
-    """Outline parallel loops (threads when > 1; the calls stay serial otherwise) and
-    fuse row-local neighbours (fewer passes over memory with or without threads)."""
+    """Outline parallel loops (threads when > 1; the calls stay serial otherwise),
+    fuse row-local neighbours (fewer passes over memory with or without threads) and
+    merge the outlined loops that are the same code (compiled once)."""
     del threads  # the backend decides at run time whether a region uses threads
-    return "parallelize,fuse-parallel"
+    return "parallelize,fuse-parallel,merge-functions"
 
 
 def run_loop_passes(module: ModuleOp, pipeline: str, verify_each: bool = False) -> ModuleOp:
