@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.core import Block, Operation, Region
+from ..ir.core import Operation, Region
 from ..ir.module import FuncOp, ModuleOp
 
 OUTLINED = re.compile(r"\.par\d+$")
@@ -92,46 +92,48 @@ def _attribute(value: Any) -> Any:
 
 
 def merge_functions(module: ModuleOp) -> int:
-    """Merge identical outlined functions of ``module`` (in place); how many were removed."""
+    """Merge identical outlined functions of ``module`` (in place); how many were removed.
+    A function's fingerprint is taken again only when one of its calls was retargeted
+    (nothing else in it changes between rounds)."""
     removed = 0
+    prints = {f.name: fingerprint(f) for f in module if OUTLINED.search(f.name)}
     while True:
-        target: dict[str, str] = {}
         first: dict[tuple[Any, ...], str] = {}
-        for func in module:
-            if OUTLINED.search(func.name):
-                target[func.name] = first.setdefault(fingerprint(func), func.name)
-        merged = {name: keep for name, keep in target.items() if name != keep}
+        merged = {}
+        for name, key in prints.items():
+            keep = first.setdefault(key, name)
+            if keep != name:
+                merged[name] = keep
         if not merged:
             return removed
-        _retarget(_calls(module), merged)
         for name in merged:
             module.remove(name)
+            del prints[name]
+        for func in _retarget(module, merged):
+            if func.name in prints:
+                prints[func.name] = fingerprint(func)
         removed += len(merged)
 
 
-def _calls(module: ModuleOp) -> Iterable[Operation]:
+def _retarget(module: ModuleOp, merged: dict[str, str]) -> set[FuncOp]:
+    """Point the calls of merged functions at the kept ones; the functions changed."""
+    changed = set()
     for func in module:
-        yield from _calls_in(func.body)
+        for call in _calls_in(func.body):
+            callee = call.attributes.get("callee")
+            if callee in merged:
+                call.attributes["callee"] = merged[callee]
+                changed.add(func)
+    return changed
 
 
 def _calls_in(region: Region) -> Iterable[Operation]:
     for b in region.blocks:
-        yield from _block_calls(b)
-
-
-def _block_calls(block: Block) -> Iterable[Operation]:
-    for op in block.ops:
-        if op.name == "func.call":
-            yield op
-        for r in op.regions:
-            yield from _calls_in(r)
-
-
-def _retarget(calls: Iterable[Operation], merged: dict[str, str]) -> None:
-    for call in calls:
-        callee = call.attributes.get("callee")
-        if callee in merged:
-            call.attributes["callee"] = merged[callee]
+        for op in b.ops:
+            if op.name == "func.call":
+                yield op
+            for nested in op.regions:
+                yield from _calls_in(nested)
 
 
 __all__ = ["OUTLINED", "fingerprint", "merge_functions"]
