@@ -2,10 +2,14 @@
 
 Usage (unset the OpenBLAS tuning variables for this command only, see README):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick] [--markdown]
+    PYTHONPATH=. python benchmarks/cpu.py --cold   # only the cold compiles, first thing in a new process
 
 Prints one table: median times of both sides measured in this process, in
 alternating batches (a load change on a shared machine hits both sides), and the
 ratio (>1 means wiadsl is faster), then cold compile times and call overhead.
+The cold compile row comes last, when the gemm helpers are loaded already; with
+``--cold`` it is the only row, in a process that has compiled nothing, so its first
+kernels also build the helpers they link against (the gemm, conv, arena drivers).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from wiadsl.runtime.binding import bind_call  # noqa: E402
 from wiadsl.runtime.cache import clear_memory  # noqa: E402
 
 QUICK = "--quick" in sys.argv
+COLD = "--cold" in sys.argv
 #: ``--markdown``: print the table as Markdown (what benchmarks/README.md holds)
 MARKDOWN = "--markdown" in sys.argv
 ROWS: list[tuple[str, float, float, str]] = []
@@ -113,6 +118,9 @@ def note(name: str, text: str) -> None:
 
 
 def main() -> None:
+    if COLD:
+        cold_compile("cold compile + first call, new process")
+        return
     mod = wiadsl.jit(SRC, target="cpu")
     rng = np.random.default_rng(0)
     from wiadsl.backends.llvm.parallel import THREADS
@@ -247,7 +255,7 @@ def examples(rng: np.random.Generator) -> None:
     row("example attention 512x64", *paired(lambda: att.attn(q, k, v), np_att), "")
 
 
-def cold_compile() -> None:
+def cold_compile(label: str = "cold compile + first call") -> None:
     sys.path.insert(0, str(ROOT / "tests" / "cpu"))
     from programs import EXAMPLES, random_inputs  # type: ignore[import-not-found]
     worst = ("", 0.0)
@@ -262,7 +270,7 @@ def cold_compile() -> None:
             ms = (time.perf_counter() - t0) * 1e3
             total, count = total + ms, count + 1
             worst = max(worst, (f"{path.stem}.{name}", ms), key=lambda t: t[1])
-    note("cold compile + first call", f"mean {total / count:.0f} ms over {count} kernels, "
+    note(label, f"mean {total / count:.0f} ms over {count} kernels, "
          f"worst {worst[1]:.0f} ms ({worst[0]})")
 
 
