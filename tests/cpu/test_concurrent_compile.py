@@ -122,3 +122,47 @@ def test_a_kernels_helpers_are_built_beside_it_on_helper_threads() -> None:
     gemm = [name for name in built if name.startswith("wia.lib.gemm.")]
     assert gemm, built
     assert all(built[name].startswith("wia-helper") for name in gemm + [library.SCRATCH_SYMBOL]), built
+
+
+FORK = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    import wiadsl
+    from wiadsl.backends.llvm import library
+    from wiadsl.backends.llvm.gemm_config import current_config
+
+    mm = wiadsl.jit("kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) "
+                    "{ C = A @ B; }", target="cpu")
+    mm.mm(np.ones((33, 17), np.float32), np.ones((17, 9), np.float32))  # builder threads exist
+    # a helper build in flight when the process forks
+    library.prefetch([{"kind": "conv_range", "dtype": "f32", "config": current_config().as_dict(),
+                       "stride": [2, 2]}])
+    pid = os.fork()
+    if pid == 0:  # the child compiles a kernel that needs that helper
+        cv = wiadsl.jit("kernel c(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], "
+                        "output y: f32[N, O, P, Q]) { y = conv2d(x, w, stride=2, padding=1); }",
+                        target="cpu")
+        y = cv.c(np.ones((1, 4, 9, 9), np.float32), np.ones((5, 4, 3, 3), np.float32))
+        os._exit(0 if abs(float(y[0, 0, 1, 1]) - 36.0) < 1e-4 else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            print("child exit", os.waitstatus_to_exitcode(status))
+            sys.exit(0)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    print("child hung")
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_compiles_while_the_parent_was_building_helpers() -> None:
+    """A fork (the fuzzer's workers, multiprocessing's default on Linux) while helper
+    builds run: the child has none of the parent's builder threads, so it must not
+    wait for their builds; the fork waits for LLVM work in flight (target._WORKING)."""
+    env = dict(os.environ, WIADSL_CACHE="0", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", FORK], env=env, cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "child exit 0", done.stdout

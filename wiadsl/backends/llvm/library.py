@@ -50,6 +50,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,19 @@ def prefetch(specs: list[Spec]) -> None:
             if name in _BUILDS or name in _LOADED:
                 continue
             _BUILDS[name] = _builder().submit(_object, spec, name)
+
+
+def _forget_builds() -> None:
+    """In a forked child: the parent's builder threads and unfinished builds do not
+    exist here (waiting for one would hang); helpers build afresh."""
+    global _BUILDS_LOCK
+    _BUILDS_LOCK = threading.Lock()
+    _BUILDS.clear()
+    _builder.cache_clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_builds)
 
 
 @functools.cache

@@ -17,6 +17,7 @@ Invariants (PERFORMANCE.md, llvmlite 0.50):
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from functools import cache
 from typing import Any
@@ -152,6 +153,43 @@ def _thread_machine() -> llvm.TargetMachine:
     return _MACHINES.machine
 
 
+class _Working:
+    """How many threads are in LLVM outside llvmlite's lock. A fork waits until none
+    is (``os.register_at_fork``): a child must not inherit LLVM's internal state in
+    the middle of another thread's compile. At most ``FORK_WAIT`` seconds."""
+
+    FORK_WAIT = 60.0
+
+    def __init__(self) -> None:
+        self.after_fork_in_child()
+
+    def after_fork_in_child(self) -> None:  # (also the start) the other threads are gone
+        self.cond = threading.Condition()
+        self.count = 0
+
+    def __enter__(self) -> None:
+        with self.cond:
+            self.count += 1
+
+    def __exit__(self, *_: object) -> None:
+        with self.cond:
+            self.count -= 1
+            self.cond.notify_all()
+
+    def before_fork(self) -> None:  # holds the lock until the fork is done
+        self.cond.acquire()
+        self.cond.wait_for(lambda: self.count == 0, timeout=self.FORK_WAIT)
+
+    def after_fork_in_parent(self) -> None:
+        self.cond.release()
+
+
+_WORKING = _Working()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_WORKING.before_fork, after_in_parent=_WORKING.after_fork_in_parent,
+                        after_in_child=_WORKING.after_fork_in_child)
+
+
 def parse_private(text: str) -> llvm.ModuleRef:
     """Parse and verify ``text`` into a context of its own (for ``optimize_unlocked``)."""
     return parse_and_verify(text, llvm.create_context())
@@ -162,7 +200,8 @@ def optimize_unlocked(mod: llvm.ModuleRef, level: int, unroll: bool = True,
     """``optimize`` for a module of a private context (``parse_private``), outside
     llvmlite's lock: another thread may compile meanwhile."""
     pb = _pass_builder(_thread_machine(), level, unroll, vectorize)
-    _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
+    with _WORKING:
+        _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
 
 
 def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
@@ -170,7 +209,7 @@ def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
     and with this thread's target machine (the same code as ``jit_machine``'s)."""
     from llvmlite.binding import ffi
 
-    with ffi.OutputString() as error:
+    with ffi.OutputString() as error, _WORKING:
         buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(_thread_machine(), mod, 1, error)
         if not buffer:
             raise RuntimeError(str(error))
