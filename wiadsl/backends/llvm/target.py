@@ -127,8 +127,8 @@ def optimize(mod: llvm.ModuleRef, level: int = 3, unroll: bool = True,
 
 def _unlocked(name: str) -> Any:
     """llvmlite's ctypes function ``name`` without the process-wide lock it wraps every
-    LLVM call in (``ffi.lib``; its own comment: "TODO: we can add methods to mark the
-    function as threadsafe"). Only the two long steps of a compile go through it, on a
+    LLVM call in (``ffi.lib``, whose own comment proposes marking functions thread-safe
+    as a way out of it). Only the two long steps of a compile go through it, on a
     module of a private context and the calling thread's own target machine: LLVM
     allows threads to work at once in distinct contexts (ORC's concurrent compiles do).
     ctypes releases the GIL during the call. The locked function where this llvmlite
