@@ -125,8 +125,11 @@ def load_object(obj: bytes, name: str) -> int:
 
 
 def ensure_loaded(specs: list[Spec]) -> None:
-    """Compile (or read from the cache) and load every helper of ``specs`` not yet loaded."""
-    for spec in specs:
+    """Compile (or read from the cache) and load every helper of ``specs`` not yet loaded.
+    Those whose background build has not started come first: this thread builds them
+    itself (``_load``) while the builds under way finish, instead of waiting for them
+    and then for the queue."""
+    for spec in sorted(specs, key=_build_started):
         name = symbol(spec)
         if name not in _LOADED:
             _LOADED.get(name, functools.partial(_load, spec, name))
@@ -138,17 +141,20 @@ _STANDALONE = ("pool", "call", "scratch", "arena")
 
 def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     """The LLVM pipeline of a helper (``target.optimize``'s level, unroll, vectorize).
-    The gemm and conv drivers: -O1 with loop and SLP vectorization, no unroller. Their
-    inner loops are vectorized and unrolled in the IR we write (gemm.py, conv.py), and
-    -O3 took 30-45 % longer to compile them for the same run time (matmul f32, f64 and
-    i8 from 1x784x512 to 1024^3, ResNet-18, MobileNetV2; interleaved processes). The
-    small ones (the pool, the call helper, the scratch buffers): -O3. The arena: -O2
-    without vectorizing or unrolling (its loops visit a call's few buffers; vectorized
-    at -O3 it took 45 ms to compile instead of 21, and a kernel's first call waits
-    for it)."""
+    The gemm and conv drivers: no IR passes (-O0's pipeline; code generation still
+    runs at -O3 with its own loop strength reduction, code hoisting and scheduling).
+    We write their IR in the form those passes would give it: SSA values, vector
+    loads and FMAs, unrolled register tiles (gemm.py, conv.py). Against -O1 with
+    vectorization it compiles in 55-65 ms instead of 140-185 (a process's first gemm
+    or conv waits for it) for the same run time: matmul f32 from 7x7x7 to 1024^3 and
+    f64 300x200x310, conv2d 3x3 at strides 1 and 2 and 1x1, ResNet-18 at one and two
+    threads, within the noise of alternating processes. The small ones (the pool, the
+    call helper, the scratch buffers): -O3. The arena: -O2 without vectorizing or
+    unrolling (its loops visit a call's few buffers; vectorized at -O3 it took 45 ms
+    to compile instead of 21, and a kernel's first call waits for it)."""
     if spec["kind"] == "arena":
         return (2, False, False)
-    return (3, True, True) if spec["kind"] in _STANDALONE else (1, False, True)
+    return (3, True, True) if spec["kind"] in _STANDALONE else (0, False, False)
 
 
 #: name -> the object code of a helper being built in the background (``prefetch``)
@@ -163,13 +169,20 @@ def prefetch(specs: list[Spec]) -> None:
     read the disk cache first). Called for kernels compiled, not for those loaded."""
     todo = [s for s in specs if symbol(s) not in _LOADED]
     if any(s["kind"] not in _STANDALONE for s in todo):
-        todo.append(SCRATCH_SPEC)  # what they link against
+        todo.append(SCRATCH_SPEC)  # what they link against (short: the loading thread takes it)
     for spec in todo:
         name = symbol(spec)
         with _BUILDS_LOCK:
             if name in _BUILDS or name in _LOADED:
                 continue
             _BUILDS[name] = _builder().submit(_object, spec, name)
+
+
+def _build_started(spec: Spec) -> bool:
+    """Whether a background build of ``spec`` is running or done (False: none, or queued)."""
+    with _BUILDS_LOCK:
+        build = _BUILDS.get(symbol(spec))
+    return build is not None and (build.running() or build.done())
 
 
 def _forget_builds() -> None:
@@ -213,11 +226,13 @@ def _object(spec: Spec, name: str) -> bytes:
 
 def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock): the
-    object ``prefetch`` built, else one built here."""
+    object ``prefetch`` built or is building, else (none, or still queued) one built here."""
     if spec["kind"] not in _STANDALONE:
         ensure_loaded([SCRATCH_SPEC])  # its symbols must resolve when this one links
     with _BUILDS_LOCK:
         build = _BUILDS.pop(name, None)
+    if build is not None and build.cancel():  # still queued: build it here, now
+        build = None
     obj = build.result() if build is not None else _object(spec, name)
     address = load_object(obj, name)
     add_symbol(name, address)
