@@ -145,10 +145,14 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     runs at -O3 with its own loop strength reduction, code hoisting and scheduling).
     We write their IR in the form those passes would give it: SSA values, vector
     loads and FMAs, unrolled register tiles (gemm.py, conv.py). Against -O1 with
-    vectorization it compiles in 55-65 ms instead of 140-185 (a process's first gemm
-    or conv waits for it) for the same run time: matmul f32 from 7x7x7 to 1024^3 and
-    f64 300x200x310, conv2d 3x3 at strides 1 and 2 and 1x1, ResNet-18 at one and two
-    threads, within the noise of alternating processes. The small ones (the pool, the
+    vectorization the f32 gemm compiles in 55-60 ms instead of 140, conv_range in
+    65-70 instead of 180 (a process's first gemm or conv waits for it), for the same
+    run time within the noise of alternating processes: matmul f32 from 7x7x7 to
+    1024^3 and f64 300x200x310, conv2d 3x3 at strides 1 and 2 and 1x1, ResNet-18 at
+    one and two threads; the one-row products (gemv) read 0-6 % slower in some runs.
+    (Not so the int8 gemm, qgemm.py: compiled into the kernel at -O3 it is specialized
+    to static shapes and its packing loops vectorized by LLVM; as a helper without
+    IR passes 256x512x512 took 10 % longer, 33x129x77 25 %.) The small ones (the pool, the
     call helper, the scratch buffers): -O3. The arena: -O2 without vectorizing or
     unrolling (its loops visit a call's few buffers; vectorized at -O3 it took 45 ms
     to compile instead of 21, and a kernel's first call waits for it)."""
