@@ -92,18 +92,22 @@ def test_a_bad_module_is_an_error_on_the_unlocked_path() -> None:
         object_code("define i32 @f() {\n  ret i64 0\n}\n", 2)
 
 
-CHILD = textwrap.dedent("""
-    import json, threading
-    import numpy as np
-    import wiadsl
-    from wiadsl.backends.llvm import library
+#: a child's start: every helper it builds recorded with the thread that built it
+RECORDING = """
+import json, threading
+import numpy as np
+import wiadsl
+from wiadsl.backends.llvm import library
 
-    built = {}
-    original = library._object
-    def recording(spec, name):
-        built[name] = threading.current_thread().name
-        return original(spec, name)
-    library._object = recording
+built = {}
+original = library._object
+def recording(spec, name):
+    built[name] = threading.current_thread().name
+    return original(spec, name)
+library._object = recording
+"""
+
+CHILD = RECORDING + textwrap.dedent("""
     mod = wiadsl.jit("kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) "
                      "{ C = A @ B; }", target="cpu")
     rng = np.random.default_rng(0)
@@ -112,29 +116,7 @@ CHILD = textwrap.dedent("""
     print(json.dumps(built))
 """)
 
-
-def test_a_kernels_helpers_are_built_beside_it_on_helper_threads() -> None:
-    env = dict(os.environ, WIADSL_CACHE="0", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=str(ROOT), capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    built = json.loads(done.stdout.strip().splitlines()[-1])
-    gemm = [name for name in built if name.startswith("wia.lib.gemm.")]
-    assert gemm, built
-    assert all(built[name].startswith("wia-helper") for name in gemm), built
-    assert library.SCRATCH_SYMBOL in built, built  # here or there: the first to get to it
-
-
-QUEUED = textwrap.dedent("""
-    import json, threading
-    from wiadsl.backends.llvm import library
-
-    built = {}
-    original = library._object
-    def recording(spec, name):
-        built[name] = threading.current_thread().name
-        return original(spec, name)
-    library._object = recording
+QUEUED = RECORDING + textwrap.dedent("""
     release = threading.Event()
     for _ in range(4):  # every builder thread busy: the prefetched build stays queued
         library._builder().submit(release.wait, 30)
@@ -145,15 +127,27 @@ QUEUED = textwrap.dedent("""
 """)
 
 
+def built_by(child: str) -> dict[str, str]:
+    """Run ``child`` in a fresh process with the compile cache off: helper -> its thread."""
+    env = dict(os.environ, WIADSL_CACHE="0", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", child], env=env, cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_a_kernels_helpers_are_built_beside_it_on_helper_threads() -> None:
+    built = built_by(CHILD)
+    gemm = [name for name in built if name.startswith("wia.lib.gemm.")]
+    assert gemm, built
+    assert all(built[name].startswith("wia-helper") for name in gemm), built
+    assert library.SCRATCH_SYMBOL in built, built  # here or there: the first to get to it
+
+
 def test_a_helper_still_queued_is_built_by_the_thread_that_needs_it() -> None:
     """Waiting for a queued build would wait for every build before it (and here for
     busy builder threads that free up only later): the loading thread takes it."""
-    env = dict(os.environ, WIADSL_CACHE="0", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", QUEUED], env=env, cwd=str(ROOT), capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    built = json.loads(done.stdout.strip().splitlines()[-1])
-    assert built == {library.SCRATCH_SYMBOL: "MainThread"}
+    assert built_by(QUEUED) == {library.SCRATCH_SYMBOL: "MainThread"}
 
 
 FORK = textwrap.dedent("""
