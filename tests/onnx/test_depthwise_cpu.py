@@ -55,8 +55,12 @@ def depthwise_model(x_shape: tuple[int, ...], k: int, stride: int, dilation: int
 
 
 #: (x shape, kernel, stride, dilation, pads): rows (wide), flat (narrow, stride 1, same
-#: width), strided (two loads and a shuffle), stride 3 (lane by lane), 1x1 planes
+#: width), strided (two loads and a shuffle), stride 3 (lane by lane), 1x1 planes; the
+#: rows structure's blocks of 4 output rows then single rows: 6 = 4 + 1 + 1 rows, and
+#: 7 = 4 + 3 with dilation 2 (taps of a block's rows that skip input rows)
 DEPTHWISE = {
+    "c3_6x19_s1_row_blocks": ((2, 3, 6, 19), 3, 1, 1, [1, 1, 1, 1]),
+    "c5_13x21_s2_dil2_row_blocks": ((1, 5, 13, 21), 3, 2, 2, [2, 2, 2, 2]),
     "c7_33x33_s1": ((3, 7, 33, 33), 3, 1, 1, [1, 1, 1, 1]),
     "c33_7x7_s1_flat": ((1, 33, 7, 7), 3, 1, 1, [1, 1, 1, 1]),
     "c1_1x1_s1": ((3, 1, 1, 1), 3, 1, 1, [1, 1, 1, 1]),
