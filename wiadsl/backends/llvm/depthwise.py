@@ -184,7 +184,8 @@ class DepthwiseBuilder:
                     # input rows in order, each row's kw column vectors loaded once and
                     # used by every output row of the block that reads it; each output
                     # still sums its taps in (i, j) order (the same rounding as one row)
-                    accs: list[ir.Value] = [ir.Constant(self.vt, [float("-inf") if pooling else 0.0] * self.w)] * count
+                    identity = ir.Constant(self.vt, [float("-inf") if pooling else 0.0] * self.w)
+                    accs: list[ir.Value] = [identity] * count
                     for off in sorted({r * sh + i * dh for r in range(count) for i in range(kh)}):
                         ih = b.add(b.mul(oh0, _i(sh)), _i(off - pt))
                         at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
