@@ -165,3 +165,18 @@ def test_load_onnx_writes_its_entry_beside_the_compile(fresh_cache, saved, monke
     cached = import_cache.load(import_cache.model_key(import_cache.file_digest(str(path)),
                                                       None, None, INLINE_LIMIT))
     assert cached is not None and cached.source == import_onnx(path).source
+
+
+def test_a_cold_load_reads_the_model_file_once(fresh_cache, saved, monkeypatch):
+    """The bytes hashed for the key are the bytes parsed: one read of the file."""
+    _, path, feeds = saved
+    reads = []
+    real_open = open
+
+    def counting_open(file, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            reads.append(file)
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr("builtins.open", counting_open)
+    import_onnx(path)
+    assert len(reads) == 1

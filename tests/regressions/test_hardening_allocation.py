@@ -19,6 +19,9 @@ from wiadsl.fuzz.worker import run_forked
 
 HUGE = ("kernel k(input x: f32[N], output y: f32[100000, 100000, N]) "
         "{ y = broadcast_to(x, [100000, 100000, N]) * 2.0; }")
+#: every extent static: the byte count is the compiler's, the check still the kernel's
+HUGE_STATIC = ("kernel k(input x: f32[3], output y: f32[100000, 100000, 3]) "
+               "{ y = broadcast_to(x, [100000, 100000, 3]) * 2.0; }")
 OVERFLOW = ("kernel k(input x: f32[N], output y: f32[4611686018427387904, 4, N]) "
             "{ y = broadcast_to(x, [4611686018427387904, 4, N]) * 2.0; }")
 
@@ -62,6 +65,14 @@ def test_interpreter_refuses_an_overflowing_shape() -> None:
     assert _outcome(OVERFLOW, "interp", np.ones(3, np.float32)) == "WiaRuntimeError"
 
 
-@pytest.mark.parametrize("src", [HUGE, OVERFLOW], ids=["huge", "overflow"])
+@pytest.mark.parametrize("src", [HUGE, HUGE_STATIC, OVERFLOW], ids=["huge", "huge_static", "overflow"])
 def test_cpu_refuses_huge_allocations_with_a_wia_error(src: str) -> None:
     assert _outcome(src, "cpu", np.ones(3, np.float32)) == "WiaRuntimeError"
+
+
+def test_cpu_refuses_a_static_huge_allocation_before_allocating() -> None:
+    """All extents static: the compiler folds the byte count, the kernel still refuses
+    it before calling the allocator (not as a failed allocation)."""
+    fn = wiadsl.jit(HUGE_STATIC, kernel="k", target="cpu")
+    with pytest.raises(wiadsl.WiaRuntimeError, match="exceeds this machine's memory"):
+        fn(np.ones(3, np.float32))

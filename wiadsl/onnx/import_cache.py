@@ -57,10 +57,17 @@ def model_key(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
 
 
 def file_digest(path: str) -> bytes:
-    """SHA-256 of the file at ``path``. A memo keyed by its absolute path, size, inode
-    and modification and change times holds it, so a warm load reads none of a
-    model's bytes (45 MB for ResNet-18: a read and a hash, ~50 ms); any write to the
-    file changes its times, and so the memo's key. OSError as ``open`` raises it."""
+    """SHA-256 of the file at ``path`` (``read_and_digest``)."""
+    return read_and_digest(path)[0]
+
+
+def read_and_digest(path: str) -> tuple[bytes, bytes | None]:
+    """SHA-256 of the file at ``path``, and its bytes when they had to be read (a cold
+    load parses them next: the file is read once). A memo keyed by its absolute path,
+    size, inode and modification and change times holds the digest, so a warm load
+    reads none of a model's bytes (45 MB for ResNet-18: a read and a hash, ~55 ms);
+    any write to the file changes its times, and so the memo's key. OSError as
+    ``open`` raises it."""
     st = os.stat(path)
     ident = json.dumps([os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns])
     memo = cache_store.root() / "onnx" / "files" / f"{sha256(ident)}.txt"
@@ -68,16 +75,29 @@ def file_digest(path: str) -> bytes:
         known = bytes.fromhex(memo.read_text())
         if len(known) == 32:
             touch(memo)
-            return known
+            return known, None
     except (OSError, ValueError):
         pass
     with open(path, "rb") as f:
-        digest = cache_store.checksum(f.read())
+        data = f.read()
+    digest = _checksum_beside_version(data)
     try:
         cache_store.atomic_write(memo, digest.hex().encode(), durable=False)
     except OSError:
         pass  # the next load hashes the file again
-    return digest
+    return digest, data
+
+
+def _checksum_beside_version(data: bytes) -> bytes:
+    """``checksum(data)`` while a thread computes ``compiler_version()``, the key's other
+    slow part on an empty cache (~45 ms of reading sources, memoized for the process):
+    hashlib releases the GIL, so a large model's hash (~25 ms for 45 MB) overlaps it."""
+    version = threading.Thread(target=compiler_version, name="wia-version", daemon=True)
+    version.start()
+    try:
+        return cache_store.checksum(data)
+    finally:
+        version.join()
 
 
 def _path(key: str) -> Path:

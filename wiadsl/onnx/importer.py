@@ -51,10 +51,11 @@ ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 INLINE_LIMIT = 16
 
 
-def load_model(model: ModelLike) -> tuple[pb.Model, bool]:
+def load_model(model: ModelLike, file_bytes: bytes | None = None) -> tuple[pb.Model, bool]:
     """The model of a path, serialized bytes or an ``onnx.ModelProto`` (read from its
     encoding by proto.py, the onnx package is not imported), and whether a tensor of
-    it was stored in another file (it is read too, from beside the model)."""
+    it was stored in another file (it is read too, from beside the model).
+    ``file_bytes``: the bytes of the file at path ``model``, already read."""
     folder = None
     if isinstance(model, (bytes, bytearray, memoryview)):
         data, where = bytes(model), "the model bytes"
@@ -63,11 +64,12 @@ def load_model(model: ModelLike) -> tuple[pb.Model, bool]:
     else:
         path = os.fspath(model)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            if file_bytes is None:
+                with open(path, "rb") as f:
+                    file_bytes = f.read()
         except OSError as exc:
             raise OnnxImportError(f"cannot read ONNX model '{path}': {exc.strerror or exc}") from None
-        folder, where = os.path.dirname(path), f"'{path}'"
+        data, folder, where = file_bytes, os.path.dirname(path), f"'{path}'"
     try:
         parsed = pb.parse_model(data)
         external = any(t.data_location == pb.EXTERNAL and t.raw_data is None
@@ -259,12 +261,12 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     the compile goes on meanwhile)."""
     from . import import_cache
 
-    digest = _digest(model)
+    digest, data = _digest(model)
     key = None if digest is None else import_cache.model_key(digest, dims, kernel, inline_limit)
     found = None if key is None else import_cache.load(key)
     if found is not None:
         return found
-    proto, external = load_model(model)
+    proto, external = load_model(model, data)
     imported = _Importer(proto, dims or {}, inline_limit).run(kernel)
     if key is not None and not external:  # the bytes do not identify another file's tensors
         if store_later:
@@ -274,20 +276,21 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     return imported
 
 
-def _digest(model: ModelLike) -> bytes | None:
-    """SHA-256 of the bytes ``model`` was given as or is stored in; None for a
-    ModelProto (or a path that cannot be read: ``load_model`` reports it)."""
+def _digest(model: ModelLike) -> tuple[bytes | None, bytes | None]:
+    """SHA-256 of the bytes ``model`` was given as or is stored in, None for a
+    ModelProto (or a path that cannot be read: ``load_model`` reports it); and the
+    file's bytes if they were read to hash them."""
     from ..runtime.cache_store import checksum
     from . import import_cache
 
     if isinstance(model, (bytes, bytearray)):
-        return checksum(bytes(model))
+        return checksum(bytes(model)), None
     if isinstance(model, (str, os.PathLike)):
         try:
-            return import_cache.file_digest(os.fspath(model))
+            return import_cache.read_and_digest(os.fspath(model))
         except OSError:
-            return None
-    return None
+            return None, None
+    return None, None
 
 
 def onnx_to_source(model: ModelLike, dims: Mapping[str, int] | None = None, *,
