@@ -410,9 +410,17 @@ def _free_cells(cells: Any) -> None:
 
 
 def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
+    """Load a cache entry: its objects (compile.py's parts, stored one after another,
+    ``meta["objects"]`` their sizes), the entry's first in the entry and loaded last."""
     layout = Layout.from_dict(meta["layout"])
-    ensure_loaded(layout.libraries)  # the gemm/conv helpers the object links against
-    return Loaded(_ENTRY(load_object(obj, layout.symbol)), layout)
+    ensure_loaded(layout.libraries)  # the gemm/conv helpers the objects link against
+    objects, at = [], 0
+    for size in meta.get("objects", [len(obj)]):
+        objects.append(obj[at:at + size])
+        at += size
+    for part in objects[1:]:  # what the entry's object calls: linked first
+        load_object(part, None)
+    return Loaded(_ENTRY(load_object(objects[0], layout.symbol)), layout)
 
 
 @record(frozen=True)
@@ -589,10 +597,11 @@ class CpuKernel:
             # the tensor passes rewrite their module: a copy, so the next pattern's key
             # is taken from the same IR as in a new process
             module = copy_module(self.ir) if self.passes else self.ir
-            obj, layout = compile_object(module, self.kernel, pattern, self.level, symbol,
-                                         config, st, passes=self.passes,
-                                         loop_pipeline=self.loop_pipeline, frozen=self.frozen)
-            return obj, {"layout": layout.as_dict()}
+            objects, layout = compile_object(module, self.kernel, pattern, self.level, symbol,
+                                             config, st, passes=self.passes,
+                                             loop_pipeline=self.loop_pipeline, frozen=self.frozen)
+            return b"".join(objects), {"layout": layout.as_dict(),
+                                       "objects": [len(o) for o in objects]}
         loaded, record = get_or_compile(parts, compile_fn, _load, stages)
         if spec is not None and found is None:
             source_cache.store_spec(spec, {"parts": parts.components(),

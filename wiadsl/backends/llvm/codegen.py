@@ -69,7 +69,8 @@ class ModuleEmitter:
     """Declares every function of a loop-level module, then emits their bodies."""
 
     def __init__(self, module: ModuleOp, name: str, triple: str = "",
-                 frozen: frozenset[int] = frozenset()):
+                 frozen: frozenset[int] = frozenset(),
+                 on_libraries: Callable[[list[dict[str, Any]]], None] | None = None):
         self.ll = ir.Module(name=name)
         if triple:
             self.ll.triple = triple
@@ -88,7 +89,10 @@ class ModuleEmitter:
             fn.linkage = "internal"
             self.functions[f.name] = fn
         for f in module:
+            told = len(self.libraries)
             FunctionEmitter(self, f).emit()
+            if on_libraries is not None and len(self.libraries) > told:
+                on_libraries(self.libraries[told:])  # helpers it calls, as soon as known
 
     def code_for(self, message: str, loc: Any = None) -> int:
         """The error code of a failed check; the message keeps its source span."""

@@ -13,13 +13,16 @@ Invariant: the object exports exactly one external function, ``Layout.symbol``
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
 
 from ...diagnostics import Span, WiaIRError
 from ...ir.module import ModuleOp
@@ -33,8 +36,9 @@ from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
 from .host import host
 from .layout import Layout
-from .library import ARENA_SPEC, POOL_SPEC, prefetch
+from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch
 from .parallel import SLOT_SYMBOL, THREADS
+from .partition import partition
 from .runtime import dynamic_axes, entry_wrapper, extent_base, uses_arena
 from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
 
@@ -43,7 +47,7 @@ from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify
 class LoweredKernel:
     """The LLVM module of one specialization and what the caller needs to run it."""
 
-    llvm_ir: str
+    ll: ir.Module
     messages: list[tuple[str, Any]]  # (message, source span or None) per error code
     param_types: list[IRType]
     result_types: list[IRType]
@@ -56,6 +60,13 @@ class LoweredKernel:
     state_cells: int = 0
     #: tensor results computed in the caller's buffer when given (destinations.py)
     in_place: list[int] = field(default_factory=list)
+    #: the LLVM functions of the entry and the kernel (partition.py's root)
+    root: set[str] = field(default_factory=set)
+
+    @functools.cached_property
+    def llvm_ir(self) -> str:
+        """The module's text (printed once: ~50 ms for a model's kernel)."""
+        return str(self.ll)
 
     @property
     def result_slots(self) -> int:
@@ -63,12 +74,15 @@ class LoweredKernel:
 
 
 def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
-                 loop_pipeline: str = "", frozen: frozenset[int] = frozenset()) -> LoweredKernel:
+                 loop_pipeline: str = "", frozen: frozenset[int] = frozenset(),
+                 on_libraries: Callable[[list[Spec]], None] | None = None) -> LoweredKernel:
     """Lower ``kernel`` for ``shapes`` and run the loop passes: the default pipeline,
     then the user's ``loop_pipeline`` (e.g. ``"tile{size=64},unroll{factor=4}"``).
     A None extent in ``shapes`` stays a run-time value (a shape-generic entry: its
     extent comes in an argument slot, runtime.py). ``frozen``: positions of inputs
-    whose contents never change between calls (prepacked.py).
+    whose contents never change between calls (prepacked.py). ``on_libraries``: told
+    of the helpers the module calls as each function is emitted (compile_object
+    starts building them then, beside the rest of the lowering).
 
     The user's passes run after ``parallelize``/``fuse-parallel`` on purpose: those
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
@@ -79,7 +93,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     if pipeline:
         run_loop_passes(loops, pipeline)
     verify(loops)
-    emitter = ModuleEmitter(loops, f"wia_{kernel}", host().triple, frozen)
+    emitter = ModuleEmitter(loops, f"wia_{kernel}", host().triple, frozen, on_libraries)
     func = loops[kernel]
     kfn = emitter.functions[kernel]
     k = 1
@@ -90,10 +104,10 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types),
                   stateful=emitter.state_cells > 0)
     libraries = ([ARENA_SPEC] if uses_arena(emitter.ll) else []) + emitter.libraries
-    return LoweredKernel(str(emitter.ll), emitter.messages, list(func.arg_types),
+    return LoweredKernel(emitter.ll, emitter.messages, list(func.arg_types),
                          list(func.result_types), loops, libraries,
                          dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
-                         sorted(set(result_allocations(func).values())))
+                         sorted(set(result_allocations(func).values())), {"wia_entry", kfn.name})
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
@@ -111,10 +125,10 @@ def build(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
     return mod
 
 
-def build_unlocked(lowered: LoweredKernel, level: int = 3) -> llvm.ModuleRef:
-    """``build`` in a private LLVM context, for ``emit_unlocked``: the helpers the
-    kernel calls compile in the background meanwhile (library.prefetch)."""
-    mod = parse_private(lowered.llvm_ir)
+def build_text(text: str, level: int = 3) -> llvm.ModuleRef:
+    """``build`` of a module's text in a private LLVM context, for ``emit_unlocked``:
+    other parts of the kernel and the helpers it calls compile meanwhile."""
+    mod = parse_private(text)
     optimize_unlocked(mod, min(level, KERNEL_SPEED_LEVEL), unroll=False)
     return mod
 
@@ -150,25 +164,47 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
 def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
                    level: int, symbol: str, config: GemmConfig | None, stages: Stages,
                    passes: bool = True, loop_pipeline: str = "",
-                   frozen: frozenset[int] = frozenset()) -> tuple[bytes, Layout]:
+                   frozen: frozenset[int] = frozenset()) -> tuple[list[bytes], Layout]:
     """Object code of ``kernel`` of ``module`` (optimized in place by the tensor passes
     unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
     ``loop_pipeline``: extra loop-level passes, ``frozen``: inputs that never change
-    (``lower_kernel``)."""
+    (``lower_kernel``). The objects are the parts of ``partition`` (one for a small
+    kernel), compiled at once on ``THREADS`` threads; the entry's is the first and is
+    loaded last."""
     prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
     if passes:
         with stages.stage("passes"):
             module = tensor_passes(module, level)
     with stages.stage("lower"), use_config(config):
-        lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen)
-    # its helpers compile beside it, and the thread pool if it has a parallel region
-    prefetch(lowered.libraries + ([POOL_SPEC] if SLOT_SYMBOL in lowered.llvm_ir else []))
+        # its helpers compile beside the rest of the lowering and the kernel's LLVM work
+        lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, on_libraries=prefetch)
+        texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
+    if any(SLOT_SYMBOL in t for t in texts):
+        prefetch([POOL_SPEC])  # the thread pool: it has a parallel region
+    others = [_part_pool().submit(_part_object, t, level) for t in texts[1:]]
     with stages.stage("llvm-opt"):
-        mod = build_unlocked(lowered, level)
+        mod = build_text(texts[0], level)
         mod.get_function("wia_entry").name = symbol
     with stages.stage("codegen"):
-        obj = emit_unlocked(mod)
-    return obj, layout_of(lowered, symbol)
+        objects = [emit_unlocked(mod)] + [f.result() for f in others]
+    return objects, layout_of(lowered, symbol)
+
+
+#: threads a kernel's LLVM work is cut for (partition.py)
+PART_THREADS = min(THREADS, 4)
+
+
+@functools.cache
+def _part_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(1, PART_THREADS - 1), thread_name_prefix="wia-part")
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads
+    os.register_at_fork(after_in_child=_part_pool.cache_clear)
+
+
+def _part_object(text: str, level: int) -> bytes:
+    return emit_unlocked(build_text(text, level))
 
 
 #: CPU-only tensor passes and the pass of the default pipeline each runs right before

@@ -115,8 +115,9 @@ def symbol(spec: Spec) -> str:
     return name
 
 
-def load_object(obj: bytes, name: str) -> int:
-    """Load object code into this process (loader.py); the address of ``name``. The first
+def load_object(obj: bytes, name: str | None) -> int:
+    """Load object code into this process (loader.py); the address of ``name`` (0 for
+    None: a part of a kernel that only other objects call). The first
     load tunes glibc's malloc for the kernels' buffers (allocator.py)."""
     with _TUNE_LOCK:
         if not _MALLOC_TUNED:

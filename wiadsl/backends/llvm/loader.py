@@ -337,9 +337,10 @@ def _write_perf_map(linker: _Linker) -> None:
     _PERF_MAP_PIDS.add(pid)
 
 
-def load(obj: bytes, symbol: str) -> int:
-    """Load relocatable object code and return the address of its ``symbol``; its
-    other globals become visible to objects loaded later."""
+def load(obj: bytes, symbol: str | None) -> int:
+    """Load relocatable object code and return the address of its ``symbol`` (0 for
+    None: a part of a kernel, partition.py); its other globals become visible to
+    objects loaded later."""
     if not NATIVE:
         return _load_with_mcjit(obj, symbol)
     with _LOCK:
@@ -351,6 +352,8 @@ def load(obj: bytes, symbol: str) -> int:
             _SYMBOLS.setdefault(name, address)
         if os.environ.get("WIADSL_PERF_MAP", "") not in ("", "0"):
             _write_perf_map(linker)
+    if symbol is None:
+        return 0
     if not linker.defined.get(symbol):
         raise LoadError(f"object code does not define '{symbol}'")
     return linker.defined[symbol]
@@ -370,7 +373,7 @@ def symbol_address(name: str) -> int:
     return int(address)
 
 
-def _load_with_mcjit(obj: bytes, symbol: str) -> int:
+def _load_with_mcjit(obj: bytes, symbol: str | None) -> int:
     from .target import engine
 
     return engine().add_object(obj, symbol)

@@ -75,13 +75,16 @@ class Engine:
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine(jit=True))
         self._objects: list[object] = []  # keep every added object alive
 
-    def add_object(self, obj: bytes, symbol: str) -> int:
-        """Load relocatable object code (from ``emit_jit_object``); the address of ``symbol``."""
+    def add_object(self, obj: bytes, symbol: str | None) -> int:
+        """Load relocatable object code (from ``emit_jit_object``); the address of
+        ``symbol`` (0 for None)."""
         with self._lock:
             ref = llvm.ObjectFileRef.from_data(obj)
             self.engine.add_object_file(ref)
             self.engine.finalize_object()
             self._objects.append(ref)
+            if symbol is None:
+                return 0
             address = self.engine.get_function_address(symbol)
         if not address:
             raise RuntimeError(f"object code does not define '{symbol}'")
