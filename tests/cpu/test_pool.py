@@ -128,6 +128,36 @@ def test_worker_threads_take_chunks():
     assert len(threads) > 1
 
 
+@pytest.mark.skipif(THREADS < 2, reason="one CPU: no worker threads")
+def test_a_stalled_threads_block_is_taken_by_the_others():
+    """Each participant starts on its own block of chunks (the caller's: the first
+    ones); when one stalls, the others take the rest of its block. Chunk 0 (the
+    caller's first) holds on until chunks 1-3, the rest of the caller's block of a
+    two-thread region of 8, have run: only another thread can run them."""
+    done: dict[int, int] = {}
+    rest = threading.Event()
+    lock = threading.Lock()
+
+    def body(_ctx: int, a: int, b: int) -> int:
+        if a == 0:
+            if not rest.wait(timeout=30):
+                return 9
+        with lock:
+            done[a] = threading.get_ident()
+            if all(k in done for k in (1, 2, 3)):
+                rest.set()
+        return 0
+    cb = WORKER(body)
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(2)
+    try:
+        assert pool()(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
+    finally:
+        wiadsl.set_num_threads(before)
+    assert sorted(done) == list(range(8))
+    assert all(done[k] != done[0] for k in (1, 2, 3))
+
+
 def _native_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 

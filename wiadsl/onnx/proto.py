@@ -127,7 +127,9 @@ def _f32(v: int) -> float:
 #: scalar field kinds: (their wire type, what they are called, the raw value converted)
 SCALARS: dict[type, tuple[int, str, Any]] = {
     int: (VARINT, "an integer", _signed64), str: (LENGTH, "a string", _utf8),
-    bytes: (LENGTH, "a bytes", bytes), float: (FIXED32, "a float", _f32)}
+    bytes: (LENGTH, "a bytes", bytes), float: (FIXED32, "a float", _f32),
+    # a tensor's raw data: a view of the model's bytes (``to_array`` copies it once)
+    memoryview: (LENGTH, "a bytes", lambda v: v)}
 
 
 #: a repeated number field: (the NumPy dtype of its packed form, its wire type one
@@ -250,14 +252,14 @@ class Tensor(Message):
     string_data: list[bytes]
     int64_data: np.ndarray
     name: str
-    raw_data: bytes | None
+    raw_data: memoryview | bytes | None
     double_data: np.ndarray
     uint64_data: np.ndarray
     external_data: list[StringStringEntry]
     data_location: int
     FIELDS = {1: ("dims", "int64"), 2: ("data_type", int), 4: ("float_data", "float"),
               5: ("int32_data", "int32"), 6: ("string_data", [bytes]), 7: ("int64_data", "int64"),
-              8: ("name", str), 9: ("raw_data", bytes), 10: ("double_data", "double"),
+              8: ("name", str), 9: ("raw_data", memoryview), 10: ("double_data", "double"),
               11: ("uint64_data", "uint64"), 13: ("external_data", [StringStringEntry]),
               14: ("data_location", int)}
     OPTIONAL = frozenset({"raw_data"})
