@@ -186,7 +186,7 @@ def filled_around(ctx: Ctx, op: Operation, parts: list[Value]) -> Leaf | None:
             def band(lb2: LoopBuilder, ivs: list[Value], box_lo: list[Value] = box_lo) -> None:
                 at = [lb2.add(i, o) for i, o in zip(ivs, box_lo, strict=True)]
                 lb2.store(value, buf, lb2.linear(at, dest.strides))
-            lb.nest([*lengths[:k], count, *extents[k + 1:]], band)
+            lb.nest([*lengths[:k], count, *extents[k + 1:]], band, parallel=True)  # disjoint
     return dest
 
 
@@ -210,7 +210,10 @@ def _insert_slice(ctx: Ctx, op: Operation) -> list[Lowered]:
     def body(lb2: LoopBuilder, ivs: list[Value]) -> None:
         v = src.at(lb2, broadcast_ivs(lb2, src.extents, ivs))
         lb2.store(cast(lb2, v, dtype), view.buf, lb2.add(view.offset, lb2.linear(ivs, view.strides)))
-    lb.nest(view.extents, body)
+    # each iteration writes its own element of the slice and reads the source, which
+    # does not overlap it (copied above if it did): the copy may split over threads
+    # (a max pool's padded input, 64 x 112 x 112 in ResNet-18, was a serial loop)
+    lb.nest(view.extents, body, parallel=True)
     return [dest]
 
 
