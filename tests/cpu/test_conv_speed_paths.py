@@ -125,3 +125,40 @@ def test_f64_unit_kernels(mod, shape):
     x = rng.standard_normal(shape)
     w = rng.standard_normal((19, shape[1], 1, 1))
     check(mod.d10(x, w), ref(x, w, (1, 1), 0))
+
+
+CHANNEL_BLOCKS = """
+kernel plain(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], output y: f32[N, O, H, W]) {
+    y = conv2d(x, w, stride=1, padding=1);
+}
+kernel fused(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], input b: f32[O, 1, 1],
+             output y: f32[N, O, P, Q]) {
+    y = relu(conv2d(x, w, stride=2, padding=1) + b);
+}
+kernel wide(input x: f64[N, C, H, W], input w: f64[O, C, 1, 1], output y: f64[N, O, H, W]) {
+    y = conv2d(x, w);
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,o", [((1, 8, 7, 7), 512), ((2, 5, 3, 9), 200), ((1, 3, 1, 1), 130),
+                                     ((3, 16, 5, 5), 129)])
+def test_an_image_of_few_pixels_split_over_output_channels(shape, o, threads):
+    """Few output pixels: the pieces are blocks of output channels (loops/conv.py
+    ``channel_blocks``), each a ``loop.conv2d`` on its weight rows and output planes,
+    with and without a fused epilogue, f32 and f64, at one and two threads."""
+    mod = wiadsl.jit(CHANNEL_BLOCKS, target="cpu")
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal((o, shape[1], 3, 3)).astype(np.float32)
+        b = rng.standard_normal((o, 1, 1)).astype(np.float32)
+        check(mod.plain(x, w), ref(x, w, (1, 1), 1))
+        check(mod.fused(x, w, b), np.maximum(ref(x, w, (2, 2), 1) + b, 0))
+        xd = x.astype(np.float64)
+        wd = rng.standard_normal((o, shape[1], 1, 1))
+        check(mod.wide(xd, wd), ref(xd, wd, (1, 1), 0))
+    finally:
+        wiadsl.set_num_threads(before)

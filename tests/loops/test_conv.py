@@ -74,3 +74,28 @@ def test_a_batch_splits_over_threads_image_by_image():
     text = print_module(one)
     body = text[text.index("func @f("):]
     assert "loop.conv2d" in body.split("\n}\n")[0]  # still in @f: nothing to split
+
+
+@pytest.mark.parametrize("batch", [1, None])
+@pytest.mark.parametrize("channels,blocks", [(128, 2), (200, 3), (512, 4), (100, 1)])
+def test_an_image_of_few_pixels_splits_over_its_output_channels(batch, channels, blocks):
+    """25 output pixels are one chunk: the pieces of the parallel loop are blocks of
+    output channels (at least 64 each, up to 4 pieces), a dynamic batch counting as
+    one image; each piece's ``loop.conv2d`` takes its channel range."""
+    from wiadsl.loops.conv import MIN_BLOCK_CHANNELS
+    module = lower_module(parse_module(conv()), {"f": [(batch, 8, 5, 5), (channels, 8, 3, 3)]})
+    verify(module)
+    out = print_module(module)
+    if blocks == 1:
+        assert "channels =" not in out
+        return
+    per = -(-channels // blocks)
+    assert per >= MIN_BLOCK_CHANNELS
+    filecheck(out, f"""
+    CHECK: loop.conv2d {{{{.*}}}}, {{{{%[0-9]+}}}}, {{{{%[0-9]+}}}} {{stride = [1, 1], chunk = 256, channels = {per}}}
+    """)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 8, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((channels, 8, 3, 3)).astype(np.float32)
+    want = run_func(parse_module(conv()), "f", [x, w])[0]
+    np.testing.assert_allclose(run_func(module, "f", [x, w])[0], want, rtol=1e-5, atol=1e-5)

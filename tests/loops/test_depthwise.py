@@ -131,7 +131,9 @@ def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w) -> N
     ("loop.maxpool2d %b, %b, %i, %i, %i, %i, %i, %i, %i {kernel = [0, 3], stride = [1, 1]}",
      "kernel and a stride of at least 1"),
     ("loop.conv2d %b, %b, %b, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i {stride = [1, 1]}",
-     "pixel range as two operands"),
+     "pixel range and then a channel range, two operands each"),
+    ("loop.conv2d %b, %b, %b, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i {stride = [1, 1]}",
+     "pixel range and then a channel range, two operands each"),
 ])
 def test_loop_ops_reject_bad_operands(text: str, message: str) -> None:
     count = text.count("%")

@@ -26,6 +26,7 @@ Text forms:
     loop.qgemm %a, %b, %c, %aoff, %boff, %coff, %m, %n, %k, %lda, %ldb, %ldc : (...)
     loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...)
     loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 256} : (...)   (output pixels [p_lo, p_hi) only)
+    loop.conv2d ..., %p_hi, %o_lo, %o_hi {..., channels = 128} : (...)   (of output channels [o_lo, o_hi) only)
 """
 
 from __future__ import annotations
@@ -285,19 +286,26 @@ class Conv2dOp(Operation):
     With two more operands ``p_lo, p_hi`` only the output pixels ``oh * wo + ow`` in
     ``[p_lo, p_hi)`` are written, by the calling thread (the caller splits an image
     into such chunks); the attribute ``chunk``, if any, is the pixels a call covers
-    at most (a cost hint)."""
+    at most (a cost hint). With two more ``o_lo, o_hi``, only those pixels of the
+    output channels ``[o_lo, o_hi)`` (an image of few pixels splits over its
+    channels); the attribute ``channels``, if any, is the most a call covers."""
 
     name = "loop.conv2d"
 
     @property
     def pixel_range(self) -> bool:
         """Whether this op writes a range of the image's output pixels only."""
-        return len(self.operands) == 15
+        return len(self.operands) >= 15
+
+    @property
+    def channel_range(self) -> bool:
+        """Whether this op writes a range of the output channels only."""
+        return len(self.operands) == 17
 
     def verify(self) -> None:
-        expect_counts(self, (13, 15), 0)
-        if len(self.operands) == 14:
-            raise self.error("takes a pixel range as two operands (p_lo, p_hi), got one")
+        expect_counts(self, (13, 17), 0)
+        if len(self.operands) in (14, 16):
+            raise self.error("takes a pixel range and then a channel range, two operands each")
         types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
         if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
@@ -320,6 +328,10 @@ class Conv2dOp(Operation):
         if not 0 <= lo <= hi <= ho * wo:
             raise WiaRuntimeError(f"'{self.name}': pixel range [{lo}, {hi}) outside the "
                                   f"image's {ho * wo}")
+        o_lo, o_hi = (int(v) for v in args[15:17]) if self.channel_range else (0, o)
+        if not 0 <= o_lo <= o_hi <= o:
+            raise WiaRuntimeError(f"'{self.name}': channel range [{o_lo}, {o_hi}) outside the "
+                                  f"{o} output channels")
         image = y[yoff:yoff + o * ho * wo].reshape(o, ho * wo)
-        image[:, lo:hi] = out[:, lo:hi].astype(y.dtype)
+        image[o_lo:o_hi, lo:hi] = out[o_lo:o_hi, lo:hi].astype(y.dtype)
         return []

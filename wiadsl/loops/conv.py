@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..ir.core import Value
 from ..ir.ops_loop import Conv2dOp
 from ..ir.types import ScalarType
-from .builder import LoopBuilder
+from .builder import LoopBuilder, const_value
 from .epilogue import Epilogue
 from .expr import Leaf
 
@@ -90,7 +90,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         # planes are disjoint: the copy splits over the threads like the convolution
         lb.nest([lb.mul(nb, c)], plane, parallel=True)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
-    if epilogue is not None:
+    if epilogue is not None or _pieces(lb, dims)[2] > 1:
         _chunks(lb, (xbuf, base, hp, wp), w, out, dims, (sh, sw), epilogue)
         return
 
@@ -106,29 +106,74 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
 
 
 
-def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, out: Value,
-            dims: tuple[Value, ...], stride: tuple[int, int], epilogue: tuple[Epilogue, Value]) -> None:
-    """One parallel loop over (image, chunk of CHUNK output pixels): the chunk's
-    ``loop.conv2d`` (every output channel), then the epilogue on those pixels of
-    every channel. Chunks write disjoint pixels: the loop is parallel (a batch and
-    one image alike split over the threads)."""
-    (xbuf, base, hp, wp), (nb, c, _, _, o, kh, kw, ho, wo) = src, dims
-    epi, final = epilogue
+def _pieces(lb: LoopBuilder, dims: tuple[Value, ...]) -> tuple[Value, Value, int]:
+    """The output pixels of an image, its chunks of CHUNK pixels, and the channel
+    blocks per chunk (``channel_blocks``)."""
+    nb, o, ho, wo = dims[0], dims[4], dims[7], dims[8]
     npix = lb.mul(ho, wo)
     count = lb.floordiv(lb.add(npix, lb.idx(CHUNK - 1)), lb.idx(CHUNK))
+    return npix, count, channel_blocks(*(const_value(v) for v in (nb, count, o)))
+
+
+def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, out: Value,
+            dims: tuple[Value, ...], stride: tuple[int, int],
+            epilogue: tuple[Epilogue, Value] | None) -> None:
+    """One parallel loop over (image, chunk of CHUNK output pixels, block of output
+    channels): the piece's ``loop.conv2d``, then the epilogue, if any, on those
+    pixels of those channels. Pieces write disjoint outputs: the loop is parallel (a
+    batch and one image alike split over the threads). The channels are one block
+    unless the pixel chunks are too few to share (``channel_blocks``)."""
+    (xbuf, base, hp, wp), (nb, c, _, _, o, kh, kw, ho, wo) = src, dims
+    npix, count, blocks = _pieces(lb, dims)
+    per = lb.floordiv(lb.add(o, lb.idx(blocks - 1)), lb.idx(blocks))
 
     def piece(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (t,) = ivs
-        n, k = lb2.floordiv(t, count), lb2.mod(t, count)
+        n, rest = lb2.floordiv(t, lb2.mul(count, lb2.idx(blocks))), lb2.mod(t, lb2.mul(count, lb2.idx(blocks)))
+        k, j = lb2.floordiv(rest, lb2.idx(blocks)), lb2.mod(rest, lb2.idx(blocks))
         lo = lb2.mul(k, lb2.idx(CHUNK))
         hi = lb2.min(lb2.add(lo, lb2.idx(CHUNK)), npix)
+        o_lo = lb2.mul(j, per)
+        o_hi = lb2.min(lb2.add(o_lo, per), o)
         xoff = lb2.add(base, lb2.mul(n, lb2.mul(c, lb2.mul(hp, wp))))
         yoff = lb2.mul(n, lb2.mul(o, npix))
-        lb2.b.create(NAME, [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo, lo, hi],
-                     attributes={"stride": list(stride), "chunk": CHUNK})
+        operands = [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo, lo, hi]
+        attributes = {"stride": list(stride), "chunk": CHUNK}
+        if blocks > 1:
+            operands += [o_lo, o_hi]
+            attributes["channels"] = const_value(per)
+        lb2.b.create(NAME, operands, attributes=attributes)
+        if epilogue is None:
+            return
+        epi, final = epilogue
 
         def channel(lb3: LoopBuilder, oc: Value, _: list[Value]) -> list[Value]:
             epi.apply(lb3, out, final, n, oc, lb3.add(yoff, lb3.mul(oc, npix)), lo, hi)
             return []
-        lb2.loop(lb2.idx(0), o, channel)
-    lb.nest([lb.mul(nb, count)], piece, parallel=True)
+        lb2.loop(o_lo, o_hi, channel)
+    lb.nest([lb.mul(nb, lb.mul(count, lb.idx(blocks)))], piece, parallel=True)
+
+
+#: pieces (images x pixel chunks x channel blocks) a convolution's loop has at least
+#: when its channels allow: enough for the threads of the machines we run on to share
+#: (fixed, so the lowering does not depend on the host's CPUs)
+MIN_PIECES = 4
+#: output channels a block keeps at least when an image splits over its channels:
+#: each block packs the pixels' patches again, which this many channels'
+#: multiply-adds amortize
+MIN_BLOCK_CHANNELS = 64
+
+
+def channel_blocks(images: int | None, chunks: int | None, channels: int | None) -> int:
+    """Output-channel blocks per pixel chunk: 1, unless the images x pixel chunks are
+    fewer than MIN_PIECES, then enough blocks to reach it, each of at least
+    MIN_BLOCK_CHANNELS channels. A dynamic batch counts as one image (a model's
+    batch dimension is symbolic, and inference runs one image at a time).
+    ResNet-18's last stages (14x14 and 7x7 pixels: one chunk, 256 and 512 channels)
+    ran on one thread whatever the threads."""
+    if chunks is None or channels is None:
+        return 1
+    pieces = (images or 1) * chunks
+    if pieces >= MIN_PIECES:
+        return 1
+    return max(1, min(-(-MIN_PIECES // pieces), channels // MIN_BLOCK_CHANNELS))

@@ -117,7 +117,7 @@ def _kernel_work(op: Operation) -> int:
         c, _, _, o, kh, kw, ho, wo = (const_value(v) for v in op.operands[5:13])
         extents = (c, o, kh, kw, ho, wo)
         if "chunk" in op.attributes:  # a chunk of the image's pixels (loops/conv.py)
-            extents = (c, o, kh, kw, op.attributes["chunk"])
+            extents = (c, op.attributes.get("channels", o), kh, kw, op.attributes["chunk"])
     elif op.name == "loop.depthwise2d":
         ho, wo = (const_value(v) for v in op.operands[9:11])
         extents = (*op.attributes["kernel"], ho, wo, op.attributes.get("block", 1))

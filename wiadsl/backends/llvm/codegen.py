@@ -542,11 +542,18 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
-    xoff, yoff, *dims = (e.get(v) for v in op.operands[3:])
+    xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
+    wptr = w.ptr
+    if len(op.operands) == 17:  # output channels [o_lo, o_hi): their weight rows and planes
+        c, kh, kw, ho, wo = dims[0], dims[4], dims[5], dims[6], dims[7]
+        o_lo, o_hi = (e.get(v) for v in op.operands[15:17])
+        wptr = e.element_ptr(w, t, e.b.mul(o_lo, e.b.mul(c, e.b.mul(kh, kw))))
+        yoff = e.b.add(yoff, e.b.mul(o_lo, e.b.mul(ho, wo)))
+        dims[3] = e.b.sub(o_hi, o_lo)
     # with a pixel range: that chunk on this thread (the kernel's own loop splits)
-    kind = "conv_range" if len(op.operands) == 15 else "conv"
+    kind = "conv_range" if len(op.operands) >= 15 else "conv"
     fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, tuple(op.attributes["stride"]))
-    e.b.call(fn, [e.element_ptr(x, t, xoff), w.ptr, e.element_ptr(y, t, yoff), *dims])
+    e.b.call(fn, [e.element_ptr(x, t, xoff), wptr, e.element_ptr(y, t, yoff), *dims])
     return []
 
 
