@@ -59,6 +59,8 @@ CASES = {
     "mobilenet_v2": (lambda: models.mobilenet_v2(3, 64, 10, width=16), 4,
                      "3x64x64, width 16, 2 inverted residual blocks, batch 4"),
     "qdq_matmul": (lambda: models.qdq_matmul(512, 512), 64, "512x512 int8 QDQ, batch 64"),
+    "resnet18": (lambda: models.resnet18(), 1,
+                 "torchvision ResNet-18 (its graph, random weights), 3x224x224, batch 1"),
     "resnet18_export": (lambda: Exported("resnet18_torchscript.onnx.gz"), 1,
                         "torchvision ResNet-18 at 1/8 width, 3x64x64, torch.onnx, batch 1"),
     "mobilenet_v2_export": (lambda: Exported("mobilenet_v2_torchscript.onnx.gz"), 1,
