@@ -53,7 +53,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
-from .runtime import ARENA_WORDS, arena_free_function
+from .runtime import ARENA_WORDS, arena_free_function, for_range
 from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
 from .types import I1, I32, I64, PTR
 
@@ -248,20 +248,10 @@ class _Pool:
 
     def share_chunks(self, b: ir.IRBuilder, nchunks: ir.Value, parts: ir.Value) -> None:
         """Cut chunks [0, nchunks) into ``parts`` contiguous blocks, one per participant."""
-        fn = b.function
-        head, body, done = (fn.append_basic_block(f"share.{s}") for s in ("head", "body", "done"))
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        q = b.phi(I64)
-        q.add_incoming(_i(0), pre)
-        b.cbranch(b.icmp_signed("<", q, parts), body, done)
-        b.position_at_end(body)
-        b.store(b.sdiv(b.mul(q, nchunks), parts), self.block(b, q, 0))
-        b.store(b.sdiv(b.mul(b.add(q, _i(1)), nchunks), parts), self.block(b, q, 1))
-        q.add_incoming(b.add(q, _i(1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        def bounds(q: ir.Value) -> None:
+            b.store(b.sdiv(b.mul(q, nchunks), parts), self.block(b, q, 0))
+            b.store(b.sdiv(b.mul(b.add(q, _i(1)), nchunks), parts), self.block(b, q, 1))
+        for_range(b, _i(0), parts, 1, bounds, "share")
         self.st(b, "parts", parts)
 
     def run_chunks(self, b: ir.IRBuilder, me: ir.Value) -> None:

@@ -54,8 +54,8 @@ def partition(mod: ir.Module, root: set[str], prefix: str, parts: int) -> list[s
         f.refs = set(_REFERENCE.findall(f.text)) - {f.name}
     others = [f for name, f in defined.items() if name not in root]
     if parts < 2 or sum(len(f.text) for f in others) < MIN_SPLIT_CHARS or not _separable(mod, others, root):
-        return [str(mod)]
-    bins = _pack(_clusters(others, defined), sum(len(defined[n].text) for n in root if n in defined), parts)
+        return [_part_text(mod, defined, 0, {}, set(), {})]  # str(mod), its functions printed once
+    bins = _pack(_clusters(others), sum(len(defined[n].text) for n in root if n in defined), parts)
     owner = {f.name: k for k, cluster in enumerate(bins) for f in cluster}
     exported = {name for name, k in owner.items() if k > 0}
     renamed = {name: f"{prefix}.{name}" for name in exported}
@@ -71,7 +71,7 @@ def _separable(mod: ir.Module, others: list[_Function], root: set[str]) -> bool:
     return not any(f.refs & (root | mutable) for f in others)
 
 
-def _clusters(others: list[_Function], defined: dict[str, _Function]) -> list[list[_Function]]:
+def _clusters(others: list[_Function]) -> list[list[_Function]]:
     """The connected groups of references among ``others`` (union-find)."""
     parent = {f.name: f.name for f in others}
 
@@ -104,7 +104,10 @@ def _pack(clusters: list[list[_Function]], root_size: int, parts: int) -> list[l
 
 def _part_text(mod: ir.Module, defined: dict[str, _Function], k: int, owner: dict[str, int],
                exported: set[str], renamed: dict[str, str]) -> str:
-    lines = [f'; ModuleID = "{mod.name}.part{k}"', f'target triple = "{mod.triple}"',
+    """Part ``k``'s text: ``str(mod)``'s layout with the functions ``owner`` puts in
+    another part declared, the ``exported`` ones external and every ``renamed`` one
+    referenced under its new name (a function missing from ``owner`` is part 0's)."""
+    lines = [f'; ModuleID = "{mod.name}{f".part{k}" if k else ""}"', f'target triple = "{mod.triple}"',
              f'target datalayout = "{mod.data_layout}"', ""]
     lines += [t.get_declaration() for t in mod.get_identified_types().values()]
     for g in mod.global_values:
@@ -117,7 +120,7 @@ def _part_text(mod: ir.Module, defined: dict[str, _Function], k: int, owner: dic
         else:  # another part's: declared (with its prototype's argument types)
             head = f.text.split("\n", 1)[0]
             lines.append(head.replace("define internal ", "declare ", 1).replace("define ", "declare ", 1))
-    lines += mod._get_metadata_lines()
+    lines += mod._get_metadata_lines()  # llvmlite's own lines for what str(mod) ends with
     text = "\n".join(lines)
     if not renamed:
         return text
