@@ -106,10 +106,12 @@ def k_loop(b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, co
 def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, mr: int,
               kernel: Callable[[int], ir.Function], call: Callable[[ir.Function, ir.Value], None]) -> None:
     """The fewer-than-``mr`` rows ``[start, end)`` with the fewest micro-kernel calls
-    (``kernel(4)``, then 2, then 1 rows): one row at a time wasted most of the FMA
-    throughput (e.g. conv's 64 = 10 * 6 + 4 output channels)."""
+    (``kernel(8)``, then 4, 2 and 1 rows, each below ``mr``): one row at a time wasted
+    most of the FMA throughput (e.g. conv's 64 = 10 * 6 + 4 output channels). The
+    sizes add up to 15, every tail of an ``mr`` up to 16 (GemmConfig's limit): with
+    only 4, 2 and 1, an ``mr`` of 10 to 16 left up to 8 rows of C unwritten."""
     at: ir.Value = start
-    for rows in (4, 2, 1):
+    for rows in (8, 4, 2, 1):
         if rows >= mr:
             continue
         take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
