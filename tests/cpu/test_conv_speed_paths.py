@@ -162,3 +162,29 @@ def test_an_image_of_few_pixels_split_over_output_channels(shape, o, threads):
         check(mod.wide(xd, wd), ref(xd, wd, (1, 1), 0))
     finally:
         wiadsl.set_num_threads(before)
+
+
+STATIC_FUSED = """
+kernel fused(input x: f32[2, 6, {h}, {h}], input w: f32[24, 6, 3, 3], input b: f32[24, 1, 1],
+             output y: f32[2, 24, {o}, {o}]) {{
+    y = relu(conv2d(x, w, stride=2, padding=1) + b);
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("hw", [17, 23, 28, 56])
+def test_pixel_chunks_of_equal_units_cover_the_image(hw, threads):
+    """A fused convolution of static shapes runs its epilogue chunk by chunk; the
+    pixel chunks start at multiples of 64 pixels and differ by at most 64 (289, 529,
+    784 and 3136 output pixels): every pixel written once, at one and two threads."""
+    mod = wiadsl.jit(STATIC_FUSED.format(h=2 * hw, o=hw), kernel="fused", target="cpu")
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        x = rng.standard_normal((2, 6, 2 * hw, 2 * hw)).astype(np.float32)
+        w = rng.standard_normal((24, 6, 3, 3)).astype(np.float32)
+        b = rng.standard_normal((24, 1, 1)).astype(np.float32)
+        check(mod(x, w, b), np.maximum(ref(x, w, (2, 2), 1) + b, 0))
+    finally:
+        wiadsl.set_num_threads(before)

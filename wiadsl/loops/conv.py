@@ -107,12 +107,17 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
 
 
 def _pieces(lb: LoopBuilder, dims: tuple[Value, ...]) -> tuple[Value, Value, int]:
-    """The output pixels of an image, its chunks of CHUNK pixels, and the channel
-    blocks per chunk (``channel_blocks``)."""
+    """The output pixels of an image, its chunks of at most CHUNK pixels, and the
+    channel blocks per chunk (``channel_blocks``)."""
     nb, o, ho, wo = dims[0], dims[4], dims[7], dims[8]
     npix = lb.mul(ho, wo)
     count = lb.floordiv(lb.add(npix, lb.idx(CHUNK - 1)), lb.idx(CHUNK))
     return npix, count, channel_blocks(*(const_value(v) for v in (nb, count, o)))
+
+
+#: pixel chunks start at multiples of this (a multiple of every micro-kernel panel
+#: width, NR: at most 4 vectors of 16 lanes)
+UNIT = 64
 
 
 def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, out: Value,
@@ -131,8 +136,13 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
         (t,) = ivs
         n, rest = lb2.floordiv(t, lb2.mul(count, lb2.idx(blocks))), lb2.mod(t, lb2.mul(count, lb2.idx(blocks)))
         k, j = lb2.floordiv(rest, lb2.idx(blocks)), lb2.mod(rest, lb2.idx(blocks))
-        lo = lb2.mul(k, lb2.idx(CHUNK))
-        hi = lb2.min(lb2.add(lo, lb2.idx(CHUNK)), npix)
+        # chunk k: units [k * units / count, (k + 1) * units / count): sizes within one
+        # unit of each other, so the threads' blocks of chunks are equal (28x28 as 256,
+        # 256, 256 and 16 pixels gave one thread of two 512 and the other 272)
+        units = lb2.floordiv(lb2.add(npix, lb2.idx(UNIT - 1)), lb2.idx(UNIT))
+        lo = lb2.mul(lb2.floordiv(lb2.mul(k, units), count), lb2.idx(UNIT))
+        hi = lb2.min(lb2.mul(lb2.floordiv(lb2.mul(lb2.add(k, lb2.idx(1)), units), count),
+                             lb2.idx(UNIT)), npix)
         o_lo = lb2.mul(j, per)
         o_hi = lb2.min(lb2.add(o_lo, per), o)
         xoff = lb2.add(base, lb2.mul(n, lb2.mul(c, lb2.mul(hp, wp))))
