@@ -90,8 +90,9 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         # planes are disjoint: the copy splits over the threads like the convolution
         lb.nest([lb.mul(nb, c)], plane, parallel=True)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
-    if epilogue is not None or _pieces(lb, dims)[2] > 1:
-        _chunks(lb, (xbuf, base, hp, wp), w, out, dims, (sh, sw), epilogue)
+    pieces = _pieces(lb, dims)
+    if epilogue is not None or pieces[2] > 1:
+        _chunks(lb, (xbuf, base, hp, wp), w, out, dims, pieces, (sh, sw), epilogue)
         return
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
@@ -121,25 +122,26 @@ UNIT = 64
 
 
 def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, out: Value,
-            dims: tuple[Value, ...], stride: tuple[int, int],
+            dims: tuple[Value, ...], pieces: tuple[Value, Value, int], stride: tuple[int, int],
             epilogue: tuple[Epilogue, Value] | None) -> None:
     """One parallel loop over (image, chunk of CHUNK output pixels, block of output
     channels): the piece's ``loop.conv2d``, then the epilogue, if any, on those
     pixels of those channels. Pieces write disjoint outputs: the loop is parallel (a
     batch and one image alike split over the threads). The channels are one block
-    unless the pixel chunks are too few to share (``channel_blocks``)."""
+    unless the pixel chunks are too few to share (``channel_blocks``); ``pieces`` is
+    ``_pieces``'s."""
     (xbuf, base, hp, wp), (nb, c, _, _, o, kh, kw, ho, wo) = src, dims
-    npix, count, blocks = _pieces(lb, dims)
+    npix, count, blocks = pieces
     per = lb.floordiv(lb.add(o, lb.idx(blocks - 1)), lb.idx(blocks))
+    # chunk k: units [k * units / count, (k + 1) * units / count): sizes within one unit
+    # of each other, so the threads' blocks of chunks are equal (28x28 as 256, 256,
+    # 256 and 16 pixels gave one thread of two 512 and the other 272)
+    units = lb.floordiv(lb.add(npix, lb.idx(UNIT - 1)), lb.idx(UNIT))
 
     def piece(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (t,) = ivs
         n, rest = lb2.floordiv(t, lb2.mul(count, lb2.idx(blocks))), lb2.mod(t, lb2.mul(count, lb2.idx(blocks)))
         k, j = lb2.floordiv(rest, lb2.idx(blocks)), lb2.mod(rest, lb2.idx(blocks))
-        # chunk k: units [k * units / count, (k + 1) * units / count): sizes within one
-        # unit of each other, so the threads' blocks of chunks are equal (28x28 as 256,
-        # 256, 256 and 16 pixels gave one thread of two 512 and the other 272)
-        units = lb2.floordiv(lb2.add(npix, lb2.idx(UNIT - 1)), lb2.idx(UNIT))
         lo = lb2.mul(lb2.floordiv(lb2.mul(k, units), count), lb2.idx(UNIT))
         hi = lb2.min(lb2.mul(lb2.floordiv(lb2.mul(lb2.add(k, lb2.idx(1)), units), count),
                              lb2.idx(UNIT)), npix)

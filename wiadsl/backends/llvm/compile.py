@@ -169,7 +169,7 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     unless ``passes`` is False), specialized to ``shapes``, with the entry named ``symbol``;
     ``loop_pipeline``: extra loop-level passes, ``frozen``: inputs that never change
     (``lower_kernel``). The objects are the parts of ``partition`` (one for a small
-    kernel), compiled at once on ``THREADS`` threads; the entry's is the first and is
+    kernel), compiled at once on ``PART_THREADS`` threads; the entry's is the first and is
     loaded last."""
     prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
     if passes:

@@ -13,9 +13,9 @@ late, or never, only means the others run more chunks), where ``n`` is the cell
 ``LIMIT_SYMBOL`` (threads.py: the user's setting), read at the start of each
 region. Blocks rather than one shared counter: region after region, a thread on
 time runs the same part of the range, so the next layer's chunk finds in its own
-core's cache what it wrote (MobileNetV2, batch 4, 2 threads: 358 -> 325 us). The result is the first non-zero
-code of the chunks in chunk order (an error is reported as the serial loop would,
-when only one chunk fails).
+core's cache what it wrote (MobileNetV2, batch 4, 2 threads: 358 -> 325 us).
+The result is the first non-zero code of the chunks in chunk order (an error is
+reported as the serial loop would, when only one chunk fails).
 
 The pool is one library helper per process, loaded on first use: each module's
 ``wia.parallel_for`` calls it through the cell ``SLOT_SYMBOL`` and, while that is

@@ -54,13 +54,12 @@ def partition(mod: ir.Module, root: set[str], prefix: str, parts: int) -> list[s
         f.refs = set(_REFERENCE.findall(f.text)) - {f.name}
     others = [f for name, f in defined.items() if name not in root]
     if parts < 2 or sum(len(f.text) for f in others) < MIN_SPLIT_CHARS or not _separable(mod, others, root):
-        return [_part_text(mod, defined, 0, {}, set(), {})]  # str(mod), its functions printed once
+        return [_part_text(mod, defined, 0, {}, {})]  # str(mod), its functions printed once
     bins = _pack(_clusters(others), sum(len(defined[n].text) for n in root if n in defined), parts)
+    bins = [bins[0]] + [b for b in bins[1:] if b]
     owner = {f.name: k for k, cluster in enumerate(bins) for f in cluster}
-    exported = {name for name, k in owner.items() if k > 0}
-    renamed = {name: f"{prefix}.{name}" for name in exported}
-    texts = [_part_text(mod, defined, k, owner, exported, renamed) for k in range(len(bins))]
-    return [t for k, t in enumerate(texts) if k == 0 or bins[k]]
+    renamed = {name: f"{prefix}.{name}" for name, k in owner.items() if k > 0}
+    return [_part_text(mod, defined, k, owner, renamed) for k in range(len(bins))]
 
 
 def _separable(mod: ir.Module, others: list[_Function], root: set[str]) -> bool:
@@ -103,10 +102,10 @@ def _pack(clusters: list[list[_Function]], root_size: int, parts: int) -> list[l
 
 
 def _part_text(mod: ir.Module, defined: dict[str, _Function], k: int, owner: dict[str, int],
-               exported: set[str], renamed: dict[str, str]) -> str:
+               renamed: dict[str, str]) -> str:
     """Part ``k``'s text: ``str(mod)``'s layout with the functions ``owner`` puts in
-    another part declared, the ``exported`` ones external and every ``renamed`` one
-    referenced under its new name (a function missing from ``owner`` is part 0's)."""
+    another part declared, and the ``renamed`` ones (those outside part 0) external
+    and referenced under their new names (a function missing from ``owner`` is part 0's)."""
     lines = [f'; ModuleID = "{mod.name}{f".part{k}" if k else ""}"', f'target triple = "{mod.triple}"',
              f'target datalayout = "{mod.data_layout}"', ""]
     lines += [t.get_declaration() for t in mod.get_identified_types().values()]
@@ -115,7 +114,7 @@ def _part_text(mod: ir.Module, defined: dict[str, _Function], k: int, owner: dic
         if f is None:
             lines.append(str(g))  # a declaration or a global variable
         elif owner.get(g.name, 0) == k:
-            lines.append(f.text.replace("define internal ", "define ", 1) if g.name in exported
+            lines.append(f.text.replace("define internal ", "define ", 1) if g.name in renamed
                          else f.text)
         else:  # another part's: declared (with its prototype's argument types)
             head = f.text.split("\n", 1)[0]
