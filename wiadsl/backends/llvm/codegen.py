@@ -39,7 +39,7 @@ from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
 from .destinations import result_allocations
 from .mathlib import type_suffix
-from .prepacked import prepacked_b, prepacked_qb
+from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb
 from .runtime import alloc_function, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
@@ -88,6 +88,8 @@ class ModuleEmitter:
             fn = ir.Function(self.ll, ir.FunctionType(I32, params), _symbol(f.name))
             fn.linkage = "internal"
             self.functions[f.name] = fn
+        #: each function's frozen arguments (positions; ``frozen_arguments``)
+        self.frozen_args = frozen_arguments(module, frozen)
         for f in module:
             told = len(self.libraries)
             FunctionEmitter(self, f).emit()
@@ -100,6 +102,33 @@ class ModuleEmitter:
         if entry not in self.messages:
             self.messages.append(entry)
         return self.messages.index(entry) + 1
+
+
+def frozen_arguments(module: ModuleOp, frozen: frozenset[int]) -> dict[str, frozenset[int]]:
+    """The positions of each function's frozen arguments: the kernel's ``frozen``
+    inputs, and those of a function that every call passes a frozen argument of its
+    caller in (an outlined parallel loop gets the kernel's weights as captured values,
+    and the pool's workers pass the kernel's state on: parallel.py's ``call_worker``)."""
+    result = {f.name: frozenset(frozen) if f.is_kernel else frozenset() for f in module}
+    sites: dict[str, list[tuple[FuncOp, Operation]]] = {}
+    for f in module:
+        for op in f.walk():
+            if op.name == "func.call":
+                sites.setdefault(op.attributes["callee"], []).append((f, op))
+    for _ in range(len(result)):  # callers first, a nest of calls at a time
+        changed = False
+        for callee, calls in sites.items():
+            if callee not in result or any(c.name == callee for c, _ in calls):
+                continue
+            found = frozenset.intersection(*(
+                frozenset(j for j, v in enumerate(op.operands)
+                          if any(v is a for i, a in enumerate(caller.args) if i in result[caller.name]))
+                for caller, op in calls))
+            if found != result[callee]:
+                result[callee], changed = found, True
+        if not changed:
+            break
+    return result
 
 
 def _symbol(name: str) -> str:
@@ -121,8 +150,8 @@ class FunctionEmitter:
         #: and where the entry ABI's copy-out pairs start (kernels only)
         self.destinations = result_allocations(func) if func.is_kernel else {}
         self.copy_out_slot = max(1, sum(slot_count(t) for t in func.result_types))
-        #: the kernel's frozen inputs (ModuleEmitter.frozen), by value id
-        self.frozen = {id(a) for i, a in enumerate(func.args) if func.is_kernel and i in mod.frozen}
+        #: its frozen arguments (ModuleEmitter.frozen_args), by value id
+        self.frozen = {id(a) for i, a in enumerate(func.args) if i in mod.frozen_args[func.name]}
 
     # ------------------------------------------------------------- structure
 
@@ -516,8 +545,7 @@ def frozen_operand(e: FunctionEmitter, op: Operation, buffer: int, scalars: tupl
     stride) are constants, so data derived from it once holds for every call."""
     if id(op.operands[buffer]) not in e.frozen:
         return False
-    return all(isinstance(v, OpResult) and v.op.name == "arith.constant"
-               for v in (op.operands[i] for i in scalars))
+    return all(constant_of(op.operands[i]) is not None for i in scalars)
 
 
 @handles("loop.qgemm")
@@ -543,6 +571,17 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
+    stride = tuple(op.attributes["stride"])
+    if _pixels_as_rows(e, op):
+        c, o, kh, kw, ho, wo = dims[0], dims[3], dims[4], dims[5], dims[6], dims[7]
+        pixels = dims[8:10] if len(dims) > 8 else [ir.Constant(I64, 0), e.b.mul(ho, wo)]
+        channels = [e.get(v) for v in op.operands[15:17]] if len(op.operands) == 17 else [ir.Constant(I64, 0), o]
+        k = e.b.mul(c, e.b.mul(kh, kw))
+        packed = prepacked_conv_weight(e, t.dtype, w.ptr, o, k)
+        fn = declare(e.mod.ll, e.mod.libraries, "conv_rows", t.dtype, stride)
+        e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims[:8],
+                      *pixels, *channels])
+        return []
     wptr = w.ptr
     if len(op.operands) == 17:  # output channels [o_lo, o_hi): their weight rows and planes
         c, kh, kw, ho, wo = dims[0], dims[4], dims[5], dims[6], dims[7]
@@ -552,9 +591,38 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
         dims[3] = e.b.sub(o_hi, o_lo)
     # with a pixel range: that chunk on this thread (the kernel's own loop splits)
     kind = "conv_range" if len(op.operands) >= 15 else "conv"
-    fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, tuple(op.attributes["stride"]))
+    fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, stride)
     e.b.call(fn, [e.element_ptr(x, t, xoff), wptr, e.element_ptr(y, t, yoff), *dims])
     return []
+
+
+#: the operands of ``loop.conv2d`` that place its weight (c, o, kh, kw) and its plane (ho, wo)
+W_PLACEMENT = (5, 8, 9, 10)
+PLANE = (11, 12)
+
+
+def _pixels_as_rows(e: FunctionEmitter, op: Operation) -> bool:
+    """A small output plane (at most ROWS_PIXELS pixels, known at compile time) of a
+    frozen weight, with at least ROWS_CHANNELS channels per call: conv_rows.py's
+    kernel, the channels in the vector lanes (conv.py's whole panels of pixels filled
+    49 of 64 lanes on a 7x7 plane). Each call packs its pixels' patches again, which
+    fewer channels do not repay (14x14, 256 channels in blocks of 64: 2.57 -> 2.99 ms
+    at one thread; 7x7, 512 in blocks of 128: 3.15 -> 2.57)."""
+    from .conv_rows import ROWS_CHANNELS, ROWS_PIXELS
+    plane = [constant_of(op.operands[i]) for i in PLANE]
+    channels = op.attributes.get("channels", constant_of(op.operands[8]))
+    if any(not isinstance(v, int) for v in (*plane, channels)):
+        return False
+    if plane[0] * plane[1] > ROWS_PIXELS or channels < ROWS_CHANNELS:
+        return False
+    return frozen_operand(e, op, 1, W_PLACEMENT)
+
+
+def constant_of(v: Value) -> object:
+    """The value of an ``arith.constant`` result, else None."""
+    if isinstance(v, OpResult) and v.op.name == "arith.constant":
+        return v.op.attributes["value"]
+    return None
 
 
 @handles("loop.depthwise2d")
@@ -590,7 +658,8 @@ def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     if op.attributes.get("parallel"):  # an outlined parallel loop (loops/parallelize.py)
         from .parallel import emit_parallel_call
         flat = [x for v in op.operands for x in e.flatten(v)]
-        rc = emit_parallel_call(e.b, e.alloca_block, e.arena, callee, op, flat)
+        rc = emit_parallel_call(e.b, e.alloca_block, e.arena, callee, op, flat,
+                                bool(e.mod.frozen_args[op.attributes["callee"]]))
         e.fail_unless(e.b.icmp_signed("==", rc, ir.Constant(I32, 0)), rc)
         return []
     types = list(op.result_types)

@@ -109,7 +109,7 @@ def symbol(spec: Spec) -> str:
         return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
     cfg = GemmConfig(**spec["config"])
     name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
-    if spec["kind"] in ("conv", "conv_range"):
+    if spec["kind"] in ("conv", "conv_range", "conv_rows"):
         sh, sw = spec["stride"]
         name += f".s{sh}x{sw}"
     return name

@@ -7,6 +7,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...dtypes import DType
+from .conv_rows import ROWS_ARGS
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config
@@ -26,9 +27,12 @@ from .scratch import scratch_module
 from .types import I1, I64, PREPACK_TYPE, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
-_TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE}
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
+CONV_ROWS_TYPE = ir.FunctionType(ir.VoidType(), ROWS_ARGS)
+_TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
+          "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_ROWS_TYPE,
+          "conv_rows_prepack": PREPACK_TYPE}
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
@@ -42,14 +46,14 @@ def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
         specs.append(spec)
     fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, _TYPES.get(kind, CONV_RANGE_TYPE if kind == "conv_range" else CONV_TYPE),
-                         name)
+        fn = ir.Function(mod, _TYPES[kind], name)
     return fn
 
 
 def library_ir(spec: Spec) -> str:
     """LLVM IR text of one helper, exported under ``symbol(spec)``."""
     from .conv import ConvBuilder
+    from .conv_rows import ConvRowsBuilder
     from .gemm import GemmBuilder, use_config
     from .host import host
     mod = ir.Module(name=symbol(spec))
@@ -76,6 +80,10 @@ def library_ir(spec: Spec) -> str:
             fn = GemmBuilder(mod, dtype).prepack(symbol(spec))
         elif spec["kind"] == "conv_range":
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).range_driver(symbol(spec))
+        elif spec["kind"] == "conv_rows":
+            fn = ConvRowsBuilder(mod, dtype, tuple(spec["stride"])).rows_range(symbol(spec))
+        elif spec["kind"] == "conv_rows_prepack":
+            fn = ConvRowsBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"
@@ -111,4 +119,4 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["CONV_RANGE_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]
+__all__ = ["CONV_RANGE_TYPE", "CONV_ROWS_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]

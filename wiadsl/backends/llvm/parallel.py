@@ -53,7 +53,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...ir.core import Operation
-from .runtime import ARENA_WORDS, arena_free_function, for_range
+from .runtime import ARENA_STATE, ARENA_WORDS, arena_free_function, for_range
 from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
 from .types import I1, I32, I64, PTR
 
@@ -499,23 +499,28 @@ def free_arena(b: ir.IRBuilder, arena: ir.Value) -> None:
     b.call(arena_free_function(b.module), [arena])
 
 
-def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) -> ir.Function:
+def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type],
+                with_state: bool = False) -> ir.Function:
     """``i32 worker(ptr ctx, i64 lo, i64 hi)`` calling an outlined loop ``callee(arena, lo,
     hi, captured..., results)`` with its captured values read from ``ctx`` (one i64 slot
     each) and an arena of its own: allocation is not thread-safe across arenas, and an
-    outlined loop returns nothing, so everything it allocated is freed here."""
+    outlined loop returns nothing, so everything it allocated is freed here.
+    ``with_state``: the callee reads data derived from the kernel's frozen inputs
+    (prepacked.py), so the word after the captured ones is the kernel's state, given
+    to the worker's arena (the state's cells are published with compare-and-swap)."""
     name = f"{callee.name}.worker"
     if name in mod.globals:
         return mod.globals[name]
     # called here and on the serial path: inlined into both, LLVM optimized the loop
     # twice (ResNet-18's kernel module: 390 -> 280 ms of -O2) for a call per chunk
     callee.attributes.add("noinline")
-    fn, b, words, lo, hi = new_worker(mod, name, len(captured))
-    arena = b.alloca(I64, size=ARENA_WORDS)  # (no state: frozen data is the kernel's)
+    fn, b, words, lo, hi = new_worker(mod, name, len(captured) + int(with_state))
+    arena = b.alloca(I64, size=ARENA_WORDS)
     for j in range(ARENA_WORDS):
-        b.store(_i(0), b.gep(arena, [_i(j)], source_etype=I64))
+        state = j == ARENA_STATE and with_state
+        b.store(words[-1] if state else _i(0), b.gep(arena, [_i(j)], source_etype=I64))
     results = b.alloca(I64, size=1)
-    vals = [from_slot(b, w, t) for w, t in zip(words, captured, strict=True)]
+    vals = [from_slot(b, w, t) for w, t in zip(words, captured, strict=False)]
     rc = b.call(callee, [arena, lo, hi, *vals, results])
     free_arena(b, arena)
     b.ret(rc)
@@ -523,7 +528,7 @@ def call_worker(mod: ir.Module, callee: ir.Function, captured: list[ir.Type]) ->
 
 
 def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value, callee: ir.Function,
-                       op: Operation, flat: list[ir.Value]) -> ir.Value:
+                       op: Operation, flat: list[ir.Value], with_state: bool = False) -> ir.Value:
     """The i32 code of ``func.call {parallel = cost}`` (parallelize.py): ``flat`` is
     (lo, hi, captured...) flattened. Runs on the pool when ``(hi - lo) * cost``
     reaches ``MIN_PARALLEL_WORK``, else calls the outlined loop directly. The range
@@ -533,15 +538,18 @@ def emit_parallel_call(b: ir.IRBuilder, alloca_block: ir.Block, arena: ir.Value,
 
     lo, hi, rest = flat[0], flat[1], flat[2:]
     with b.goto_block(alloca_block):
-        ctx = b.alloca(I64, size=max(1, len(rest)))
+        ctx = b.alloca(I64, size=max(1, len(rest) + int(with_state)))
         slots = b.alloca(I64, size=1)
     for j, v in enumerate(rest):
         b.store(to_slot(b, v), b.gep(ctx, [_i(j)], source_etype=I64))
+    if with_state:  # the kernel's state, for the workers' arenas (call_worker)
+        state = b.load(b.gep(arena, [_i(ARENA_STATE)], source_etype=I64), typ=I64)
+        b.store(state, b.gep(ctx, [_i(len(rest))], source_etype=I64))
     work = b.mul(b.sub(hi, lo), _i(int(op.attributes["parallel"])))
     go = worth_threads(b, work)
     with b.if_else(go) as (threaded, serial):
         with threaded:
-            worker = call_worker(b.module, callee, [v.type for v in rest])
+            worker = call_worker(b.module, callee, [v.type for v in rest], with_state)
             chunks = b.sdiv(work, _i(max(1, MIN_PARALLEL_WORK // 2)))
             chunks = b.select(b.icmp_signed("<", chunks, _i(THREADS)), _i(THREADS), chunks)
             chunks = b.select(b.icmp_signed(">", chunks, _i(4 * THREADS)), _i(4 * THREADS), chunks)

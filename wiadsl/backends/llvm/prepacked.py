@@ -41,15 +41,30 @@ def _cell(e: FunctionEmitter) -> ir.Value:
 def prepacked_b(e: FunctionEmitter, dtype: DType, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
                 ldb: ir.Value) -> ir.Value:
     """The float gemm's B packed (``gemm_prepack``'s layout, a library helper)."""
-    from .gemm import GemmBuilder
     from .library_ir import declare
+
+    prepack = declare(e.mod.ll, e.mod.libraries, "gemm_prepack", dtype)
+    return once(e, _panel_bytes(e, dtype, n, k), lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))
+
+
+def prepacked_conv_weight(e: FunctionEmitter, dtype: DType, w_ptr: ir.Value, o: ir.Value,
+                          k: ir.Value) -> ir.Value:
+    """A convolution's O x K weight as W^T's panels (conv_rows.py's ``prepack``): the
+    gemm's B layout with the O channels as its columns."""
+    from .library_ir import declare
+
+    prepack = declare(e.mod.ll, e.mod.libraries, "conv_rows_prepack", dtype)
+    return once(e, _panel_bytes(e, dtype, o, k), lambda out: e.b.call(prepack, [w_ptr, out, o, k, k]))
+
+
+def _panel_bytes(e: FunctionEmitter, dtype: DType, n: ir.Value, k: ir.Value) -> ir.Value:
+    """The bytes of ``k`` rows of ``n`` columns in NR-wide panels (the last one padded)."""
+    from .gemm import GemmBuilder
 
     nr = GemmBuilder(e.mod.ll, dtype).nr
     panels = e.b.mul(e.b.sdiv(e.b.add(n, ir.Constant(I64, nr - 1)), ir.Constant(I64, nr)),
                      ir.Constant(I64, nr))
-    nbytes = e.b.mul(e.b.mul(panels, k), ir.Constant(I64, itemsize(dtype)))
-    prepack = declare(e.mod.ll, e.mod.libraries, "gemm_prepack", dtype)
-    return once(e, nbytes, lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))
+    return e.b.mul(e.b.mul(panels, k), ir.Constant(I64, itemsize(dtype)))
 
 
 def prepacked_qb(e: FunctionEmitter, b_ptr: ir.Value, n: ir.Value, k: ir.Value,

@@ -1,0 +1,87 @@
+"""Small output planes of a frozen weight as the rows of a GEMM (backends/llvm/conv_rows.py):
+the weight packed once into W^T's panels (the entry's state, reached from the pool's
+workers too), each call's pixels packed by gathers, channel blocks whose ends fall
+inside a panel, strides, 1x1 and 5x5 kernels, planes of 1 to 256 pixels, with and
+without a fused epilogue, at one and two threads, against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm.compile import lower_kernel
+from wiadsl.ir import parse_module
+
+BIASED = """
+kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], input b: f32[O, 1, 1],
+         output y: f32[N, O, P, Q]) {{
+    y = relu(conv2d(x, w, stride={s}, padding={p}) + b);
+}}
+"""
+PLAIN = """
+kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, O, P, Q]) {{
+    y = conv2d(x, w, stride={s}, padding={p});
+}}
+"""
+
+
+def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], axis=(2, 3))[:, :, ::s, ::s]
+    return np.einsum("nchwij,ocij->nohw", win, w.astype(np.float64))
+
+
+# (images, channels in, plane, channels out, kernel, stride, padding): ResNet-18's 7x7
+# stage (blocks of 128), blocks of 130 (their ends inside a panel), a stride-2 plane,
+# 1x1 planes and kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
+CASES = [(1, 64, 7, 512, 3, 1, 1), (1, 33, 7, 520, 3, 1, 1), (4, 5, 14, 129, 3, 2, 1),
+         (4, 3, 1, 130, 1, 1, 0), (4, 7, 16, 128, 3, 1, 1), (2, 9, 6, 260, 5, 1, 2),
+         (1, 17, 13, 512, 1, 2, 0)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("source", [BIASED, PLAIN], ids=["epilogue", "plain"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_small_planes_of_frozen_weights_match_numpy(case, source: str, threads: int) -> None:
+    n, c, h, o, k, s, p = case
+    rng = np.random.default_rng(sum(case))
+    x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+    w = rng.standard_normal((o, c, k, k)).astype(np.float32)
+    b = rng.standard_normal((o, 1, 1)).astype(np.float32)
+    want = reference(x, w, s, p)
+    if source is BIASED:
+        want = np.maximum(want + b, 0)
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        f = wiadsl.jit(source.format(s=s, p=p), "c", frozen=(1,), shapes="static")
+        args = (x, w, b) if source is BIASED else (x, w)
+        for _ in range(2):  # the first call packs the weight, the second reads it packed
+            np.testing.assert_allclose(f(*args), want, rtol=2e-4, atol=2e-4)
+    finally:
+        wiadsl.set_num_threads(before)
+
+
+TENSOR_CONV = """
+func @c(%x: tensor<1x64x7x7xf32>, %w: tensor<512x64x3x3xf32>) -> tensor<1x512x7x7xf32> attributes {{kernel, outputs = ["y"]}} {{
+^entry:
+  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x64x7x7xf32>, tensor<512x64x3x3xf32>) -> tensor<1x512x7x7xf32>
+  return %y : tensor<1x512x7x7xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(("frozen", "rows"), [(frozenset(), False), (frozenset({0}), False),
+                                              (frozenset({1}), True)])
+def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows: bool) -> None:
+    lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 64, 7, 7], [512, 64, 3, 3]],
+                           frozen=frozen)
+    text = lowered.llvm_ir
+    # CHECK (frozen w): W^T packed once behind a compare-and-swap, then the rows kernel,
+    # called from the pool's worker with the kernel's state in its arena
+    # CHECK-NOT: the pixel-panel kernel
+    assert ("@\"wia.lib.conv_rows_prepack.f32." in text and "cmpxchg" in text) == rows
+    assert ("@\"wia.lib.conv_rows.f32." in text) == rows
+    assert ("@\"wia.lib.conv_range.f32." in text) != rows
+    assert lowered.state_cells == int(rows)
