@@ -1,8 +1,9 @@
-"""Small output planes of a frozen weight as the rows of a GEMM (backends/llvm/conv_rows.py):
-the weight packed once into W^T's panels (the entry's state, reached from the pool's
-workers too), each call's pixels packed by gathers, channel blocks whose ends fall
-inside a panel, strides, 1x1 and 5x5 kernels, planes of 1 to 256 pixels, with and
-without a fused epilogue, at one and two threads, against NumPy."""
+"""Small output planes of a frozen weight as the rows of a GEMM (loops/conv.py's ``rows``,
+backends/llvm/conv_rows.py): the weight packed once into W^T's panels (the entry's
+state, reached from the pool's workers and from functions merged across layers),
+each call's patches packed by gathers, channel counts that end inside a panel,
+strides, 1x1 and 5x5 kernels, planes of 1 to 256 pixels, with and without a fused
+epilogue, at one and two threads, against NumPy; and the lowering as IR text."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 import wiadsl
 from wiadsl.backends.llvm.compile import lower_kernel
-from wiadsl.ir import parse_module
+from wiadsl.ir import parse_module, print_module
 
 BIASED = """
 kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], input b: f32[O, 1, 1],
@@ -33,8 +34,8 @@ def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
 
 
 # (images, channels in, plane, channels out, kernel, stride, padding): ResNet-18's 7x7
-# stage (blocks of 128), blocks of 130 (their ends inside a panel), a stride-2 plane,
-# 1x1 planes and kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
+# stage, channels that end inside a panel, a stride-2 plane, 1x1 planes and kernels,
+# a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
 CASES = [(1, 64, 7, 512, 3, 1, 1), (1, 33, 7, 520, 3, 1, 1), (4, 5, 14, 129, 3, 2, 1),
          (4, 3, 1, 130, 1, 1, 0), (4, 7, 16, 128, 3, 1, 1), (2, 9, 6, 260, 5, 1, 2),
          (1, 17, 13, 512, 1, 2, 0)]
@@ -77,11 +78,46 @@ func @c(%x: tensor<1x64x7x7xf32>, %w: tensor<512x64x3x3xf32>) -> tensor<1x512x7x
 def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows: bool) -> None:
     lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 64, 7, 7], [512, 64, 3, 3]],
                            frozen=frozen)
+    loops = print_module(lowered.loop_ir)
+    # CHECK (frozen w): one loop.conv2d per image with the hint, no pixel chunks
+    assert ("{stride = [1, 1], rows}" in loops) == rows
+    assert ("chunk = " in loops) != rows
     text = lowered.llvm_ir
-    # CHECK (frozen w): W^T packed once behind a compare-and-swap, then the rows kernel,
-    # called from the pool's worker with the kernel's state in its arena
+    # CHECK (frozen w): W^T packed once behind a compare-and-swap, then the rows kernel
     # CHECK-NOT: the pixel-panel kernel
     assert ("@\"wia.lib.conv_rows_prepack.f32." in text and "cmpxchg" in text) == rows
     assert ("@\"wia.lib.conv_rows.f32." in text) == rows
     assert ("@\"wia.lib.conv_range.f32." in text) != rows
     assert lowered.state_cells == int(rows)
+
+
+TWO_LAYERS = """
+func layer(a, w) {
+    return relu(conv2d(a, w, stride=1, padding=1));
+}
+
+kernel two(input x: f32[N, C, H, W], input w1: f32[C, C, 3, 3], input w2: f32[C, C, 3, 3],
+           output y: f32[N, C, H, W]) {
+    y = layer(layer(x, w1), w2);
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None:
+    """The two convolutions' outlined loops are the same code and merge into one
+    function (loops/merge_functions.py) called with each layer's weight: each call
+    site packs into state cells of its own (codegen.py ``callee_arena``); with one
+    cell per function, the second layer ran on the first one's weight."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 160, 7, 7)).astype(np.float32)  # 2 images: outlined loops
+    w1, w2 = (rng.standard_normal((160, 160, 3, 3)).astype(np.float32) * 0.1 for _ in range(2))
+    want = np.maximum(reference(np.maximum(reference(x, w1, 1, 1), 0).astype(np.float32), w2, 1, 1), 0)
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        f = wiadsl.jit(TWO_LAYERS, "two", frozen=(1, 2), shapes="static")
+        for _ in range(2):
+            np.testing.assert_allclose(f(x, w1, w2), want, rtol=2e-4, atol=2e-4)
+    finally:
+        wiadsl.set_num_threads(before)

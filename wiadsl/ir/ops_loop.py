@@ -288,7 +288,10 @@ class Conv2dOp(Operation):
     into such chunks); the attribute ``chunk``, if any, is the pixels a call covers
     at most (a cost hint). With two more ``o_lo, o_hi``, only those pixels of the
     output channels ``[o_lo, o_hi)`` (an image of few pixels splits over its
-    channels); the attribute ``channels``, if any, is the most a call covers."""
+    channels); the attribute ``channels``, if any, is the most a call covers.
+    The attribute ``rows`` (a unit hint, no change of meaning): ``w`` is a frozen
+    input of the kernel and the plane small, so a backend may compute the pixels as
+    the rows of a GEMM with ``w`` packed once (backends/llvm/conv_rows.py)."""
 
     name = "loop.conv2d"
 

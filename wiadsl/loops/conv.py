@@ -31,6 +31,10 @@ from .expr import Leaf
 NAME = Conv2dOp.name
 
 
+#: output pixels of a plane up to which a frozen weight's convolution is one ``rows``
+#: call per image (ResNet-18's 14x14 and 7x7 stages; ``implicit_gemm``)
+ROWS_PIXELS = 256
+
 #: output pixels per chunk when a fused epilogue follows the convolution: the chunk's
 #: outputs (every channel) are still in L1/L2 when the epilogue reads them, and a
 #: 32x32 image still splits four ways over the threads (MobileNetV2, batch 4, one
@@ -40,12 +44,19 @@ CHUNK = 256
 
 def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Value, ...],
                   stride: tuple[int, int], pad: tuple[int, int],
-                  epilogue: tuple[Epilogue, Value] | None = None) -> None:
+                  epilogue: tuple[Epilogue, Value] | None = None, rows: bool = False) -> None:
     """Emit ``out = conv2d(x, w)`` for float ``x``: a zero-padded copy of the input
     (when padding) and one ``loop.conv2d`` per image; with ``epilogue`` (the fused
     body and the buffer it writes, ``out`` itself or one of the result's dtype), one
     ``loop.conv2d`` per chunk of CHUNK output pixels of an image instead, each
     followed by the epilogue on the pixels it wrote (loops/epilogue.py).
+
+    ``rows`` (the weight is frozen and the plane small, lower_linalg.py's
+    ``rows_conv``): one ``loop.conv2d {rows}`` per image, never chunks: the backend
+    packs the weight once with the output channels as its vector lanes, and the
+    image's patches once per call, then splits the channels over the threads (conv
+    pieces of a channel block each packed the patches again: 14x14 at one thread
+    2.36 -> 2.99 ms with four blocks).
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy writes each
     element once (a parallel loop over planes: zeros in the border, the input's rows
@@ -91,7 +102,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         lb.nest([lb.mul(nb, c)], plane, parallel=True)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
     pieces = _pieces(lb, dims)
-    if epilogue is not None or pieces[2] > 1:
+    if not rows and (epilogue is not None or pieces[2] > 1):
         _chunks(lb, (xbuf, base, hp, wp), w, out, dims, pieces, (sh, sw), epilogue)
         return
 
@@ -99,8 +110,11 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         (n,) = ivs
         xoff = lb2.add(base, lb2.mul(n, lb2.mul(c, lb2.mul(hp, wp))))
         yoff = lb2.mul(n, lb2.mul(o, lb2.mul(ho, wo)))
+        attributes: dict[str, object] = {"stride": [sh, sw]}
+        if rows:
+            attributes["rows"] = True
         lb2.b.create(NAME, [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo],
-                     attributes={"stride": [sh, sw]})
+                     attributes=attributes)
     # images write disjoint outputs: a batch splits over the threads image by image
     # (each image's convolution then runs on its thread), one image over its pixels
     lb.nest([nb], image, parallel=True)

@@ -54,6 +54,8 @@ class Ctx:
     lb: LoopBuilder
     live: Liveness
     env: dict[int, Lowered] = field(default_factory=dict)
+    #: the function's frozen arguments (``lower_module``), by value id
+    frozen: frozenset[int] = frozenset()
 
     def get(self, v: Value) -> Lowered:
         try:
@@ -82,26 +84,29 @@ class Ctx:
         return op_message(op, text)
 
 
-def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] | None = None
-                 ) -> ModuleOp:
+def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] | None = None,
+                 frozen: dict[str, frozenset[int]] | None = None) -> ModuleOp:
     """The loop-level module of ``module`` (every function lowered).
 
     ``shapes`` specializes functions to the concrete shapes of their tensor
     parameters (the types stay as declared; the extents become constants, so
-    trip counts, allocations and offsets fold).
+    trip counts, allocations and offsets fold). ``frozen``: the positions of a
+    function's parameters whose contents never change between calls (a model's
+    weights), which some lowerings lay out for (loops/conv.py's ``rows``).
     """
-    shapes = shapes or {}
-    return ModuleOp([lower_func(f, shapes.get(f.name)) for f in module])
+    shapes, frozen = shapes or {}, frozen or {}
+    return ModuleOp([lower_func(f, shapes.get(f.name), frozen.get(f.name, frozenset())) for f in module])
 
 
-def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None) -> FuncOp:
+def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None,
+               frozen: frozenset[int] = frozenset()) -> FuncOp:
     dst = FuncOp(src.name, src.arg_types, src.result_types, src.arg_names,
                  dict(src.attributes), entry_name=src.entry.name_hint or "entry")
     blocks: dict[int, Block] = {id(src.entry): dst.entry}
     for b in src.blocks[1:]:
         blocks[id(b)] = dst.add_block(b.arg_types, [a.name_hint for a in b.args], b.name_hint)
     lb = LoopBuilder(dst, dst.entry)
-    ctx = Ctx(lb, Liveness(src))
+    ctx = Ctx(lb, Liveness(src), frozen=frozenset(id(a) for i, a in enumerate(src.args) if i in frozen))
     for b in src.blocks:
         lb.move_to(blocks[id(b)])
         owned = b is not src.entry

@@ -15,7 +15,7 @@ from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
-from .conv import implicit_gemm
+from .conv import ROWS_PIXELS, implicit_gemm
 from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
@@ -173,7 +173,9 @@ def _window(lb: LoopBuilder, size: Value, k: Value, stride: int, pad: int) -> Va
     return lb.add(lb.floordiv(lb.sub(lb.add(size, lb.idx(2 * pad)), k), lb.idx(stride)), lb.idx(1))
 
 
-def conv2d(ctx: Ctx, op: Operation) -> Leaf:
+def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
+    """The convolution's result, and whether a ``fused_conv2d``'s epilogue ran in it
+    (chunk by chunk: ``fused_in_chunks``) or is still to apply."""
     lb = ctx.lb
     x, w = ctx.buffer(op.operands[0]), ctx.buffer(op.operands[1])
     (sh, sw), (ph, pw) = op.attributes["stride"], op.attributes["padding"]
@@ -189,7 +191,8 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
-        if fused_in_chunks(op):
+        rows = rows_conv(ctx, op, ho, wo)
+        if fused_in_chunks(op) and not rows:
             rt = op.result.type
             assert isinstance(rt, TensorType)
             final = out if rt.dtype is dtype else lb.alloc(rt.dtype, [nb, o, ho, wo])
@@ -197,8 +200,9 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
             epi = Epilogue(op.regions[0].blocks[0], [ctx.operand(v) for v in op.operands[2:]],
                            [nb, o, ho, wo], shape)
             epilogue = (epi, final)
-        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw), epilogue)
-        return buffer_leaf(lb, final, owned=True)
+        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw), epilogue,
+                      rows)
+        return buffer_leaf(lb, final, owned=True), epilogue is not None
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (ni,) = ivs
@@ -234,12 +238,12 @@ def conv2d(ctx: Ctx, op: Operation) -> Leaf:
             lb3.store(cast(lb3, s, dtype), out, off)
         lb2.nest([o, ho, wo], cell)
     lb.nest([nb], image)
-    return buffer_leaf(lb, out, owned=True)
+    return buffer_leaf(lb, out, owned=True), False
 
 
 @lowering("tensor.conv2d")
 def _conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
-    return [conv2d(ctx, op)]
+    return [conv2d(ctx, op)[0]]
 
 
 def fused_in_chunks(op: Operation) -> bool:
@@ -250,11 +254,20 @@ def fused_in_chunks(op: Operation) -> bool:
             and isinstance(rt, TensorType) and None not in rt.shape[2:])
 
 
+def rows_conv(ctx: Ctx, op: Operation, ho: Value, wo: Value) -> bool:
+    """Whether a float convolution's weight is a frozen parameter and its output plane
+    (``ho`` x ``wo``) static and at most ROWS_PIXELS pixels: one ``loop.conv2d {rows}``
+    per image (loops/conv.py), its epilogue after it."""
+    plane = [const_value(v) for v in (ho, wo)]
+    if id(op.operands[1]) not in ctx.frozen or None in plane:
+        return False
+    return plane[0] * plane[1] <= ROWS_PIXELS  # type: ignore[operator]
+
+
 @lowering("tensor.fused_conv2d")
 def _fused_conv2d(ctx: Ctx, op: Operation) -> list[Lowered]:
-    if fused_in_chunks(op):
-        return [conv2d(ctx, op)]  # the epilogue ran on each chunk
-    return _epilogue(ctx, op, conv2d(ctx, op))
+    result, fused = conv2d(ctx, op)
+    return [result] if fused else _epilogue(ctx, op, result)
 
 
 @lowering("tensor.max_pool", "tensor.avg_pool")

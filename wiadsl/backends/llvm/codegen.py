@@ -77,8 +77,6 @@ class ModuleEmitter:
         #: positions of the kernel's inputs whose contents never change between calls
         #: (weights): data derived from them is kept in the entry's state (prepacked.py)
         self.frozen = frozen
-        #: state cells taken (one per product whose B is frozen)
-        self.state_cells = 0
         self.messages: list[tuple[str, Any]] = []
         #: specs of the precompiled helpers (library.py) this module calls
         self.libraries: list[dict[str, Any]] = []
@@ -88,13 +86,22 @@ class ModuleEmitter:
             fn = ir.Function(self.ll, ir.FunctionType(I32, params), _symbol(f.name))
             fn.linkage = "internal"
             self.functions[f.name] = fn
+        order, acyclic = callees_first(module)
         #: each function's frozen arguments (positions; ``frozen_arguments``)
-        self.frozen_args = frozen_arguments(module, frozen)
-        for f in module:
+        self.frozen_args = frozen_arguments(module, frozen if acyclic else None)
+        #: the state cells (prepacked.py) each emitted function takes, its callees'
+        #: included: every call site of a callee gets cells of its own (a function
+        #: merged from several layers is called with each layer's weights)
+        self.cell_totals: dict[str, int] = {}
+        for f in order:
             told = len(self.libraries)
-            FunctionEmitter(self, f).emit()
+            emitter = FunctionEmitter(self, f)
+            emitter.emit()
+            self.cell_totals[f.name] = emitter.cells
             if on_libraries is not None and len(self.libraries) > told:
                 on_libraries(self.libraries[told:])  # helpers it calls, as soon as known
+        #: the cells of the entry's state: the most any kernel's calls take
+        self.state_cells = max((self.cell_totals[f.name] for f in module if f.is_kernel), default=0)
 
     def code_for(self, message: str, loc: Any = None) -> int:
         """The error code of a failed check; the message keeps its source span."""
@@ -104,21 +111,50 @@ class ModuleEmitter:
         return self.messages.index(entry) + 1
 
 
-def frozen_arguments(module: ModuleOp, frozen: frozenset[int]) -> dict[str, frozenset[int]]:
-    """The positions of each function's frozen arguments: the kernel's ``frozen``
+def _calls(func: FuncOp) -> list[Operation]:
+    return [op for op in func.walk() if op.name == "func.call"]
+
+
+def callees_first(module: ModuleOp) -> tuple[list[FuncOp], bool]:
+    """The module's functions, each after every function it calls, and whether the
+    calls are free of cycles (with a cycle: module order, False)."""
+    funcs = {f.name: f for f in module}
+    order: list[FuncOp] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: placed
+
+    def visit(f: FuncOp) -> bool:
+        state[f.name] = 1
+        for op in _calls(f):
+            callee = funcs.get(op.attributes["callee"])
+            if callee is None or state.get(callee.name) == 2:
+                continue
+            if state.get(callee.name) == 1 or not visit(callee):
+                return False
+        state[f.name] = 2
+        order.append(f)
+        return True
+    if all(state.get(f.name) == 2 or visit(f) for f in module):
+        return order, True
+    return list(module), False
+
+
+def frozen_arguments(module: ModuleOp, frozen: frozenset[int] | None) -> dict[str, frozenset[int]]:
+    """The positions of each function's frozen arguments: a kernel's ``frozen``
     inputs, and those of a function that every call passes a frozen argument of its
-    caller in (an outlined parallel loop gets the kernel's weights as captured values,
-    and the pool's workers pass the kernel's state on: parallel.py's ``call_worker``)."""
-    result = {f.name: frozenset(frozen) if f.is_kernel else frozenset() for f in module}
+    caller in (an outlined parallel loop gets the kernel's weights as captured values;
+    the pool's workers pass the kernel's state on: parallel.py's ``call_worker``).
+    ``frozen`` None (calls in a cycle): only the kernels' own."""
+    result = {f.name: frozenset(frozen or ()) if f.is_kernel else frozenset() for f in module}
+    if frozen is None:
+        return result
     sites: dict[str, list[tuple[FuncOp, Operation]]] = {}
     for f in module:
-        for op in f.walk():
-            if op.name == "func.call":
-                sites.setdefault(op.attributes["callee"], []).append((f, op))
+        for op in _calls(f):
+            sites.setdefault(op.attributes["callee"], []).append((f, op))
     for _ in range(len(result)):  # callers first, a nest of calls at a time
         changed = False
         for callee, calls in sites.items():
-            if callee not in result or any(c.name == callee for c, _ in calls):
+            if callee not in result:
                 continue
             found = frozenset.intersection(*(
                 frozenset(j for j, v in enumerate(op.operands)
@@ -152,6 +188,9 @@ class FunctionEmitter:
         self.copy_out_slot = max(1, sum(slot_count(t) for t in func.result_types))
         #: its frozen arguments (ModuleEmitter.frozen_args), by value id
         self.frozen = {id(a) for i, a in enumerate(func.args) if i in mod.frozen_args[func.name]}
+        #: state cells taken so far, from the one the arena's state word points at:
+        #: its own (prepacked.py) and each call site's share (``callee_arena``)
+        self.cells = 0
 
     # ------------------------------------------------------------- structure
 
@@ -572,15 +611,12 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
     stride = tuple(op.attributes["stride"])
-    if _pixels_as_rows(e, op):
-        c, o, kh, kw, ho, wo = dims[0], dims[3], dims[4], dims[5], dims[6], dims[7]
-        pixels = dims[8:10] if len(dims) > 8 else [ir.Constant(I64, 0), e.b.mul(ho, wo)]
-        channels = [e.get(v) for v in op.operands[15:17]] if len(op.operands) == 17 else [ir.Constant(I64, 0), o]
-        k = e.b.mul(c, e.b.mul(kh, kw))
-        packed = prepacked_conv_weight(e, t.dtype, w.ptr, o, k)
+    if op.attributes.get("rows") and frozen_operand(e, op, 1, W_PLACEMENT):
+        # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
+        c, o, kh, kw = dims[0], dims[3], dims[4], dims[5]
+        packed = prepacked_conv_weight(e, t.dtype, w.ptr, o, e.b.mul(c, e.b.mul(kh, kw)))
         fn = declare(e.mod.ll, e.mod.libraries, "conv_rows", t.dtype, stride)
-        e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims[:8],
-                      *pixels, *channels])
+        e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
         return []
     wptr = w.ptr
     if len(op.operands) == 17:  # output channels [o_lo, o_hi): their weight rows and planes
@@ -596,26 +632,8 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     return []
 
 
-#: the operands of ``loop.conv2d`` that place its weight (c, o, kh, kw) and its plane (ho, wo)
+#: the operands of ``loop.conv2d`` that place its weight: c, o, kh, kw
 W_PLACEMENT = (5, 8, 9, 10)
-PLANE = (11, 12)
-
-
-def _pixels_as_rows(e: FunctionEmitter, op: Operation) -> bool:
-    """A small output plane (at most ROWS_PIXELS pixels, known at compile time) of a
-    frozen weight, with at least ROWS_CHANNELS channels per call: conv_rows.py's
-    kernel, the channels in the vector lanes (conv.py's whole panels of pixels filled
-    49 of 64 lanes on a 7x7 plane). Each call packs its pixels' patches again, which
-    fewer channels do not repay (14x14, 256 channels in blocks of 64: 2.57 -> 2.99 ms
-    at one thread; 7x7, 512 in blocks of 128: 3.15 -> 2.57)."""
-    from .conv_rows import ROWS_CHANNELS, ROWS_PIXELS
-    plane = [constant_of(op.operands[i]) for i in PLANE]
-    channels = op.attributes.get("channels", constant_of(op.operands[8]))
-    if any(not isinstance(v, int) for v in (*plane, channels)):
-        return False
-    if plane[0] * plane[1] > ROWS_PIXELS or channels < ROWS_CHANNELS:
-        return False
-    return frozen_operand(e, op, 1, W_PLACEMENT)
 
 
 def constant_of(v: Value) -> object:
@@ -655,20 +673,51 @@ def _call(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     callee = e.mod.functions.get(op.attributes["callee"])
     if callee is None:
         raise WiaIRError(f"call of unknown function @{op.attributes['callee']}")
+    name = op.attributes["callee"]
+    arena, restore = callee_arena(e, name)
     if op.attributes.get("parallel"):  # an outlined parallel loop (loops/parallelize.py)
         from .parallel import emit_parallel_call
         flat = [x for v in op.operands for x in e.flatten(v)]
-        rc = emit_parallel_call(e.b, e.alloca_block, e.arena, callee, op, flat,
-                                bool(e.mod.frozen_args[op.attributes["callee"]]))
+        rc = emit_parallel_call(e.b, e.alloca_block, arena, callee, op, flat,
+                                e.mod.cell_totals.get(name, 0) > 0)
+        restore()
         e.fail_unless(e.b.icmp_signed("==", rc, ir.Constant(I32, 0)), rc)
         return []
     types = list(op.result_types)
     with e.b.goto_block(e.alloca_block):
         slots = e.b.alloca(I64, size=max(1, sum(slot_count(t) for t in types)))
-    args = [e.arena] + [x for v in op.operands for x in e.flatten(v)] + [slots]
+    args = [arena] + [x for v in op.operands for x in e.flatten(v)] + [slots]
     rc = e.b.call(callee, args)
+    restore()
     e.fail_unless(e.b.icmp_signed("==", rc, ir.Constant(I32, 0)), rc)
     return e.read_results(slots, types)
+
+
+def callee_arena(e: FunctionEmitter, callee: str) -> tuple[ir.Value, Callable[[], None]]:
+    """The arena to call ``callee`` with, and what to emit after the call. A callee
+    that takes state cells gets the next ones of this function's: a copy of the
+    arena whose state word points at them (this call site's own: a callee called
+    with other weights elsewhere packs those into cells of their own), copied back
+    after the call but for that word (the callee may have allocated into it)."""
+    from .runtime import ARENA_STATE, ARENA_WORDS
+    total = e.mod.cell_totals.get(callee, 0)
+    base, e.cells = e.cells, e.cells + total
+    if not total or not base:
+        return e.arena, lambda: None
+    with e.b.goto_block(e.alloca_block):
+        moved = e.b.alloca(I64, size=ARENA_WORDS)
+
+    def word(arena: ir.Value, j: int) -> ir.Value:
+        return e.b.gep(arena, [ir.Constant(I64, j)], source_etype=I64)
+    for j in range(ARENA_WORDS):
+        v = e.b.load(word(e.arena, j), typ=I64)
+        e.b.store(e.b.add(v, ir.Constant(I64, 8 * base)) if j == ARENA_STATE else v, word(moved, j))
+
+    def restore() -> None:
+        for j in range(ARENA_WORDS):
+            if j != ARENA_STATE:
+                e.b.store(e.b.load(word(moved, j), typ=I64), word(e.arena, j))
+    return moved, restore
 
 
 @handles("cf.br")

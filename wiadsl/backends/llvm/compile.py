@@ -88,7 +88,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
     afterwards every function (outlined bodies included) is transformed, and the
     parallel regions (hence thread hand-offs) stay what the default gives."""
-    loops = lower_module(module, {kernel: list(shapes)})
+    loops = lower_module(module, {kernel: list(shapes)}, {kernel: frozen})
     pipeline = ",".join(p for p in (default_loop_pipeline(THREADS), loop_pipeline) if p)
     if pipeline:
         run_loop_passes(loops, pipeline)

@@ -1,4 +1,5 @@
-"""``loop.conv2d`` on small output planes: the pixels as the GEMM's rows.
+"""``loop.conv2d {rows}`` (loops/conv.py): a small output plane of a frozen weight,
+with the pixels as the GEMM's rows.
 
 conv.py puts an image's output pixels in the micro-kernel's vector lanes (N), so a
 plane is computed in whole panels of NR pixels: ResNet-18's 7x7 planes fill 49 of
@@ -7,25 +8,26 @@ convolution: the product is ``Y^T (pixels x O) = P^T (pixels x K) @ W^T (K x O)`
 the output channels are the lanes (layers have 64..512 of them: whole panels) and
 the pixels are the rows (MR at a time, leftovers by 8-, 4-, 2- and 1-row kernels).
 W^T must be in the micro-kernel's panel layout, which ``conv_rows_prepack`` makes
-once from a frozen weight (prepacked.py: an imported model's weights), so this path
-is taken only for frozen weights (codegen.py decides).
+once from the frozen weight (prepacked.py, as ONNX Runtime packs a model's weights
+when its session starts).
 
-    conv_rows(x, wp, y, c, hp, wpad, o, kh, kw, ho, wo, p_lo, p_hi, o_lo, o_hi)
+    conv_rows(x, wp, y, c, hp, wpad, o, kh, kw, ho, wo)      ; one image, every channel
 
-computes pixels ``[p_lo, p_hi)`` of channels ``[o_lo, o_hi)`` of one image, on the
-calling thread (the kernel's own loop splits an image into such pieces):
-    for pc in K by kc:                        kc: K cut into equal blocks of <= KC
-      pack P^T[p_lo:p_hi, pc:pc+kc] row by row (each element once per piece)
-      for each NR-wide panel of the channels: for the pixels by MR: micro-kernel
-        into a pixels x channels tile in scratch memory (C^T)
-    copy the tile out transposed: y[oc, p] = C^T[p, oc]
-The tile is at most ROWS_PIXELS x O floats (512 KiB at 256 x 512; ResNet-18's
-pieces are 49 x 128 and 196 x 64), the packed rows ROWS_PIXELS x KC.
+runs two phases, each split over the pool when the multiply-adds pay for it:
+1. ``pack``: the patches P^T of every pixel, by rows of pixels, into one buffer of
+   the calling thread's (K-block-major: block ``pc`` holds ``m x kc`` elements
+   from ``pc * m``), each element once, by gathers of W taps;
+2. ``multiply``: the channels, by chunks of whole panels; a chunk computes its
+   ``m x cols`` tile of C^T into its thread's scratch memory, K block by K block
+   (micro-kernels reading the packed rows in place and W^T's panels), then copies
+   it into ``y`` transposed (``y[oc, p] = C^T[p, oc]``).
+A split of the channels reads each panel of W^T once (a split of the pixels would
+stream all of W^T through every thread); the patches are packed once, not once per
+chunk (blocks of channels that each packed them: 14x14 at one thread 2.36 -> 2.99 ms).
 
-Invariants: as conv.py's (reads inside the padded image; every element of the
-piece written exactly once; K == 0 writes zeros); ``p_hi - p_lo <= ROWS_PIXELS``;
-``wp`` holds ``prepack``'s panels of all O channels (zero past O), so a panel that
-straddles ``o_lo`` or ``o_hi`` is computed whole and only its piece is stored.
+Invariants: as conv.py's (reads inside the padded image; every output element
+written exactly once; K == 0 writes zeros); ``ho * wo <= ROWS_PIXELS`` (loops/conv.py); ``wp``
+holds ``prepack``'s panels of all O channels, zero past O.
 """
 
 from __future__ import annotations
@@ -33,17 +35,15 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .conv import ConvBuilder
-from .gemm import _i, imin
+from .gemm import _i, imax, imin
+from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
-from .scratch import SLOT_CONV_PACK, scratch, scratch_done
-from .types import I32, I64, PREPACK_TYPE, PTR
+from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
+from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
-#: output pixels of a plane up to which codegen.py takes this path (and the most one
-#: call computes): ResNet-18's 14x14 and 7x7 stages
-ROWS_PIXELS = 256
-#: output channels per call from which codegen.py takes this path (module docstring)
-ROWS_CHANNELS = 128
-ROWS_ARGS = [PTR, PTR, PTR] + [I64] * 12
+#: the context both phases' workers read: x, wp, y, the packed patches, then the
+#: extents c, hp, wp, o, kh, kw, ho, wo
+CTX_WORDS = 12
 
 
 class ConvRowsBuilder(ConvBuilder):
@@ -78,49 +78,66 @@ class ConvRowsBuilder(ConvBuilder):
         b.ret_void()
         return fn
 
-    def rows_range(self, name: str) -> ir.Function:
-        """``conv_rows`` (module docstring), single-threaded."""
+    def driver(self, name: str | None = None) -> ir.Function:
+        """``conv_rows`` (module docstring)."""
+        name = name or f"wia.conv.rows.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ROWS_ARGS), name)
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
         fn.linkage = "internal"
-        x, wpk, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi, o_lo, o_hi = fn.args
-        for p in (x, wpk, y):
-            p.add_attribute("noalias")
+        x, wpk, y, c, hp, wp, o, kh, kw, ho, wo = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        kbase = b.alloca(I64, size=self.kc)
-        offs = b.alloca(I64, size=ROWS_PIXELS)
-        cursors = tuple(b.alloca(I64) for _ in range(3))
-        k = b.mul(c, b.mul(kh, kw))
-        m = b.sub(p_hi, p_lo)
-        kcb = self.k_block(b, k)
-        col0 = b.mul(b.sdiv(o_lo, _i(self.nr)), _i(self.nr))  # the first channel panel
-        ldc = self.round_up(b, b.sub(o_hi, col0))
-        a_bytes = b.mul(b.mul(m, kcb), _i(self.size))
-        a_bytes = b.and_(b.add(a_bytes, _i(63)), _i(-64))  # the tile starts 64-byte aligned
-        buf = scratch(self.mod, b, None, SLOT_CONV_PACK,
-                      b.add(a_bytes, b.add(b.mul(b.mul(m, ldc), _i(self.size)), _i(64))))
-        tile = b.gep(buf, [a_bytes], source_etype=ir.IntType(8))
+        m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
+        patches = scratch(self.mod, b, None, SLOT_CONV_PACK,
+                          b.add(b.mul(b.mul(m, imax(b, k, _i(1))), _i(self.size)), _i(64)))
+        ctx = b.alloca(I64, size=CTX_WORDS)
+        for j, v in enumerate((x, wpk, y, patches, c, hp, wp, o, kh, kw, ho, wo)):
+            b.store(b.ptrtoint(v, I64) if j < 4 else v, b.gep(ctx, [_i(j)], source_etype=I64))
+        pack, multiply = self.pack_worker(), self.multiply_worker()
+        cols = self.round_up(b, o)
+        go = worth_threads(b, b.mul(b.mul(m, k), o))
+        with b.if_else(go) as (par, ser):
+            with par:
+                pool = parallel_for(self.mod)
+                b.call(pool, [pack, ctx, _i(0), m, _i(1), _i(THREADS)])
+                chunks = imin(b, imax(b, b.sdiv(cols, _i(self.nr)), _i(THREADS)), _i(4 * THREADS))
+                b.call(pool, [multiply, ctx, _i(0), cols, _i(self.nr), chunks])
+            with ser:
+                b.call(pack, [ctx, _i(0), m])
+                b.call(multiply, [ctx, _i(0), cols])
+        scratch_done(self.mod, b, SLOT_CONV_PACK, patches)
+        b.ret_void()
+        return fn
 
-        def pixel(r: ir.Value) -> None:  # offs[r]: where pixel p_lo + r's patch starts
-            p = b.add(p_lo, r)
-            oh, ow = b.sdiv(p, wo), b.srem(p, wo)
-            b.store(b.add(b.mul(b.mul(oh, _i(self.sh)), wp), b.mul(ow, _i(self.sw))),
-                    b.gep(offs, [r], source_etype=I64))
-        for_range(b, _i(0), m, 1, pixel, "px")
-        big = self.ukernel(self.mr)
+    def _worker(self, name: str) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value], ir.Value, ir.Value]:
+        """A new ``parallel_for`` worker of this module with the context's words."""
+        fn, b, words, lo, hi = new_worker(self.mod, name, CTX_WORDS)
+        ptrs = [b.inttoptr(v, PTR) for v in words[:4]]
+        return fn, b, ptrs + words[4:], lo, hi
+
+    def pack_worker(self) -> ir.Function:
+        """Phase 1 for the pixels ``[lo, hi)``: every K block of their patch rows."""
+        name = f"wia.conv.rows.pack.{self.tag}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn, b, (x, _, _, patches, c, hp, wp, _, kh, kw, ho, wo), lo, hi = self._worker(name)
+        kbase = b.alloca(I64, size=self.kc)
+        cursors = tuple(b.alloca(I64) for _ in range(3))
+        m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
+        kcb = self.k_block(b, k)
 
         def per_pc(pc: ir.Value) -> None:
             kc = imin(b, b.sub(k, pc), kcb)
             self.row_offsets(b, kbase, pc, kc, (hp, wp, kh, kw), cursors)
-
+            block = b.gep(patches, [b.mul(pc, m)], source_etype=self.et)
             whole = b.mul(b.sdiv(kc, _i(self.w)), _i(self.w))
 
-            def pack_row(r: ir.Value) -> None:
-                off = b.load(b.gep(offs, [r], source_etype=I64), typ=I64)
-                row = b.gep(buf, [b.mul(r, kc)], source_etype=self.et)
-                # W taps at a time: a gather of x at their offsets (scalar copies
-                # took ~2.3 cycles an element, as long as 1/4 of the products)
+            def pixel(p: ir.Value) -> None:
+                oh, ow = b.sdiv(p, wo), b.srem(p, wo)
+                off = b.add(b.mul(b.mul(oh, _i(self.sh)), wp), b.mul(ow, _i(self.sw)))
+                row = b.gep(block, [b.mul(p, kc)], source_etype=self.et)
+                # W taps at a time, one gather each (one load per tap took ~2.3 cycles
+                # an element, as long as a quarter of the products)
                 for_range(b, _i(0), whole, self.w,
                           lambda q: self.gather_taps(b, x, kbase, off, q, row), "qv")
 
@@ -129,36 +146,55 @@ class ConvRowsBuilder(ConvBuilder):
                     b.store(b.load(b.gep(x, [src], source_etype=self.et), typ=self.et),
                             b.gep(row, [q], source_etype=self.et))
                 for_range(b, whole, kc, 1, tap, "q")
-            for_range(b, _i(0), m, 1, pack_row, "pr")
+            for_range(b, lo, hi, 1, pixel, "px")
+        for_range(b, _i(0), k, kcb, per_pc, "pc")
+        b.ret(ir.Constant(I32, 0))
+        return fn
+
+    def multiply_worker(self) -> ir.Function:
+        """Phase 2 for the channels ``[lo, hi)`` (whole panels): their C^T tile, then
+        ``y``'s planes of the channels below O."""
+        name = f"wia.conv.rows.multiply.{self.tag}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn, b, (_, wpk, y, patches, c, _, _, o, kh, kw, ho, wo), lo, hi = self._worker(name)
+        m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
+        kcb = self.k_block(b, k)
+        ldc = b.sub(hi, lo)
+        tile = scratch(self.mod, b, None, SLOT_CONV_TILE,
+                       b.add(b.mul(b.mul(m, ldc), _i(self.size)), _i(64)))
+        big = self.ukernel(self.mr)
+
+        def per_pc(pc: ir.Value) -> None:
+            kc = imin(b, b.sub(k, pc), kcb)
             self.multiply_panels(
-                b, buf, kc, _i(0), kc, wpk, _i(0), ldc, ldc, tile, ldc, m,
-                b.icmp_signed(">", pc, _i(0)), big,
-                panel_at=lambda col: b.gep(wpk, [b.add(b.mul(b.add(col0, col), k), b.mul(pc, _i(self.nr)))],
+                b, b.gep(patches, [b.mul(pc, m)], source_etype=self.et), kc, _i(0), kc, wpk,
+                _i(0), ldc, ldc, tile, ldc, m, b.icmp_signed(">", pc, _i(0)), big,
+                panel_at=lambda col: b.gep(wpk, [b.add(b.mul(b.add(lo, col), k), b.mul(pc, _i(self.nr)))],
                                            source_etype=self.et))
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
-            self.zero_fill(b, tile, m, ldc, ldc, ir.Constant(ir.IntType(1), 0))
-        plane = b.mul(ho, wo)
+            self.zero_fill(b, tile, m, ldc, ldc, ir.Constant(I1, 0))
 
         def channel(oc: ir.Value) -> None:  # the tile out, transposed
-            dst = b.gep(y, [b.add(b.mul(oc, plane), p_lo)], source_etype=self.et)
-            src = b.gep(tile, [b.sub(oc, col0)], source_etype=self.et)
+            dst = b.gep(y, [b.mul(oc, m)], source_etype=self.et)
+            src = b.gep(tile, [b.sub(oc, lo)], source_etype=self.et)
 
-            def one(r: ir.Value) -> None:
-                b.store(b.load(b.gep(src, [b.mul(r, ldc)], source_etype=self.et), typ=self.et),
-                        b.gep(dst, [r], source_etype=self.et))
+            def one(p: ir.Value) -> None:
+                b.store(b.load(b.gep(src, [b.mul(p, ldc)], source_etype=self.et), typ=self.et),
+                        b.gep(dst, [p], source_etype=self.et))
             for_range(b, _i(0), m, 1, one, "out")
-        for_range(b, o_lo, o_hi, 1, channel, "oc")
-        scratch_done(self.mod, b, SLOT_CONV_PACK, buf)
-        b.ret_void()
+        for_range(b, lo, imin(b, hi, o), 1, channel, "oc")
+        scratch_done(self.mod, b, SLOT_CONV_TILE, tile)
+        b.ret(ir.Constant(I32, 0))
         return fn
 
     def gather_taps(self, b: ir.IRBuilder, x: ir.Value, kbase: ir.Value, off: ir.Value,
                     q: ir.Value, row: ir.Value) -> None:
         """row[q:q+W] = x[kbase[q:q+W] + off]: one masked gather (all lanes on)."""
         vi, vp = ir.VectorType(I64, self.w), ir.VectorType(PTR, self.w)
-        mask_t = ir.VectorType(ir.IntType(1), self.w)
+        mask_t = ir.VectorType(I1, self.w)
         gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
                                 [vp, I32, mask_t, self.vt])
         taps = vector_load(b, b.gep(kbase, [q], source_etype=I64), vi, 8)

@@ -7,7 +7,6 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...dtypes import DType
-from .conv_rows import ROWS_ARGS
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config
@@ -29,9 +28,8 @@ from .types import I1, I64, PREPACK_TYPE, PTR
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
-CONV_ROWS_TYPE = ir.FunctionType(ir.VoidType(), ROWS_ARGS)
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
-          "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_ROWS_TYPE,
+          "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
           "conv_rows_prepack": PREPACK_TYPE}
 
 
@@ -81,7 +79,7 @@ def library_ir(spec: Spec) -> str:
         elif spec["kind"] == "conv_range":
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).range_driver(symbol(spec))
         elif spec["kind"] == "conv_rows":
-            fn = ConvRowsBuilder(mod, dtype, tuple(spec["stride"])).rows_range(symbol(spec))
+            fn = ConvRowsBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
         elif spec["kind"] == "conv_rows_prepack":
             fn = ConvRowsBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
         else:
@@ -119,4 +117,4 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["CONV_RANGE_TYPE", "CONV_ROWS_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]
+__all__ = ["CONV_RANGE_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]

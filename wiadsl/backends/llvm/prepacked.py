@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 def _cell(e: FunctionEmitter) -> ir.Value:
     """A new state cell of this module (an i64 word holding a pointer, 0 while empty)."""
-    slot = e.mod.state_cells
-    e.mod.state_cells += 1
+    slot = e.cells
+    e.cells += 1
     state = e.b.load(e.b.gep(e.arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64), typ=I64)
     return e.b.gep(e.b.inttoptr(state, PTR), [ir.Constant(I64, slot)], source_etype=I64)
 

@@ -40,7 +40,8 @@ SLOT_GEMV_PARTIAL = 1   #: gemv.split: the parts' partial sums
 SLOT_CONV_PACK = 2      #: conv: one pixel block's patch panels
 SLOT_QGEMM_A = 3        #: int8 gemm: A's packed rows
 SLOT_QGEMM_B = 4        #: int8 gemm: B's packed k block
-SLOTS = 5
+SLOT_CONV_TILE = 5      #: conv_rows: a chunk's tile of the transposed output
+SLOTS = 6
 
 SCRATCH_TYPE = ir.FunctionType(PTR, [I32, I64])
 DONE_TYPE = ir.FunctionType(ir.VoidType(), [I32, PTR])
@@ -205,6 +206,6 @@ def scratch_module(mod: ir.Module) -> ir.Function:
     return fn
 
 
-__all__ = ["DONE_SYMBOL", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "SLOTS", "SLOT_CONV_PACK",
+__all__ = ["DONE_SYMBOL", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "SLOTS", "SLOT_CONV_PACK", "SLOT_CONV_TILE",
            "SLOT_GEMM_PACK", "SLOT_GEMV_PARTIAL", "SLOT_QGEMM_A", "SLOT_QGEMM_B", "scratch",
            "scratch_done", "scratch_module"]
