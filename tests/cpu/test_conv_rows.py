@@ -13,6 +13,7 @@ import pytest
 import wiadsl
 from wiadsl.backends.llvm.compile import lower_kernel
 from wiadsl.ir import parse_module, print_module
+from wiadsl.loops.conv import rows_pays
 
 BIASED = """
 kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], input b: f32[O, 1, 1],
@@ -33,12 +34,12 @@ def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
     return np.einsum("nchwij,ocij->nohw", win, w.astype(np.float64))
 
 
-# (images, channels in, plane, channels out, kernel, stride, padding): ResNet-18's 7x7
-# stage, channels that end inside a panel, a stride-2 plane, 1x1 planes and kernels,
-# a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
-CASES = [(1, 64, 7, 512, 3, 1, 1), (1, 33, 7, 520, 3, 1, 1), (4, 5, 14, 129, 3, 2, 1),
-         (4, 3, 1, 130, 1, 1, 0), (4, 7, 16, 128, 3, 1, 1), (2, 9, 6, 260, 5, 1, 2),
-         (1, 17, 13, 512, 1, 2, 0)]
+# (images, channels in, plane, channels out, kernel, stride, padding), each above
+# rows_pays's multiply-adds: ResNet-18's 7x7 stage, channels that end inside a panel,
+# stride-2 planes, 1x1 kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
+CASES = [(1, 80, 7, 512, 3, 1, 1), (1, 75, 7, 520, 3, 1, 1), (4, 300, 14, 129, 3, 2, 1),
+         (1, 700, 7, 512, 1, 1, 0), (4, 64, 16, 128, 3, 1, 1), (2, 75, 6, 260, 5, 1, 2),
+         (1, 700, 13, 512, 1, 2, 0)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -65,9 +66,9 @@ def test_small_planes_of_frozen_weights_match_numpy(case, source: str, threads: 
 
 
 TENSOR_CONV = """
-func @c(%x: tensor<1x64x7x7xf32>, %w: tensor<512x64x3x3xf32>) -> tensor<1x512x7x7xf32> attributes {{kernel, outputs = ["y"]}} {{
+func @c(%x: tensor<1x80x7x7xf32>, %w: tensor<512x80x3x3xf32>) -> tensor<1x512x7x7xf32> attributes {{kernel, outputs = ["y"]}} {{
 ^entry:
-  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x64x7x7xf32>, tensor<512x64x3x3xf32>) -> tensor<1x512x7x7xf32>
+  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x80x7x7xf32>, tensor<512x80x3x3xf32>) -> tensor<1x512x7x7xf32>
   return %y : tensor<1x512x7x7xf32>
 }}
 """
@@ -76,7 +77,7 @@ func @c(%x: tensor<1x64x7x7xf32>, %w: tensor<512x64x3x3xf32>) -> tensor<1x512x7x
 @pytest.mark.parametrize(("frozen", "rows"), [(frozenset(), False), (frozenset({0}), False),
                                               (frozenset({1}), True)])
 def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows: bool) -> None:
-    lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 64, 7, 7], [512, 64, 3, 3]],
+    lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 80, 7, 7], [512, 80, 3, 3]],
                            frozen=frozen)
     loops = print_module(lowered.loop_ir)
     # CHECK (frozen w): one loop.conv2d per image with the hint, no pixel chunks
@@ -110,8 +111,8 @@ def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None
     site packs into state cells of its own (codegen.py ``callee_arena``); with one
     cell per function, the second layer ran on the first one's weight."""
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 160, 7, 7)).astype(np.float32)  # 2 images: outlined loops
-    w1, w2 = (rng.standard_normal((160, 160, 3, 3)).astype(np.float32) * 0.1 for _ in range(2))
+    x = rng.standard_normal((2, 256, 7, 7)).astype(np.float32)  # 2 images: outlined loops
+    w1, w2 = (rng.standard_normal((256, 256, 3, 3)).astype(np.float32) * 0.05 for _ in range(2))
     want = np.maximum(reference(np.maximum(reference(x, w1, 1, 1), 0).astype(np.float32), w2, 1, 1), 0)
     before = wiadsl.get_num_threads()
     wiadsl.set_num_threads(threads)
@@ -121,3 +122,13 @@ def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None
             np.testing.assert_allclose(f(x, w1, w2), want, rtol=2e-4, atol=2e-4)
     finally:
         wiadsl.set_num_threads(before)
+
+
+@pytest.mark.parametrize(("extents", "pays"), [
+    ((256, 256, 3, 3, 14, 14), True), ((512, 512, 3, 3, 7, 7), True),
+    ((128, 256, 1, 1, 14, 14), False),   # ResNet-18's downsample: few multiply-adds
+    ((64, 64, 1, 1, 14, 14), False),     # MobileNetV2: few channels
+    ((1024, 64, 3, 3, 7, 7), False),     # too few channels for the threads to share
+    ((256, 256, 3, 3, 28, 28), False)])  # a plane of more than ROWS_PIXELS
+def test_which_convolutions_take_the_rows_layout(extents, pays) -> None:
+    assert rows_pays(*extents) == pays

@@ -32,8 +32,24 @@ NAME = Conv2dOp.name
 
 
 #: output pixels of a plane up to which a frozen weight's convolution is one ``rows``
-#: call per image (ResNet-18's 14x14 and 7x7 stages; ``implicit_gemm``)
+#: call per image (ResNet-18's 14x14 and 7x7 stages; ``rows_pays``)
 ROWS_PIXELS = 256
+#: output channels a ``rows`` convolution has at least: panels for the threads to share
+ROWS_CHANNELS = 128
+#: multiply-adds per image a ``rows`` convolution has at least: its fixed costs (a
+#: second pool region, the epilogue as a pass of its own) outweighed the lanes it
+#: saves below (against ONNX Runtime at one thread: 64 -> 64 channels 1x1 at 14x14,
+#: 0.8 M, 20 -> 44 us; 32 -> 32 3x3 at 16x16, batch 4, 197 -> 308 us; ResNet-18's
+#: 1x1 downsamples, 6.4 M, the same either way; its 3x3 layers, 58-116 M, 15-25 %
+#: faster)
+ROWS_MACS = 1 << 24
+
+
+def rows_pays(c: int, o: int, kh: int, kw: int, ho: int, wo: int) -> bool:
+    """Whether an image's convolution of a frozen weight takes the ``rows`` layout
+    (``implicit_gemm``): a small plane, enough channels and multiply-adds."""
+    npix = ho * wo
+    return npix <= ROWS_PIXELS and o >= ROWS_CHANNELS and npix * o * c * kh * kw >= ROWS_MACS
 
 #: output pixels per chunk when a fused epilogue follows the convolution: the chunk's
 #: outputs (every channel) are still in L1/L2 when the epilogue reads them, and a
@@ -51,8 +67,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     ``loop.conv2d`` per chunk of CHUNK output pixels of an image instead, each
     followed by the epilogue on the pixels it wrote (loops/epilogue.py).
 
-    ``rows`` (the weight is frozen and the plane small, lower_linalg.py's
-    ``rows_conv``): one ``loop.conv2d {rows}`` per image, never chunks: the backend
+    ``rows`` (the weight is frozen and ``rows_pays``): one ``loop.conv2d {rows}`` per image, never chunks: the backend
     packs the weight once with the output channels as its vector lanes, and the
     image's patches once per call, then splits the channels over the threads (conv
     pieces of a channel block each packed the patches again: 14x14 at one thread

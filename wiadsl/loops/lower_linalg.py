@@ -15,7 +15,7 @@ from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
-from .conv import ROWS_PIXELS, implicit_gemm
+from .conv import implicit_gemm, rows_pays
 from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
@@ -191,7 +191,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
-        rows = rows_conv(ctx, op, ho, wo)
+        rows = rows_conv(ctx, op, (c, o, kh, kw, ho, wo))
         if fused_in_chunks(op) and not rows:
             rt = op.result.type
             assert isinstance(rt, TensorType)
@@ -254,14 +254,14 @@ def fused_in_chunks(op: Operation) -> bool:
             and isinstance(rt, TensorType) and None not in rt.shape[2:])
 
 
-def rows_conv(ctx: Ctx, op: Operation, ho: Value, wo: Value) -> bool:
-    """Whether a float convolution's weight is a frozen parameter and its output plane
-    (``ho`` x ``wo``) static and at most ROWS_PIXELS pixels: one ``loop.conv2d {rows}``
-    per image (loops/conv.py), its epilogue after it."""
-    plane = [const_value(v) for v in (ho, wo)]
-    if id(op.operands[1]) not in ctx.frozen or None in plane:
+def rows_conv(ctx: Ctx, op: Operation, extents: tuple[Value, ...]) -> bool:
+    """Whether a float convolution is one ``loop.conv2d {rows}`` per image with its
+    epilogue after it (loops/conv.py ``rows_pays``): its weight a frozen parameter and
+    its ``extents`` (c, o, kh, kw, ho, wo) static."""
+    sizes = [const_value(v) for v in extents]
+    if id(op.operands[1]) not in ctx.frozen or None in sizes:
         return False
-    return plane[0] * plane[1] <= ROWS_PIXELS  # type: ignore[operator]
+    return rows_pays(*sizes)  # type: ignore[arg-type]
 
 
 @lowering("tensor.fused_conv2d")
