@@ -36,10 +36,11 @@ def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
 
 # (images, channels in, plane, channels out, kernel, stride, padding), each above
 # rows_pays's multiply-adds: ResNet-18's 7x7 stage, channels that end inside a panel,
-# stride-2 planes, 1x1 kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images
+# stride-2 planes, 1x1 kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images,
+# a 17x17 kernel (rows of taps wider than a vector)
 CASES = [(1, 80, 7, 512, 3, 1, 1), (1, 75, 7, 520, 3, 1, 1), (4, 300, 14, 129, 3, 2, 1),
          (1, 700, 7, 512, 1, 1, 0), (4, 64, 16, 128, 3, 1, 1), (2, 75, 6, 260, 5, 1, 2),
-         (1, 700, 13, 512, 1, 2, 0)]
+         (1, 700, 13, 512, 1, 2, 0), (1, 10, 7, 128, 17, 1, 8)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

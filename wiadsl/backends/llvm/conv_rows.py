@@ -14,9 +14,9 @@ when its session starts).
     conv_rows(x, wp, y, c, hp, wpad, o, kh, kw, ho, wo)      ; one image, every channel
 
 runs two phases, each split over the pool when the multiply-adds pay for it:
-1. ``pack``: the patches P^T of every pixel, by rows of pixels, into one buffer of
-   the calling thread's (K-block-major: block ``pc`` holds ``m x kc`` elements
-   from ``pc * m``), each element once, by gathers of W taps;
+1. ``pack``: the patches P^T of every pixel, by input channels, into one buffer of
+   the calling thread's (K-block-major: each block ``m`` rows of its ``kc`` taps),
+   each element once, a kernel row of taps at a time;
 2. ``multiply``: the channels, by chunks of whole panels; a chunk computes its
    ``m x cols`` tile of C^T into its thread's scratch memory, K block by K block
    (micro-kernels reading the packed rows in place and W^T's panels), then copies
@@ -32,12 +32,15 @@ holds ``prepack``'s panels of all O channels, zero past O.
 
 from __future__ import annotations
 
+import copy
+
 from llvmlite import ir
 
+from ...loops.conv import ROWS_PIXELS
 from .conv import ConvBuilder
 from .gemm import _i, imax, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
-from .runtime import for_range, vector_load, vector_store
+from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
@@ -88,8 +91,10 @@ class ConvRowsBuilder(ConvBuilder):
         x, wpk, y, c, hp, wp, o, kh, kw, ho, wo = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
+        kcb = self.blocking(b, k, kw)
+        blocks = b.sdiv(b.add(k, b.sub(kcb, _i(1))), kcb)
         patches = scratch(self.mod, b, None, SLOT_CONV_PACK,
-                          b.add(b.mul(b.mul(m, imax(b, k, _i(1))), _i(self.size)), _i(64)))
+                          b.add(b.mul(b.mul(b.mul(blocks, m), kcb), _i(self.size)), _i(64)))
         ctx = b.alloca(I64, size=CTX_WORDS)
         for j, v in enumerate((x, wpk, y, patches, c, hp, wp, o, kh, kw, ho, wo)):
             b.store(b.ptrtoint(v, I64) if j < 4 else v, b.gep(ctx, [_i(j)], source_etype=I64))
@@ -99,11 +104,11 @@ class ConvRowsBuilder(ConvBuilder):
         with b.if_else(go) as (par, ser):
             with par:
                 pool = parallel_for(self.mod)
-                b.call(pool, [pack, ctx, _i(0), m, _i(1), _i(THREADS)])
+                b.call(pool, [pack, ctx, _i(0), c, _i(1), _i(THREADS)])
                 chunks = imin(b, imax(b, b.sdiv(cols, _i(self.nr)), _i(THREADS)), _i(4 * THREADS))
                 b.call(pool, [multiply, ctx, _i(0), cols, _i(self.nr), chunks])
             with ser:
-                b.call(pack, [ctx, _i(0), m])
+                b.call(pack, [ctx, _i(0), c])
                 b.call(multiply, [ctx, _i(0), cols])
         scratch_done(self.mod, b, SLOT_CONV_PACK, patches)
         b.ret_void()
@@ -115,65 +120,108 @@ class ConvRowsBuilder(ConvBuilder):
         ptrs = [b.inttoptr(v, PTR) for v in words[:4]]
         return fn, b, ptrs + words[4:], lo, hi
 
+    def blocking(self, b: ir.IRBuilder, k: ir.Value, kw: ir.Value) -> ir.Value:
+        """The K block: ``k_block``'s, rounded up to whole rows of ``kw`` taps (a
+        block never splits a kernel row: ``pack_worker`` copies them whole)."""
+        kcb = self.k_block(b, k)
+        return b.mul(b.sdiv(b.add(kcb, b.sub(kw, _i(1))), kw), kw)
+
+    def block_at(self, b: ir.IRBuilder, patches: ir.Value, q: ir.Value, kcb: ir.Value,
+                 m: ir.Value) -> ir.Value:
+        """Where tap ``q``'s K block starts: ``m`` rows of ``kcb`` taps per block."""
+        return b.gep(patches, [b.mul(b.sdiv(q, kcb), b.mul(m, kcb))], source_etype=self.et)
+
     def pack_worker(self) -> ir.Function:
-        """Phase 1 for the pixels ``[lo, hi)``: every K block of their patch rows."""
+        """Phase 1 for the input channels ``[lo, hi)``: their taps of every pixel's
+        patch row. Split by channels, a thread reads the input planes that it wrote
+        itself (the padded copy and the convolutions split over planes): split by
+        pixels, the packing took 4x as long at two threads as at one. A kernel row
+        of ``kw`` taps is contiguous in ``x`` (at any stride): up to W taps, one
+        masked load and one masked store (one load per tap took ~2.3 cycles an
+        element, as long as a quarter of the products), else one tap at a time."""
         name = f"wia.conv.rows.pack.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn, b, (x, _, _, patches, c, hp, wp, _, kh, kw, ho, wo), lo, hi = self._worker(name)
-        kbase = b.alloca(I64, size=self.kc)
-        cursors = tuple(b.alloca(I64) for _ in range(3))
         m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
-        kcb = self.k_block(b, k)
+        kcb = self.blocking(b, k, kw)
+        offs = b.alloca(I64, size=ROWS_PIXELS)
+        mask_t = ir.VectorType(I1, self.w)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                [self.vt, PTR, I32, mask_t])
+        align = ir.Constant(I32, self.size)
+        taps = self.lane_masks(b, _i(0), kw)
+        zero = ir.Constant(self.vt, [0.0] * self.w)
 
-        def per_pc(pc: ir.Value) -> None:
-            kc = imin(b, b.sub(k, pc), kcb)
-            self.row_offsets(b, kbase, pc, kc, (hp, wp, kh, kw), cursors)
-            block = b.gep(patches, [b.mul(pc, m)], source_etype=self.et)
-            whole = b.mul(b.sdiv(kc, _i(self.w)), _i(self.w))
+        def pixel(p: ir.Value) -> None:  # offs[p]: where pixel p's patch starts in a plane
+            oh, ow = b.sdiv(p, wo), b.srem(p, wo)
+            b.store(b.add(b.mul(b.mul(oh, _i(self.sh)), wp), b.mul(ow, _i(self.sw))),
+                    b.gep(offs, [p], source_etype=I64))
+        for_range(b, _i(0), m, 1, pixel, "px")
 
-            def pixel(p: ir.Value) -> None:
-                oh, ow = b.sdiv(p, wo), b.srem(p, wo)
-                off = b.add(b.mul(b.mul(oh, _i(self.sh)), wp), b.mul(ow, _i(self.sw)))
-                row = b.gep(block, [b.mul(p, kc)], source_etype=self.et)
-                # W taps at a time, one gather each (one load per tap took ~2.3 cycles
-                # an element, as long as a quarter of the products)
-                for_range(b, _i(0), whole, self.w,
-                          lambda q: self.gather_taps(b, x, kbase, off, q, row), "qv")
+        def kernel_row(ci: ir.Value, i: ir.Value) -> None:
+            q = b.mul(b.add(b.mul(ci, kh), i), kw)
+            dst0 = b.gep(self.block_at(b, patches, q, kcb, m), [b.srem(q, kcb)], source_etype=self.et)
+            src0 = b.gep(x, [b.mul(b.add(b.mul(ci, hp), i), wp)], source_etype=self.et)
 
-                def tap(q: ir.Value) -> None:
-                    src = b.add(b.load(b.gep(kbase, [q], source_etype=I64), typ=I64), off)
-                    b.store(b.load(b.gep(x, [src], source_etype=self.et), typ=self.et),
-                            b.gep(row, [q], source_etype=self.et))
-                for_range(b, whole, kc, 1, tap, "q")
-            for_range(b, lo, hi, 1, pixel, "px")
-        for_range(b, _i(0), k, kcb, per_pc, "pc")
+            def copy(p: ir.Value) -> None:
+                src = b.gep(src0, [b.load(b.gep(offs, [p], source_etype=I64), typ=I64)],
+                            source_etype=self.et)
+                dst = b.gep(dst0, [b.mul(p, kcb)], source_etype=self.et)
+                with b.if_else(b.icmp_signed("<=", kw, _i(self.w))) as (vector, wide):
+                    with vector:
+                        b.call(mstore, [b.call(mload, [src, align, taps, zero]), dst, align, taps])
+                    with wide:
+                        for_range(b, _i(0), kw, 1, lambda j: b.store(
+                            b.load(b.gep(src, [j], source_etype=self.et), typ=self.et),
+                            b.gep(dst, [j], source_etype=self.et)), "tap")
+            for_range(b, _i(0), m, 1, copy, "pix")
+        for_range(b, lo, hi, 1, lambda ci: for_range(b, _i(0), kh, 1, lambda i: kernel_row(ci, i), "kr"),
+                  "ci")
         b.ret(ir.Constant(I32, 0))
         return fn
 
     def multiply_worker(self) -> ir.Function:
         """Phase 2 for the channels ``[lo, hi)`` (whole panels): their C^T tile, then
-        ``y``'s planes of the channels below O."""
+        ``y``'s planes of the channels below O. With 8-row micro-kernels, a pixel
+        count that 7 divides and 8 does not (7x7, 14x14 planes) runs 7-row ones: 49
+        pixels as 6 x 8 and one row left a 1-row kernel at a quarter of the speed."""
         name = f"wia.conv.rows.multiply.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn, b, (_, wpk, y, patches, c, _, _, o, kh, kw, ho, wo), lo, hi = self._worker(name)
         m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
-        kcb = self.k_block(b, k)
+        kcb = self.blocking(b, k, kw)
         ldc = b.sub(hi, lo)
         tile = scratch(self.mod, b, None, SLOT_CONV_TILE,
                        b.add(b.mul(b.mul(m, ldc), _i(self.size)), _i(64)))
-        big = self.ukernel(self.mr)
 
-        def per_pc(pc: ir.Value) -> None:
-            kc = imin(b, b.sub(k, pc), kcb)
-            self.multiply_panels(
-                b, b.gep(patches, [b.mul(pc, m)], source_etype=self.et), kc, _i(0), kc, wpk,
-                _i(0), ldc, ldc, tile, ldc, m, b.icmp_signed(">", pc, _i(0)), big,
-                panel_at=lambda col: b.gep(wpk, [b.add(b.mul(b.add(lo, col), k), b.mul(pc, _i(self.nr)))],
-                                           source_etype=self.et))
-        with b.if_then(b.icmp_signed(">", k, _i(0))):
+        def multiply(builder: ConvRowsBuilder) -> None:
+            big = builder.ukernel(builder.mr)
+
+            def per_pc(pc: ir.Value) -> None:
+                kc = imin(b, b.sub(k, pc), kcb)
+                builder.multiply_panels(
+                    b, self.block_at(b, patches, pc, kcb, m), kcb, _i(0), kc, wpk,
+                    _i(0), ldc, ldc, tile, ldc, m, b.icmp_signed(">", pc, _i(0)), big,
+                    panel_at=lambda col: b.gep(wpk, [b.add(b.mul(b.add(lo, col), k), b.mul(pc, _i(self.nr)))],
+                                               source_etype=self.et))
             for_range(b, _i(0), k, kcb, per_pc, "pc")
+        with b.if_then(b.icmp_signed(">", k, _i(0))):
+            if self.mr != 8:
+                multiply(self)
+            else:
+                sevens = copy.copy(self)
+                sevens.mr = 7
+                by_seven = b.and_(b.icmp_signed("==", b.srem(m, _i(7)), _i(0)),
+                                  b.icmp_signed("!=", b.srem(m, _i(8)), _i(0)))
+                with b.if_else(by_seven) as (seven, eight):
+                    with seven:
+                        multiply(sevens)
+                    with eight:
+                        multiply(self)
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
             self.zero_fill(b, tile, m, ldc, ldc, ir.Constant(I1, 0))
 
@@ -189,17 +237,3 @@ class ConvRowsBuilder(ConvBuilder):
         scratch_done(self.mod, b, SLOT_CONV_TILE, tile)
         b.ret(ir.Constant(I32, 0))
         return fn
-
-    def gather_taps(self, b: ir.IRBuilder, x: ir.Value, kbase: ir.Value, off: ir.Value,
-                    q: ir.Value, row: ir.Value) -> None:
-        """row[q:q+W] = x[kbase[q:q+W] + off]: one masked gather (all lanes on)."""
-        vi, vp = ir.VectorType(I64, self.w), ir.VectorType(PTR, self.w)
-        mask_t = ir.VectorType(I1, self.w)
-        gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
-                                [vp, I32, mask_t, self.vt])
-        taps = vector_load(b, b.gep(kbase, [q], source_etype=I64), vi, 8)
-        base = self.splat(b, b.add(b.ptrtoint(x, I64), b.mul(off, _i(self.size))), vi)
-        ptrs = b.inttoptr(b.add(base, b.mul(taps, ir.Constant(vi, [self.size] * self.w))), vp)
-        v = b.call(gather, [ptrs, ir.Constant(I32, self.size), ir.Constant(mask_t, [1] * self.w),
-                            ir.Constant(self.vt, ir.Undefined)])
-        vector_store(b, v, b.gep(row, [q], source_etype=self.et), self.size)
