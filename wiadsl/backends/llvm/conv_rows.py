@@ -104,7 +104,7 @@ class ConvRowsBuilder(ConvBuilder):
         with b.if_else(go) as (par, ser):
             with par:
                 pool = parallel_for(self.mod)
-                b.call(pool, [pack, ctx, _i(0), c, _i(1), _i(THREADS)])
+                b.call(pool, [pack, ctx, _i(0), c, _i(1), _i(4 * THREADS)])
                 chunks = imin(b, imax(b, b.sdiv(cols, _i(self.nr)), _i(THREADS)), _i(4 * THREADS))
                 b.call(pool, [multiply, ctx, _i(0), cols, _i(self.nr), chunks])
             with ser:
