@@ -84,6 +84,7 @@ def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows
     # CHECK (frozen w): one loop.conv2d per image with the hint, no pixel chunks
     assert ("{stride = [1, 1], rows}" in loops) == rows
     assert ("chunk = " in loops) != rows
+    assert print_module(parse_module(loops)) == loops  # the hint parses back
     text = lowered.llvm_ir
     # CHECK (frozen w): W^T packed once behind a compare-and-swap, then the rows kernel
     # CHECK-NOT: the pixel-panel kernel
