@@ -74,9 +74,6 @@ class ModuleEmitter:
         self.ll = ir.Module(name=name)
         if triple:
             self.ll.triple = triple
-        #: positions of the kernel's inputs whose contents never change between calls
-        #: (weights): data derived from them is kept in the entry's state (prepacked.py)
-        self.frozen = frozen
         self.messages: list[tuple[str, Any]] = []
         #: specs of the precompiled helpers (library.py) this module calls
         self.libraries: list[dict[str, Any]] = []
@@ -87,7 +84,9 @@ class ModuleEmitter:
             fn.linkage = "internal"
             self.functions[f.name] = fn
         order, acyclic = callees_first(module)
-        #: each function's frozen arguments (positions; ``frozen_arguments``)
+        #: each function's frozen arguments (positions; ``frozen_arguments``): from
+        #: ``frozen``, the kernel's inputs whose contents never change between calls
+        #: (weights), whose derived data is kept in the entry's state (prepacked.py)
         self.frozen_args = frozen_arguments(module, frozen if acyclic else None)
         #: the state cells (prepacked.py) each emitted function takes, its callees'
         #: included: every call site of a callee gets cells of its own (a function

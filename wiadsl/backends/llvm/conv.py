@@ -162,31 +162,6 @@ class ConvBuilder(GemmBuilder):
                     with scattered:
                         lanes()
 
-    def row_offsets(self, b: ir.IRBuilder, kbase: ir.Value, pc: ir.Value, kc: ir.Value,
-                    extents: tuple[ir.Value, ir.Value, ir.Value, ir.Value],
-                    cursors: tuple[ir.Value, ir.Value, ir.Value]) -> None:
-        """kbase[p] = the offset in ``x`` of K row ``pc + p = (ci, i, j)`` for p < kc:
-        ``(ci * hp + i) * wp + j``, stepped without divisions (``cursors``: three i64
-        slots for ci, i, j; ``extents`` = hp, wp, kh, kw)."""
-        hp, wp, kh, kw = extents
-        kci, ki, kj = cursors
-        khw = b.mul(kh, kw)
-        b.store(b.sdiv(pc, khw), kci)
-        b.store(b.sdiv(b.srem(pc, khw), kw), ki)
-        b.store(b.srem(pc, kw), kj)
-
-        def decode(p: ir.Value) -> None:
-            ci, i, j = (b.load(v, typ=I64) for v in (kci, ki, kj))
-            b.store(b.add(b.mul(b.add(b.mul(ci, hp), i), wp), j), b.gep(kbase, [p], source_etype=I64))
-            j1 = b.add(j, _i(1))
-            wrap_j = b.icmp_signed("==", j1, kw)
-            i1 = b.select(wrap_j, b.add(i, _i(1)), i)
-            wrap_i = b.icmp_signed("==", i1, kh)
-            b.store(b.select(wrap_j, _i(0), j1), kj)
-            b.store(b.select(wrap_i, _i(0), i1), ki)
-            b.store(b.select(wrap_i, b.add(ci, _i(1)), ci), kci)
-        for_range(b, _i(0), kc, 1, decode, "kb")
-
     def reads_in_place(self, b: ir.IRBuilder, khw: ir.Value, hp: ir.Value, wp: ir.Value,
                        ho: ir.Value, wo: ir.Value, o: ir.Value, kcb: ir.Value) -> ir.Value:
         """Whether the micro-kernel reads the patch panels in place rather than packed:
@@ -220,8 +195,7 @@ class ConvBuilder(GemmBuilder):
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         kbase = b.alloca(I64, size=self.kc)
         offs, ows = b.alloca(I64, size=self.nb), b.alloca(I64, size=self.nb)
-        cursors = tuple(b.alloca(I64) for _ in range(3))
-        koh, kow = b.alloca(I64), b.alloca(I64)
+        kci, ki, kj, koh, kow = (b.alloca(I64) for _ in range(5))
         khw = b.mul(kh, kw)
         k = b.mul(c, khw)
         ldc = b.mul(ho, wo)
@@ -267,7 +241,23 @@ class ConvBuilder(GemmBuilder):
 
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
-                self.row_offsets(b, kbase, pc, kc, (hp, wp, kh, kw), cursors)
+
+                # kbase[p]: the offset of K row pc + p = (ci, i, j), stepped without divisions
+                b.store(b.sdiv(pc, khw), kci)
+                b.store(b.sdiv(b.srem(pc, khw), kw), ki)
+                b.store(b.srem(pc, kw), kj)
+
+                def decode(p: ir.Value) -> None:
+                    ci, i, j = (b.load(v, typ=I64) for v in (kci, ki, kj))
+                    b.store(b.add(b.mul(b.add(b.mul(ci, hp), i), wp), j), b.gep(kbase, [p], source_etype=I64))
+                    j1 = b.add(j, _i(1))
+                    wrap_j = b.icmp_signed("==", j1, kw)
+                    i1 = b.select(wrap_j, b.add(i, _i(1)), i)
+                    wrap_i = b.icmp_signed("==", i1, kh)
+                    b.store(b.select(wrap_j, _i(0), j1), kj)
+                    b.store(b.select(wrap_i, _i(0), i1), ki)
+                    b.store(b.select(wrap_i, b.add(ci, _i(1)), ci), kci)
+                for_range(b, _i(0), kc, 1, decode, "kb")
 
                 def pack_v(p0: ir.Value) -> None:
                     rel = b.sub(p0, pb)

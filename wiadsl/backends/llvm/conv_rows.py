@@ -71,8 +71,8 @@ class ConvRowsBuilder(ConvBuilder):
 
             def tap(q: ir.Value) -> None:
                 dst = b.gep(panel, [b.mul(q, _i(self.nr))], source_etype=self.et)
-                with b.if_else(live) as (copy, pad):
-                    with copy:
+                with b.if_else(live) as (real, pad):
+                    with real:
                         b.store(b.load(b.gep(w, [b.add(b.mul(oc, ldw), q)], source_etype=self.et),
                                        typ=self.et), dst)
                     with pad:

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 
 def _cell(e: FunctionEmitter) -> ir.Value:
-    """A new state cell of this module (an i64 word holding a pointer, 0 while empty)."""
+    """A new state cell of this function's, counted from the one its arena's state word
+    points at (an i64 word holding a pointer, 0 while empty)."""
     slot = e.cells
     e.cells += 1
     state = e.b.load(e.b.gep(e.arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64), typ=I64)
