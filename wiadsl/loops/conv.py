@@ -36,9 +36,9 @@ NAME = Conv2dOp.name
 ROWS_PIXELS = 256
 #: output channels a ``rows`` convolution has at least: panels for the threads to share
 ROWS_CHANNELS = 128
-#: multiply-adds per image a ``rows`` convolution has at least: its fixed costs (a
-#: second pool region, the epilogue as a pass of its own) outweighed the lanes it
-#: saves below (against ONNX Runtime at one thread: 64 -> 64 channels 1x1 at 14x14,
+#: multiply-adds per image a ``rows`` convolution has at least: its fixed costs (the
+#: packing into rows, the tile's transposed copy, the epilogue as a pass of its own)
+#: outweighed the lanes it saves below (against ONNX Runtime at one thread: 64 -> 64 channels 1x1 at 14x14,
 #: 0.8 M, 20 -> 44 us; 32 -> 32 3x3 at 16x16, batch 4, 197 -> 308 us; ResNet-18's
 #: 1x1 downsamples, 6.4 M, the same either way; its 3x3 layers, 58-116 M, 15-25 %
 #: faster)
@@ -67,11 +67,11 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     ``loop.conv2d`` per chunk of CHUNK output pixels of an image instead, each
     followed by the epilogue on the pixels it wrote (loops/epilogue.py).
 
-    ``rows`` (the weight is frozen and ``rows_pays``): one ``loop.conv2d {rows}`` per image, never chunks: the backend
-    packs the weight once with the output channels as its vector lanes, and the
-    image's patches once per call, then splits the channels over the threads (conv
-    pieces of a channel block each packed the patches again: 14x14 at one thread
-    2.36 -> 2.99 ms with four blocks).
+    ``rows`` (the weight is frozen and ``rows_pays``): one ``loop.conv2d {rows}`` per
+    image, never chunks: the backend packs the weight once with the output channels
+    as its vector lanes and splits the image's pixels over the threads itself
+    (backends/llvm/conv_rows.py; pieces of channel blocks that each packed all the
+    patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread).
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy writes each
     element once (a parallel loop over planes: zeros in the border, the input's rows
