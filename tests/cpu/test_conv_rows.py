@@ -1,9 +1,10 @@
 """Small output planes of a frozen weight as the rows of a GEMM (loops/conv.py's ``rows``,
 backends/llvm/conv_rows.py): the weight packed once into W^T's panels (the entry's
-state, reached from the pool's workers and from functions merged across layers),
-each call's patches packed a kernel row of taps at a time, channel counts that end inside a panel,
-strides, 1x1 and 5x5 kernels, planes of 1 to 256 pixels, with and without a fused
-epilogue, at one and two threads, against NumPy; and the lowering as IR text."""
+state, reached from the pool's workers and from functions merged across layers), each
+call's patches packed a kernel row of taps at a time, channel counts that end inside a
+panel, strides, 1x1, 5x5 and 17x17 kernels, planes of 36 to 256 pixels, with and
+without a fused epilogue, at one and two threads, against NumPy; which convolutions
+take the layout; and the lowering as IR text."""
 
 from __future__ import annotations
 
