@@ -156,14 +156,18 @@ def frozen_arguments(module: ModuleOp, frozen: frozenset[int] | None) -> dict[st
             if callee not in result:
                 continue
             found = frozenset.intersection(*(
-                frozenset(j for j, v in enumerate(op.operands)
-                          if any(v is a for i, a in enumerate(caller.args) if i in result[caller.name]))
+                frozenset(j for j, v in enumerate(op.operands) if id(v) in _ids(caller, result))
                 for caller, op in calls))
             if found != result[callee]:
                 result[callee], changed = found, True
         if not changed:
             break
     return result
+
+
+def _ids(func: FuncOp, frozen: dict[str, frozenset[int]]) -> set[int]:
+    """The ids of ``func``'s arguments at its frozen positions."""
+    return {id(a) for i, a in enumerate(func.args) if i in frozen[func.name]}
 
 
 def _symbol(name: str) -> str:
@@ -186,7 +190,7 @@ class FunctionEmitter:
         self.destinations = result_allocations(func) if func.is_kernel else {}
         self.copy_out_slot = max(1, sum(slot_count(t) for t in func.result_types))
         #: its frozen arguments (ModuleEmitter.frozen_args), by value id
-        self.frozen = {id(a) for i, a in enumerate(func.args) if i in mod.frozen_args[func.name]}
+        self.frozen = _ids(func, mod.frozen_args)
         #: state cells taken so far, from the one the arena's state word points at:
         #: its own (prepacked.py) and each call site's share (``callee_arena``)
         self.cells = 0

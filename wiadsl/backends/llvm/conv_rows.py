@@ -28,8 +28,8 @@ one, the cache lines moving between the cores; and blocks of channels that each
 packed all the patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread.
 
 Invariants: as conv.py's (reads inside the padded image; every output element
-written exactly once; K == 0 writes zeros); ``ho * wo <= ROWS_PIXELS`` (loops/conv.py);
-``wp`` holds ``prepack``'s panels of all O channels, zero past O.
+written exactly once; K == 0 writes zeros); ``wp`` holds ``prepack``'s panels of all
+O channels, zero past O; any plane size (the scratch memory grows with it).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import copy
 
 from llvmlite import ir
 
-from ...loops.conv import ROWS_PIXELS
 from .conv import ConvBuilder
 from .gemm import _i, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
@@ -134,12 +133,15 @@ class ConvRowsBuilder(ConvBuilder):
         kcb = self.blocking(b, k, kw)
         lda = b.add(kcb, _i(self.w))  # a row's slack: its last taps' vector (``pack``)
         blocks = b.sdiv(b.add(k, b.sub(kcb, _i(1))), kcb)
+        patch_bytes = b.mul(b.mul(b.mul(blocks, m), lda), _i(self.size))
+        # then each pixel's offset (``pack``): in scratch, not on the stack, for any plane
         patches = scratch(self.mod, b, None, SLOT_CONV_PACK,
-                          b.add(b.mul(b.mul(b.mul(blocks, m), lda), _i(self.size)), _i(64)))
+                          b.add(b.add(patch_bytes, b.mul(m, _i(8))), _i(64)))
+        offs = b.gep(patches, [patch_bytes], source_etype=ir.IntType(8))
         cols = self.round_up(b, o)
         tile = scratch(self.mod, b, None, SLOT_CONV_TILE,
                        b.add(b.mul(b.mul(m, cols), _i(self.size)), _i(64)))
-        self.pack(b, x, patches, (c, hp, wp, kh, kw, wo), (kcb, lda), lo, hi)
+        self.pack(b, x, (patches, offs), (c, hp, wp, kh, kw, wo), (kcb, lda), lo, hi)
 
         def multiply(builder: ConvRowsBuilder) -> None:
             big = builder.ukernel(builder.mr)
@@ -182,19 +184,19 @@ class ConvRowsBuilder(ConvBuilder):
         b.ret(ir.Constant(I32, 0))
         return fn
 
-    def pack(self, b: ir.IRBuilder, x: ir.Value, patches: ir.Value, extents: tuple[ir.Value, ...],
-             blocking: tuple[ir.Value, ir.Value], lo: ir.Value, hi: ir.Value) -> None:
-        """The patches of the pixels ``[lo, hi)`` (``extents`` = c, hp, wp, kh, kw, wo),
-        K-block-major: each block ``hi - lo`` rows of its ``kcb`` taps, ``lda`` apart
+    def pack(self, b: ir.IRBuilder, x: ir.Value, out: tuple[ir.Value, ir.Value],
+             extents: tuple[ir.Value, ...], blocking: tuple[ir.Value, ir.Value],
+             lo: ir.Value, hi: ir.Value) -> None:
+        """The patches of the pixels ``[lo, hi)`` (``extents`` = c, hp, wp, kh, kw, wo)
+        into ``out`` = (patches, room for ``hi - lo`` i64 pixel offsets), K-block-major: each block ``hi - lo`` rows of its ``kcb`` taps, ``lda`` apart
         (``blocking``). A kernel row of ``kw`` taps is contiguous in ``x`` (at any
         stride): up to W taps, one masked load and one store of the whole vector, in
         the order of the taps (the lanes past ``kw`` are the next row's, stored next,
         or the slack of ``lda - kcb`` = W at a row's end); else one tap at a time. (One
         load per tap took ~2.3 cycles an element.)"""
         c, hp, wp, kh, kw, wo = extents
-        kcb, lda = blocking
+        (patches, offs), (kcb, lda) = out, blocking
         m = b.sub(hi, lo)
-        offs = b.alloca(I64, size=ROWS_PIXELS)  # (called in the worker's entry block)
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
