@@ -135,3 +135,30 @@ def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None
     ((256, 256, 3, 3, 28, 28), False)])  # a plane of more than ROWS_PIXELS
 def test_which_convolutions_take_the_rows_layout(extents, pays) -> None:
     assert rows_pays(*extents) == pays
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int) -> None:
+    """The lowering takes planes of up to ROWS_PIXELS; the kernel itself is right for
+    any (a 28x28 plane, the limit raised): its per-pixel offsets live in scratch
+    memory sized by the plane. (They were a 256-entry stack array; what writing past
+    it did was not visible in this test's result.)"""
+    from wiadsl.loops import conv
+    from wiadsl.runtime import cache
+
+    monkeypatch.setattr(conv, "ROWS_PIXELS", 4096)
+    monkeypatch.setenv("WIADSL_CACHE", "0")  # this lowering is not the cache key's
+    cache.clear_memory()
+    rng = np.random.default_rng(28)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((128, 64, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((128, 1, 1)).astype(np.float32)
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        f = wiadsl.jit(BIASED.format(s=1, p=1), "c", frozen=(1,), shapes="static")
+        np.testing.assert_allclose(f(x, w, b), np.maximum(reference(x, w, 1, 1) + b, 0),
+                                   rtol=2e-4, atol=2e-4)
+    finally:
+        wiadsl.set_num_threads(before)
+        cache.clear_memory()
