@@ -4,7 +4,9 @@ state, reached from the pool's workers and from functions merged across layers),
 call's patches packed a kernel row of taps at a time, channel counts that end inside a
 panel, strides, 1x1, 5x5 and 17x17 kernels, planes of 36 to 256 pixels, with and
 without a fused epilogue, at one and two threads, against NumPy; which convolutions
-take the layout; and the lowering as IR text."""
+take the layout; and the lowering as IR text. Winograd's F(2x2, 3x3), which takes
+most 3x3 stride-1 layers of this layout, is off here (``no_winograd``); it has
+tests of its own (test_conv_winograd.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import pytest
 import wiadsl
 from wiadsl.backends.llvm.compile import lower_kernel
 from wiadsl.ir import parse_module, print_module
+from wiadsl.loops import conv
 from wiadsl.loops.conv import rows_pays
+from wiadsl.runtime import cache
 
 BIASED = """
 kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], input b: f32[O, 1, 1],
@@ -27,6 +31,17 @@ kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, 
     y = conv2d(x, w, stride={s}, padding={p});
 }}
 """
+
+
+@pytest.fixture
+def no_winograd(monkeypatch):
+    """The lowering without F(2x2, 3x3), and no cached kernel of another lowering (the
+    rule's constants are not the cache key's)."""
+    monkeypatch.setattr(conv, "WINO_CHANNELS", 1 << 30)
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    cache.clear_memory()
+    yield
+    cache.clear_memory()
 
 
 def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
@@ -47,7 +62,8 @@ CASES = [(1, 80, 7, 512, 3, 1, 1), (1, 75, 7, 520, 3, 1, 1), (4, 300, 14, 129, 3
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("source", [BIASED, PLAIN], ids=["epilogue", "plain"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
-def test_small_planes_of_frozen_weights_match_numpy(case, source: str, threads: int) -> None:
+def test_small_planes_of_frozen_weights_match_numpy(case, source: str, threads: int,
+                                                     no_winograd) -> None:
     n, c, h, o, k, s, p = case
     rng = np.random.default_rng(sum(case))
     x = rng.standard_normal((n, c, h, h)).astype(np.float32)
@@ -78,7 +94,8 @@ func @c(%x: tensor<1x80x7x7xf32>, %w: tensor<512x80x3x3xf32>) -> tensor<1x512x7x
 
 @pytest.mark.parametrize(("frozen", "rows"), [(frozenset(), False), (frozenset({0}), False),
                                               (frozenset({1}), True)])
-def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows: bool) -> None:
+def test_only_a_frozen_weight_takes_the_rows_kernel(frozen: frozenset[int], rows: bool,
+                                                     no_winograd) -> None:
     lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 80, 7, 7], [512, 80, 3, 3]],
                            frozen=frozen)
     loops = print_module(lowered.loop_ir)
@@ -107,12 +124,19 @@ kernel two(input x: f32[N, C, H, W], input w1: f32[C, C, 3, 3], input w2: f32[C,
 """
 
 
+@pytest.mark.parametrize("winograd", [True, False], ids=["winograd", "rows"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None:
+def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int, winograd: bool,
+                                                           monkeypatch) -> None:
     """The two convolutions' outlined loops are the same code and merge into one
     function (loops/merge_functions.py) called with each layer's weight: each call
     site packs into state cells of its own (codegen.py ``callee_arena``); with one
-    cell per function, the second layer ran on the first one's weight."""
+    cell per function, the second layer ran on the first one's weight. Both packings:
+    W^T's panels (conv_rows.py) and the Winograd transform's (conv_winograd.py)."""
+    if not winograd:
+        monkeypatch.setattr(conv, "WINO_CHANNELS", 1 << 30)
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    cache.clear_memory()
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 256, 7, 7)).astype(np.float32)  # 2 images: outlined loops
     w1, w2 = (rng.standard_normal((256, 256, 3, 3)).astype(np.float32) * 0.05 for _ in range(2))
@@ -125,6 +149,7 @@ def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int) -> None
             np.testing.assert_allclose(f(x, w1, w2), want, rtol=2e-4, atol=2e-4)
     finally:
         wiadsl.set_num_threads(before)
+        cache.clear_memory()
 
 
 @pytest.mark.parametrize(("extents", "pays"), [
@@ -138,17 +163,12 @@ def test_which_convolutions_take_the_rows_layout(extents, pays) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int) -> None:
+def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int, no_winograd) -> None:
     """The lowering takes planes of up to ROWS_PIXELS; the kernel itself is right for
     any (a 28x28 plane, the limit raised): its per-pixel offsets live in scratch
     memory sized by the plane. (They were a 256-entry stack array; what writing past
     it did was not visible in this test's result.)"""
-    from wiadsl.loops import conv
-    from wiadsl.runtime import cache
-
     monkeypatch.setattr(conv, "ROWS_PIXELS", 4096)
-    monkeypatch.setenv("WIADSL_CACHE", "0")  # this lowering is not the cache key's
-    cache.clear_memory()
     rng = np.random.default_rng(28)
     x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
     w = rng.standard_normal((128, 64, 3, 3)).astype(np.float32)
@@ -161,4 +181,3 @@ def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int) -> None:
                                    rtol=2e-4, atol=2e-4)
     finally:
         wiadsl.set_num_threads(before)
-        cache.clear_memory()

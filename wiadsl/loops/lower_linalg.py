@@ -15,7 +15,7 @@ from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
-from .conv import implicit_gemm, rows_pays
+from .conv import implicit_gemm, rows_pays, winograd_pays
 from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
@@ -191,7 +191,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
-        rows = rows_conv(ctx, op, (c, o, kh, kw, ho, wo))
+        rows, winograd = frozen_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
         if fused_in_chunks(op) and not rows:
             rt = op.result.type
             assert isinstance(rt, TensorType)
@@ -201,7 +201,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
                            [nb, o, ho, wo], shape)
             epilogue = (epi, final)
         implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw), epilogue,
-                      rows)
+                      rows, winograd)
         return buffer_leaf(lb, final, owned=True), epilogue is not None
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:
@@ -254,14 +254,18 @@ def fused_in_chunks(op: Operation) -> bool:
             and isinstance(rt, TensorType) and None not in rt.shape[2:])
 
 
-def rows_conv(ctx: Ctx, op: Operation, extents: tuple[Value, ...]) -> bool:
-    """Whether a float convolution is one ``loop.conv2d {rows}`` per image with its
-    epilogue after it (loops/conv.py ``rows_pays``): its weight a frozen parameter and
+def frozen_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
+                  stride: tuple[int, int]) -> tuple[bool, bool]:
+    """(rows, winograd): whether a float convolution is one ``loop.conv2d {rows}`` per
+    image with its epilogue after it, and whether that one is also ``{winograd}``
+    (loops/conv.py ``rows_pays``, ``winograd_pays``): its weight a frozen parameter and
     its ``extents`` (c, o, kh, kw, ho, wo) static."""
     sizes = [const_value(v) for v in extents]
     if id(op.operands[1]) not in ctx.frozen or None in sizes:
-        return False
-    return rows_pays(*sizes)  # type: ignore[arg-type]
+        return False, False
+    c, o, kh, kw, ho, wo = sizes
+    winograd = winograd_pays(c, o, kh, kw, stride, ho, wo)  # type: ignore[arg-type]
+    return winograd or rows_pays(c, o, kh, kw, ho, wo), winograd  # type: ignore[arg-type]
 
 
 @lowering("tensor.fused_conv2d")

@@ -39,7 +39,7 @@ from ...ir.types import IndexType, IRType, TensorType
 from . import scalars
 from .destinations import result_allocations
 from .mathlib import type_suffix
-from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb
+from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
 from .runtime import alloc_function, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
@@ -615,8 +615,13 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
     stride = tuple(op.attributes["stride"])
     if op.attributes.get("rows") and frozen_operand(e, op, 1, W_PLACEMENT):
-        # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
         c, o, kh, kw = dims[0], dims[3], dims[4], dims[5]
+        if winograd_applies(e, op, t.dtype):  # F(2x2, 3x3) in the rows layout (conv_winograd.py)
+            packed = prepacked_winograd_weight(e, t.dtype, w.ptr, o, c)
+            fn = declare(e.mod.ll, e.mod.libraries, "conv_wino", t.dtype)
+            e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
+            return []
+        # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
         packed = prepacked_conv_weight(e, t.dtype, w.ptr, o, e.b.mul(c, e.b.mul(kh, kw)))
         fn = declare(e.mod.ll, e.mod.libraries, "conv_rows", t.dtype, stride)
         e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
@@ -637,6 +642,18 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 
 #: the operands of ``loop.conv2d`` that place its weight: c, o, kh, kw
 W_PLACEMENT = (5, 8, 9, 10)
+
+
+def winograd_applies(e: FunctionEmitter, op: Operation, dtype: DType) -> bool:
+    """Whether a frozen ``{rows}`` convolution runs as conv_winograd.py's F(2x2, 3x3):
+    the ``winograd`` hint on a 3x3 kernel at stride 1 with whole panels of output
+    channels (a hint on any other shape is ignored: conv_rows.py computes it)."""
+    from .gemm import GemmBuilder
+
+    o, kh, kw = (constant_of(op.operands[i]) for i in W_PLACEMENT[1:])
+    return (bool(op.attributes.get("winograd")) and tuple(op.attributes["stride"]) == (1, 1)
+            and kh == 3 and kw == 3 and isinstance(o, int)
+            and o % GemmBuilder(e.mod.ll, dtype).nr == 0)
 
 
 def constant_of(v: Value) -> object:

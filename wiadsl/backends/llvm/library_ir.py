@@ -30,7 +30,8 @@ CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
-          "conv_rows_prepack": PREPACK_TYPE}
+          "conv_rows_prepack": PREPACK_TYPE, "conv_wino": CONV_TYPE,
+          "conv_wino_prepack": PREPACK_TYPE}
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
@@ -52,6 +53,7 @@ def library_ir(spec: Spec) -> str:
     """LLVM IR text of one helper, exported under ``symbol(spec)``."""
     from .conv import ConvBuilder
     from .conv_rows import ConvRowsBuilder
+    from .conv_winograd import ConvWinogradBuilder
     from .gemm import GemmBuilder, use_config
     from .host import host
     mod = ir.Module(name=symbol(spec))
@@ -82,6 +84,10 @@ def library_ir(spec: Spec) -> str:
             fn = ConvRowsBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
         elif spec["kind"] == "conv_rows_prepack":
             fn = ConvRowsBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
+        elif spec["kind"] == "conv_wino":
+            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).driver(symbol(spec))
+        elif spec["kind"] == "conv_wino_prepack":
+            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"

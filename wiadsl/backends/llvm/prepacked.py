@@ -58,6 +58,17 @@ def prepacked_conv_weight(e: FunctionEmitter, dtype: DType, w_ptr: ir.Value, o: 
     return once(e, _panel_bytes(e, dtype, o, k), lambda out: e.b.call(prepack, [w_ptr, out, o, k, k]))
 
 
+def prepacked_winograd_weight(e: FunctionEmitter, dtype: DType, w_ptr: ir.Value, o: ir.Value,
+                              c: ir.Value) -> ir.Value:
+    """A 3x3 weight's Winograd transform as 16 matrices U[e]^T (C x O) in panels, one
+    after the other (conv_winograd.py's ``prepack``)."""
+    from .library_ir import declare
+
+    prepack = declare(e.mod.ll, e.mod.libraries, "conv_wino_prepack", dtype)
+    return once(e, _panel_bytes(e, dtype, e.b.mul(o, ir.Constant(I64, 16)), c),
+                lambda out: e.b.call(prepack, [w_ptr, out, o, c, c]))
+
+
 def _panel_bytes(e: FunctionEmitter, dtype: DType, n: ir.Value, k: ir.Value) -> ir.Value:
     """The bytes of ``k`` rows of ``n`` columns in NR-wide panels (the last one padded)."""
     from .gemm import GemmBuilder

@@ -1,0 +1,310 @@
+"""``loop.conv2d {rows, winograd}`` (loops/conv.py): a 3x3, stride-1 convolution of a
+frozen weight as Winograd's F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for
+Convolutional Neural Networks", 2015), in conv_rows.py's layout.
+
+Each 2x2 block of outputs (a "tile") needs a 4x4 window ``d`` of the padded input,
+and per pair of channels the algorithm computes it from 16 products, not 36:
+
+    Y = A^T [ (G g G^T) (.) (B^T d B) ] A          (.) elementwise over the 4x4
+
+- ``U = G g G^T``: the weight's transform, once per model (``prepack``), stored as 16
+  matrices ``U[e]^T`` (C x O) in the gemm's panel layout, one after the other;
+- ``V = B^T d B``: every tile's transform, per input channel (16 sums of four inputs);
+- the products summed over the input channels are 16 GEMMs with the tiles as rows and
+  the output channels as the vector lanes: ``M[e] (tiles x O) = V[e] (tiles x C) @
+  U[e]^T``: 16 * C * O multiply-adds per tile against 36 * C * O directly;
+- ``Y = A^T M A`` turns each tile's 16 sums into its 2x2 outputs.
+
+    conv_wino(x, up, y, c, hp, wp, o, kh, kw, ho, wo)         ; one image (kh = kw = 3)
+
+splits the image's tiles over the pool as conv_rows does its pixels. A chunk
+(``tiles_worker``) goes through its tiles in blocks of at most ``BLOCK_TILES`` (their
+transforms and sums stay in L2), and per block:
+1. transforms the tiles' windows into 16 row-major A matrices (K-block-major as
+   conv_rows' patches), in its thread's scratch memory;
+2. multiplies each by its ``U[e]^T`` panels into its own C tile (scratch memory too);
+3. transforms each tile's 16 sums into outputs, a vector of output channels at a
+   time, and stores the 2x2 outputs that fall inside the plane.
+
+Numerics: the transforms add and subtract inputs (V) and sums (Y), and G has the entries
+1 and 1/2 (exact); the products are summed in another order than the direct sum, so the
+outputs differ from it by a few ulps of the largest term, not more.
+
+Invariants: the padded input holds ``hp = ho + 2`` rows of ``wp = wo + 2`` (stride 1,
+3x3); a tile reaching past it (an odd ``ho`` or ``wo``) reads zeros there, and its
+outputs past the plane are not stored. ``o`` is a multiple of NR (the codegen falls
+back to conv_rows.py otherwise): ``U[e]^T``'s panels then start at ``e * o * c``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from llvmlite import ir
+
+from .conv_rows import CTX_WORDS, ConvRowsBuilder
+from .gemm import _i, imin
+from .parallel import THREADS, new_worker, parallel_for, worth_threads
+from .runtime import for_range
+from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
+from .types import I32, I64, PREPACK_TYPE, PTR
+
+#: F(2x2, 3x3)'s matrices (the interpolation points 0, 1, -1): the weight's G (4x3), the
+#: input's B^T (4x4), the output's A^T (2x4)
+G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
+BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
+AT = ((1, 1, 1, 0), (0, 1, -1, -1))
+
+#: tiles a chunk transforms and multiplies at a time: their 16 A rows and 16 C rows of
+#: up to 256 channels stay within L2 (2 x 16 x 48 x 256 floats = 1.5 MiB at 512)
+BLOCK_TILES = 48
+#: elements between the ends and starts of the 16 A (and C) matrices: a cache line
+SKEW = 16
+
+
+def _combine(b: ir.IRBuilder, coefficients: tuple[int, ...], terms: list[ir.Value]) -> ir.Value:
+    """``sum_i coefficients[i] * terms[i]`` for coefficients of 1, -1 and 0."""
+    total: ir.Value | None = None
+    for sign, term in zip(coefficients, terms, strict=True):
+        if sign == 0:
+            continue
+        if total is None:
+            total = term if sign > 0 else b.fneg(term)
+        else:
+            total = b.fadd(total, term) if sign > 0 else b.fsub(total, term)
+    assert total is not None
+    return total
+
+
+class ConvWinogradBuilder(ConvRowsBuilder):
+    def prepack(self, name: str) -> ir.Function:
+        """``conv_wino_prepack(w, P, o, c, ldw)``: ``U[e]^T`` for e = 0..15 as the 16
+        blocks of O columns of one C x 16*O matrix in panels: ``P[j*NR*c + q*NR + jj]``
+        holds column ``j*NR + jj`` = ``e*o + oc``'s row ``q`` (input channel),
+        ``U[e][oc, q] = (G w[oc, q] G^T)[e // 4, e % 4]``; ``ldw`` is unused (the weight
+        is contiguous, 9 taps per channel pair). Scalar: it runs once per model."""
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, PREPACK_TYPE, name)
+        fn.linkage = "internal"
+        w, pk, o, c, _ = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+        def pair(oc: ir.Value, q: ir.Value) -> None:
+            taps = b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et)
+            g = [[b.load(b.gep(taps, [_i(3 * i + j)], source_etype=self.et), typ=self.et)
+                  for j in range(3)] for i in range(3)]
+            # G g (4x3), then (G g) G^T (4x4)
+            gg = [[self.dot(b, G[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(4)]
+            for k in range(4):
+                for l_ in range(4):
+                    col = b.add(b.mul(_i(4 * k + l_), o), oc)
+                    at = b.add(b.add(b.mul(b.sdiv(col, _i(self.nr)), b.mul(_i(self.nr), c)),
+                                     b.mul(q, _i(self.nr))), b.srem(col, _i(self.nr)))
+                    b.store(self.dot(b, G[l_], gg[k]), b.gep(pk, [at], source_etype=self.et))
+        for_range(b, _i(0), o, 1, lambda oc: for_range(b, _i(0), c, 1, lambda q: pair(oc, q), "q"),
+                  "oc")
+        b.ret_void()
+        return fn
+
+    def dot(self, b: ir.IRBuilder, row: tuple[float, ...], values: list[ir.Value]) -> ir.Value:
+        """``sum_i row[i] * values[i]`` (a row of G), skipping the zeros."""
+        total: ir.Value | None = None
+        for coefficient, v in zip(row, values, strict=True):
+            if coefficient == 0.0:
+                continue
+            term = v if coefficient == 1.0 else b.fmul(ir.Constant(self.et, coefficient), v)
+            total = term if total is None else b.fadd(total, term)
+        assert total is not None
+        return total
+
+    def driver(self, name: str | None = None) -> ir.Function:
+        """``conv_wino`` (module docstring): the tiles over the pool in chunks of whole
+        micro-kernel rows."""
+        name = name or f"wia.conv.wino.{self.tag}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
+        fn.linkage = "internal"
+        args = list(fn.args)
+        c, o, ho, wo = args[3], args[6], args[9], args[10]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        tiles = b.mul(self.halves(b, ho), self.halves(b, wo))
+        ctx = b.alloca(I64, size=CTX_WORDS)
+        for j, v in enumerate(args):
+            b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
+        worker = self.tiles_worker()
+        go = worth_threads(b, b.mul(b.mul(tiles, b.mul(c, _i(16))), o))
+        with b.if_else(go) as (par, ser):
+            with par:
+                align = b.select(self.by_seven(b, tiles), _i(7), _i(self.mr)) if self.mr == 8 \
+                    else _i(self.mr)
+                b.call(parallel_for(self.mod), [worker, ctx, _i(0), tiles, align, _i(THREADS)])
+            with ser:
+                b.call(worker, [ctx, _i(0), tiles])
+        b.ret_void()
+        return fn
+
+    @staticmethod
+    def halves(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """Tiles along an axis of ``n`` outputs: ``ceil(n / 2)``."""
+        return b.sdiv(b.add(n, _i(1)), _i(2))
+
+    def tiles_worker(self) -> ir.Function:
+        """``i32 worker(ctx, lo, hi)``: the tiles ``[lo, hi)``, every output channel, in
+        blocks of at most BLOCK_TILES (``block``)."""
+        name = f"wia.conv.wino.tiles.{self.tag}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn, b, words, lo, hi = new_worker(self.mod, name, CTX_WORDS)
+        x, up, y = (b.inttoptr(v, PTR) for v in words[:3])
+        c, hp, wp, o, _, _, ho, wo = words[3:]
+        n = b.sub(hi, lo)
+        blocks = b.sdiv(b.add(n, _i(BLOCK_TILES - 1)), _i(BLOCK_TILES))
+        size = b.sdiv(b.add(n, b.sub(blocks, _i(1))), blocks)  # even blocks: no short tail
+        kcb = self.k_block(b, c)
+        lda = kcb
+        kblocks = b.sdiv(b.add(c, b.sub(kcb, _i(1))), kcb)
+        # one of the 16 A matrices, and one C, each a cache line longer: 16 streams a
+        # multiple of 4 KiB apart fell into one L1 set (the input transform ran 3x slower)
+        a_elems = b.add(b.mul(b.mul(kblocks, size), lda), _i(SKEW))
+        a_all = scratch(self.mod, b, None, SLOT_CONV_PACK,
+                        b.add(b.mul(b.mul(a_elems, _i(16)), _i(self.size)), _i(64)))
+        cols = self.round_up(b, o)
+        c_elems = b.add(b.mul(size, cols), _i(SKEW))
+        c_all = scratch(self.mod, b, None, SLOT_CONV_TILE,
+                        b.add(b.mul(b.mul(c_elems, _i(16)), _i(self.size)), _i(64)))
+        shape = (c, hp, wp, o, ho, wo, cols)
+
+        def block(first: ir.Value) -> None:
+            m = imin(b, size, b.sub(hi, first))
+            self.transform_input(b, x, a_all, (a_elems, kcb, lda), shape, first, m)
+            self.multiply(b, (a_all, a_elems, lda, kcb), (up, c_all, c_elems), (c, o, cols), m)
+            self.transform_output(b, y, c_all, c_elems, shape, first, m)
+        for_range(b, lo, hi, size, block, "blk")
+        scratch_done(self.mod, b, SLOT_CONV_TILE, c_all)
+        scratch_done(self.mod, b, SLOT_CONV_PACK, a_all)
+        b.ret(ir.Constant(I32, 0))
+        return fn
+
+    def transform_input(self, b: ir.IRBuilder, x: ir.Value, a_all: ir.Value,
+                        layout: tuple[ir.Value, ir.Value, ir.Value], shape: tuple[ir.Value, ...],
+                        first: ir.Value, m: ir.Value) -> None:
+        """``A[e][r, ci] = (B^T d B)[e // 4, e % 4]`` for the ``m`` tiles from ``first``
+        (``d`` = tile ``first + r``'s 4x4 window of channel ``ci``; zeros past the
+        padded image), K-block-major: block ``ci // kcb`` of A[e] is ``m`` rows ``lda``
+        apart."""
+        a_elems, kcb, lda = layout
+        c, hp, wp, _, _, wo, _ = shape
+        tw = self.halves(b, wo)
+        zero = ir.Constant(self.et, 0.0)
+
+        def tile(pc: ir.Value, r: ir.Value) -> None:
+            t = b.add(first, r)
+            top, left = b.mul(b.sdiv(t, tw), _i(2)), b.mul(b.srem(t, tw), _i(2))
+            # rows and columns of the window inside the image, clamped addresses
+            rows_in = [b.icmp_signed("<", b.add(top, _i(i)), hp) for i in range(4)]
+            cols_in = [b.icmp_signed("<", b.add(left, _i(j)), wp) for j in range(4)]
+            rows_at = [imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))) for i in range(4)]
+            cols_at = [imin(b, b.add(left, _i(j)), b.sub(wp, _i(1))) for j in range(4)]
+            row0 = b.add(b.mul(b.sdiv(pc, kcb), b.mul(m, lda)), b.mul(r, lda))
+
+            def channel(q: ir.Value) -> None:
+                ci = b.add(pc, q)
+                plane = b.gep(x, [b.mul(b.mul(ci, hp), wp)], source_etype=self.et)
+                d = []
+                for i in range(4):
+                    row = b.gep(plane, [b.mul(rows_at[i], wp)], source_etype=self.et)
+                    d.append([b.select(b.and_(rows_in[i], cols_in[j]),
+                                       b.load(b.gep(row, [cols_at[j]], source_etype=self.et),
+                                              typ=self.et), zero) for j in range(4)])
+                # B^T d (4x4), then (B^T d) B
+                bd = [[_combine(b, BT[k], [d[i][j] for i in range(4)]) for j in range(4)]
+                      for k in range(4)]
+                at = b.add(row0, q)
+                for k in range(4):
+                    for l_ in range(4):
+                        dst = b.gep(a_all, [b.add(b.mul(_i(4 * k + l_), a_elems), at)],
+                                    source_etype=self.et)
+                        b.store(_combine(b, BT[l_], bd[k]), dst)
+            for_range(b, _i(0), imin(b, b.sub(c, pc), kcb), 1, channel, "q")
+
+        def k_block(pc: ir.Value) -> None:  # no division per channel: ~20 % of the call
+            for_range(b, _i(0), m, 1, lambda r: tile(pc, r), "tile")
+        for_range(b, _i(0), c, kcb, k_block, "pc")
+
+    def multiply(self, b: ir.IRBuilder, a: tuple[ir.Value, ...], u: tuple[ir.Value, ...],
+                 extents: tuple[ir.Value, ...], m: ir.Value) -> None:
+        """``C[e] = A[e] @ U[e]^T`` for e = 0..15: the ``m`` rows by the K blocks, 7-row
+        micro-kernels where 7 divides ``m`` and 8 does not (as conv_rows)."""
+        a_all, a_elems, lda, kcb = a
+        up, c_all, c_elems = u
+        c, o, cols = extents
+
+        def run(builder: ConvWinogradBuilder) -> None:
+            big = builder.ukernel(builder.mr)
+
+            def one(e: ir.Value) -> None:
+                ae = b.gep(a_all, [b.mul(e, a_elems)], source_etype=self.et)
+                ue = b.gep(up, [b.mul(e, b.mul(o, c))], source_etype=self.et)
+                ce = b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et)
+
+                def per_pc(pc: ir.Value) -> None:
+                    kc = imin(b, b.sub(c, pc), kcb)
+                    block = b.gep(ae, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
+                    builder.multiply_panels(
+                        b, block, lda, _i(0), kc, ue, _i(0), cols, cols, ce, cols, m,
+                        b.icmp_signed(">", pc, _i(0)), big,
+                        panel_at=lambda col: b.gep(ue, [b.add(b.mul(col, c), b.mul(pc, _i(self.nr)))],
+                                                   source_etype=self.et))
+                for_range(b, _i(0), c, kcb, per_pc, "pc")
+            for_range(b, _i(0), _i(16), 1, one, "e")
+        if self.mr != 8:
+            run(self)
+            return
+        sevens = copy.copy(self)
+        sevens.mr = 7
+        with b.if_else(self.by_seven(b, m)) as (seven, other):
+            with seven:
+                run(sevens)
+            with other:
+                run(self)
+
+    def transform_output(self, b: ir.IRBuilder, y: ir.Value, c_all: ir.Value, c_elems: ir.Value,
+                         shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value) -> None:
+        """``y``'s 2x2 outputs of the ``m`` tiles from ``first``: ``A^T M A`` of each
+        tile's 16 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
+        contiguous), the outputs past the plane dropped."""
+        _, _, _, o, ho, wo, cols = shape
+        tw = self.halves(b, wo)
+        plane = b.mul(ho, wo)
+
+        def tile(r: ir.Value) -> None:
+            t = b.add(first, r)
+            top, left = b.mul(b.sdiv(t, tw), _i(2)), b.mul(b.srem(t, tw), _i(2))
+            row = b.mul(r, cols)
+
+            def channels(oc: ir.Value) -> None:
+                sums = [self.load_vector(b, c_all, b.add(b.add(b.mul(_i(e), c_elems), row), oc))
+                        for e in range(16)]
+                # A^T M (2x4), then (A^T M) A
+                am = [[_combine(b, AT[a], [sums[4 * k + j] for k in range(4)]) for j in range(4)]
+                      for a in range(2)]
+                for a in range(2):
+                    for b_ in range(2):
+                        out = _combine(b, AT[b_], am[a])
+                        oh, ow = b.add(top, _i(a)), b.add(left, _i(b_))
+                        inside = b.and_(b.icmp_signed("<", oh, ho), b.icmp_signed("<", ow, wo))
+                        with b.if_then(inside):
+                            at = b.add(b.add(b.mul(oc, plane), b.mul(oh, wo)), ow)
+                            for lane in range(self.w):
+                                b.store(b.extract_element(out, ir.Constant(I32, lane)),
+                                        b.gep(y, [b.add(at, b.mul(_i(lane), plane))],
+                                              source_etype=self.et))
+            for_range(b, _i(0), o, self.w, channels, "oc")
+        for_range(b, _i(0), m, 1, tile, "tile")
+
+    def load_vector(self, b: ir.IRBuilder, base: ir.Value, at: ir.Value) -> ir.Value:
+        """W consecutive elements from ``base[at]`` (aligned to an element)."""
+        ptr = b.gep(base, [at], source_etype=self.et)
+        return b.load(ptr, typ=self.vt, align=self.size)
