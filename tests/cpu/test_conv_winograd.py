@@ -1,0 +1,153 @@
+"""Winograd's F(2x2, 3x3) for frozen 3x3 stride-1 weights (loops/conv.py's
+``winograd_pays``, backends/llvm/conv_winograd.py) against NumPy: planes of 1x1 to
+29x29 (odd ones: the last tiles hang over and their outputs past the plane are
+dropped), padding 0, 1 and 2, input channels in one and in several K blocks and not a
+multiple of anything, output channels in one and several panels, two images, with and
+without a fused epilogue, at one and two threads, a weight packed on the first call
+and read packed on the second; the rule; the lowering as IR text; and the hint on a
+shape the kernel does not take (conv_rows.py computes it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm.compile import lower_kernel
+from wiadsl.ir import parse_module, print_module
+from wiadsl.loops import conv
+from wiadsl.loops.conv import winograd_pays
+from wiadsl.runtime import cache
+
+BIASED = """
+kernel c(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], input b: f32[O, 1, 1],
+         output y: f32[N, O, P, Q]) {{
+    y = relu(conv2d(x, w, stride=1, padding={p}) + b);
+}}
+"""
+PLAIN = """
+kernel c(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], output y: f32[N, O, P, Q]) {{
+    y = conv2d(x, w, stride=1, padding={p});
+}}
+"""
+
+
+@pytest.fixture
+def any_shape(monkeypatch):
+    """The rule opened to every 3x3 stride-1 shape with whole panels of output channels
+    (the kernel is right for any; the rule picks where it is fast), and no cached
+    kernel of the default rule (its constants are not the cache key's)."""
+    monkeypatch.setattr(conv, "WINO_CHANNELS", 1)
+    monkeypatch.setattr(conv, "WINO_TILES", 1)
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    cache.clear_memory()
+    yield
+    cache.clear_memory()
+
+
+def reference(x: np.ndarray, w: np.ndarray, p: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", win, w.astype(np.float64))
+
+
+def run(source: str, args: tuple[np.ndarray, ...], threads: int) -> list[np.ndarray]:
+    """Two calls (the first packs the weight, the second reads it packed)."""
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(threads)
+    try:
+        f = wiadsl.jit(source, "c", frozen=(1,), shapes="static")
+        return [f(*args) for _ in range(2)]
+    finally:
+        wiadsl.set_num_threads(before)
+
+
+# (images, channels in, plane height, plane width, channels out, padding): ResNet-18's
+# 7x7 stage; a 1x1 plane (one tile, three of its outputs dropped); odd planes; no
+# padding and padding 2; 700 input channels (several K blocks) and 3 (one, part full);
+# 128 output channels (two or more panels) on two images; a plane wider than high
+CASES = [(1, 80, 7, 7, 512, 1), (1, 64, 1, 1, 64, 1), (1, 33, 13, 13, 64, 1),
+         (2, 3, 9, 9, 64, 0), (1, 700, 5, 5, 128, 1), (2, 67, 29, 29, 128, 1),
+         (1, 40, 6, 6, 64, 2), (1, 70, 4, 11, 192, 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("source", [BIASED, PLAIN], ids=["epilogue", "plain"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_winograd_matches_numpy(case, source: str, threads: int, any_shape) -> None:
+    n, c, h, wd, o, p = case
+    rng = np.random.default_rng(sum(case))
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((o, 1, 1)).astype(np.float32)
+    want = reference(x, w, p)
+    if source is BIASED:
+        want = np.maximum(want + b, 0)
+    args = (x, w, b) if source is BIASED else (x, w)
+    # the products are summed in another order than the direct sum's: a few ulps of
+    # the largest terms (|y| up to ~4 sqrt(9 c))
+    scale = 4 * np.sqrt(9 * c)
+    for got in run(source.format(p=p), args, threads):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize(("extents", "pays"), [
+    ((64, 64, 3, 3, (1, 1), 56, 56), True),      # ResNet-18's stages
+    ((512, 512, 3, 3, (1, 1), 7, 7), True),
+    ((64, 128, 3, 3, (2, 2), 28, 28), False),    # stride 2
+    ((64, 64, 1, 1, (1, 1), 56, 56), False),     # 1x1
+    ((32, 64, 3, 3, (1, 1), 32, 32), False),     # few input channels (the small CNN)
+    ((64, 96, 3, 3, (1, 1), 32, 32), False),     # output channels not whole panels
+    ((256, 256, 3, 3, (1, 1), 5, 5), False)])    # 9 tiles: too few rows for the GEMMs
+def test_which_convolutions_take_winograd(extents, pays) -> None:
+    assert winograd_pays(*extents) == pays
+
+
+TENSOR_CONV = """
+func @c(%x: tensor<1x64x14x14xf32>, %w: tensor<128x64x3x3xf32>) -> tensor<1x128x14x14xf32> attributes {{kernel, outputs = ["y"]}} {{
+^entry:
+  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x64x14x14xf32>, tensor<128x64x3x3xf32>) -> tensor<1x128x14x14xf32>
+  return %y : tensor<1x128x14x14xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(("frozen", "winograd"), [(frozenset(), False), (frozenset({1}), True)])
+def test_the_lowering_hints_winograd_for_a_frozen_weight(frozen: frozenset[int],
+                                                         winograd: bool) -> None:
+    lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 64, 14, 14], [128, 64, 3, 3]],
+                           frozen=frozen)
+    loops = print_module(lowered.loop_ir)
+    # CHECK (frozen w): loop.conv2d {{stride = [1, 1], rows, winograd}}, once per image
+    assert ("{stride = [1, 1], rows, winograd}" in loops) == winograd
+    assert print_module(parse_module(loops)) == loops  # the hints parse back
+    text = lowered.llvm_ir
+    # CHECK (frozen w): the transform packed once behind a compare-and-swap, then the kernel
+    # CHECK-NOT: conv_rows, conv_range
+    assert ("@\"wia.lib.conv_wino_prepack.f32." in text and "cmpxchg" in text) == winograd
+    assert ("@\"wia.lib.conv_wino.f32." in text) == winograd
+    assert "@\"wia.lib.conv_rows.f32." not in text
+    assert ("@\"wia.lib.conv_range.f32." in text) != winograd
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_hint_on_channels_inside_a_panel_runs_conv_rows(monkeypatch, threads: int) -> None:
+    """``winograd`` is a hint: with output channels that end inside a panel (the
+    rule's step lowered to 1) the backend computes the convolution with conv_rows.py."""
+    monkeypatch.setattr(conv, "WINO_CHANNEL_STEP", 1)
+    monkeypatch.setenv("WIADSL_CACHE", "0")
+    cache.clear_memory()
+    shapes = [[1, 64, 14, 14], [130, 64, 3, 3]]
+    lowered = lower_kernel(parse_module(TENSOR_CONV.replace("128x", "130x").format()), "c",
+                           shapes, frozen=frozenset({1}))
+    assert "rows, winograd}" in print_module(lowered.loop_ir)
+    assert "@\"wia.lib.conv_rows.f32." in lowered.llvm_ir
+    assert "@\"wia.lib.conv_wino.f32." not in lowered.llvm_ir
+    rng = np.random.default_rng(130)
+    x = rng.standard_normal((1, 64, 14, 14)).astype(np.float32)
+    w = rng.standard_normal((130, 64, 3, 3)).astype(np.float32)
+    try:
+        for got in run(PLAIN.format(p=1), (x, w), threads):
+            np.testing.assert_allclose(got, reference(x, w, 1), rtol=1e-4, atol=1e-3)
+    finally:
+        cache.clear_memory()
