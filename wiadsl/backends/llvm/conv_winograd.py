@@ -47,7 +47,7 @@ from .gemm import _i, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
-from .types import I32, I64, PREPACK_TYPE, PTR
+from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
 #: F(2x2, 3x3)'s matrices (the interpolation points 0, 1, -1): the weight's G (4x3), the
 #: input's B^T (4x4), the output's A^T (2x4)
@@ -193,31 +193,48 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         """``A[e][r, ci] = (B^T d B)[e // 4, e % 4]`` for the ``m`` tiles from ``first``
         (``d`` = tile ``first + r``'s 4x4 window of channel ``ci``; zeros past the
         padded image), K-block-major: block ``ci // kcb`` of A[e] is ``m`` rows ``lda``
-        apart."""
+        apart. W channels at a time: each of the 16 window positions is one masked
+        gather across the channels' planes, the sums are vector adds, and each A[e]
+        row gets one masked store (one scalar load per element and position took
+        ~30 % of a 128-channel 28x28 layer)."""
         a_elems, kcb, lda = layout
         c, hp, wp, _, _, wo, _ = shape
         tw = self.halves(b, wo)
-        zero = ir.Constant(self.et, 0.0)
+        vi = ir.VectorType(I64, self.w)
+        mask_t = ir.VectorType(I1, self.w)
+        ptrs_t = ir.VectorType(PTR, self.w)
+        gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
+                                [ptrs_t, I32, mask_t, self.vt])
+        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                [self.vt, PTR, I32, mask_t])
+        align = ir.Constant(I32, self.size)
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        none = ir.Constant(mask_t, [0] * self.w)
+        # lane l reads channel ci + l: its plane is l * hp * wp elements further
+        plane_bytes = b.mul(b.mul(hp, wp), _i(self.size))
+        lane_bytes = b.mul(ir.Constant(vi, list(range(self.w))), self.splat(b, plane_bytes, vi))
 
         def tile(pc: ir.Value, r: ir.Value) -> None:
             t = b.add(first, r)
             top, left = b.mul(b.sdiv(t, tw), _i(2)), b.mul(b.srem(t, tw), _i(2))
-            # rows and columns of the window inside the image, clamped addresses
-            rows_in = [b.icmp_signed("<", b.add(top, _i(i)), hp) for i in range(4)]
-            cols_in = [b.icmp_signed("<", b.add(left, _i(j)), wp) for j in range(4)]
-            rows_at = [imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))) for i in range(4)]
-            cols_at = [imin(b, b.add(left, _i(j)), b.sub(wp, _i(1))) for j in range(4)]
+            # the window's elements inside the image, and their clamped offsets in a plane
+            inside = [[b.and_(b.icmp_signed("<", b.add(top, _i(i)), hp),
+                              b.icmp_signed("<", b.add(left, _i(j)), wp)) for j in range(4)]
+                      for i in range(4)]
+            offsets = [[b.mul(b.add(b.mul(imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))), wp),
+                                    imin(b, b.add(left, _i(j)), b.sub(wp, _i(1)))), _i(self.size))
+                        for j in range(4)] for i in range(4)]
             row0 = b.add(b.mul(b.sdiv(pc, kcb), b.mul(m, lda)), b.mul(r, lda))
+            kc = imin(b, b.sub(c, pc), kcb)
 
-            def channel(q: ir.Value) -> None:
-                ci = b.add(pc, q)
-                plane = b.gep(x, [b.mul(b.mul(ci, hp), wp)], source_etype=self.et)
-                d = []
-                for i in range(4):
-                    row = b.gep(plane, [b.mul(rows_at[i], wp)], source_etype=self.et)
-                    d.append([b.select(b.and_(rows_in[i], cols_in[j]),
-                                       b.load(b.gep(row, [cols_at[j]], source_etype=self.et),
-                                              typ=self.et), zero) for j in range(4)])
+            def channels(q: ir.Value) -> None:
+                lanes = self.lane_masks(b, _i(0), b.sub(kc, q))
+                base = b.ptrtoint(b.gep(x, [b.mul(b.mul(b.add(pc, q), hp), wp)],
+                                        source_etype=self.et), I64)
+                planes = b.add(self.splat(b, base, vi), lane_bytes)
+                d = [[b.call(gather, [b.inttoptr(b.add(planes, self.splat(b, offsets[i][j], vi)), ptrs_t),
+                                      align, b.select(inside[i][j], lanes, none), zero])
+                      for j in range(4)] for i in range(4)]
                 # B^T d (4x4), then (B^T d) B
                 bd = [[_combine(b, BT[k], [d[i][j] for i in range(4)]) for j in range(4)]
                       for k in range(4)]
@@ -226,8 +243,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                     for l_ in range(4):
                         dst = b.gep(a_all, [b.add(b.mul(_i(4 * k + l_), a_elems), at)],
                                     source_etype=self.et)
-                        b.store(_combine(b, BT[l_], bd[k]), dst)
-            for_range(b, _i(0), imin(b, b.sub(c, pc), kcb), 1, channel, "q")
+                        b.call(mstore, [_combine(b, BT[l_], bd[k]), dst, align, lanes])
+            for_range(b, _i(0), kc, self.w, channels, "q")
 
         def k_block(pc: ir.Value) -> None:  # no division per channel: ~20 % of the call
             for_range(b, _i(0), m, 1, lambda r: tile(pc, r), "tile")
