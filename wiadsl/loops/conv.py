@@ -56,10 +56,11 @@ def rows_pays(c: int, o: int, kh: int, kw: int, ho: int, wo: int) -> bool:
 #: (``winograd_pays``; backends/llvm/conv_winograd.py) with at least WINO_CHANNELS input
 #: and output channels, output channels a multiple of WINO_CHANNEL_STEP (whole panels
 #: of them at every vector width), and at least WINO_TILES output 2x2 tiles per image.
-#: ResNet-18's four 3x3 stages (single layers with bias and ReLU against the direct
-#: convolution, one thread; two threads in parentheses): 64 ch 56x56 2.28 -> 1.63 ms
-#: (1.60 -> 1.15), 128 ch 28x28 2.23 -> 1.27 (-> 0.98), 256 ch 14x14 2.68 -> 1.13-1.21
-#: (-> 0.89), 512 ch 7x7 2.44 -> 2.12 (-> 0.97)
+#: ResNet-18's four 3x3 stages, single layers with bias and ReLU, the direct convolution
+#: against F(2x2, 3x3) at one thread (two threads in parentheses): 64 ch 56x56 2.28 ->
+#: 1.49-1.54 ms (1.60 -> 1.15), 128 ch 28x28 2.23 -> 1.18-1.33 (-> 0.89), 256 ch 14x14
+#: 2.68 -> 1.06-1.12 (-> 0.79), 512 ch 7x7 2.44 -> 1.39-1.44 (-> 0.95-0.99); ONNX
+#: Runtime: 2.0-2.2 ms (1.0-1.1) each
 WINO_CHANNELS = 64
 WINO_CHANNEL_STEP = 64
 WINO_TILES = 16
@@ -94,7 +95,8 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     image, never chunks: the backend packs the weight once with the output channels
     as its vector lanes and splits the image's pixels over the threads itself
     (backends/llvm/conv_rows.py; pieces of channel blocks that each packed all the
-    patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread).
+    patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread). ``winograd`` (also
+    ``winograd_pays``): the hint ``winograd`` on it too (backends/llvm/conv_winograd.py).
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy writes each
     element once (a parallel loop over planes: zeros in the border, the input's rows
