@@ -1,10 +1,11 @@
-"""Winograd's F(2x2, 3x3) for frozen 3x3 stride-1 weights (loops/conv.py's
+"""Winograd's F(2x2, 3x3) for 3x3 stride-1 convolutions (loops/conv.py's
 ``winograd_pays``, backends/llvm/conv_winograd.py) against NumPy: planes of 1x1 to
 29x29 (odd ones: the last tiles hang over and their outputs past the plane are
 dropped), padding 0, 1 and 2, input channels in one and in several K blocks and not a
 multiple of anything, output channels in one and several panels, two images, with and
-without a fused epilogue, at one and two threads, a weight packed on the first call
-and read packed on the second; the rule; the lowering as IR text; and the hint on a
+without a fused epilogue, at one and two threads, with a frozen weight (packed on the
+first call and read packed on the second) and with a weight that is an input
+(transformed on every call); the rule; the lowering as IR text; and the hint on a
 shape the kernel does not take (conv_rows.py computes it)."""
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def any_shape(monkeypatch):
     kernel of the default rule (its constants are not the cache key's)."""
     monkeypatch.setattr(conv, "WINO_CHANNELS", 1)
     monkeypatch.setattr(conv, "WINO_TILES", 1)
+    monkeypatch.setattr(conv, "WINO_TILES_PER_CALL", 1)
     monkeypatch.setenv("WIADSL_CACHE", "0")
     cache.clear_memory()
     yield
@@ -51,12 +53,14 @@ def reference(x: np.ndarray, w: np.ndarray, p: int) -> np.ndarray:
     return np.einsum("nchwij,ocij->nohw", win, w.astype(np.float64))
 
 
-def run(source: str, args: tuple[np.ndarray, ...], threads: int) -> list[np.ndarray]:
-    """Two calls (the first packs the weight, the second reads it packed)."""
+def run(source: str, args: tuple[np.ndarray, ...], threads: int,
+        frozen: tuple[int, ...] = (1,)) -> list[np.ndarray]:
+    """Two calls (with a frozen weight, the first packs it and the second reads it
+    packed)."""
     before = wiadsl.get_num_threads()
     wiadsl.set_num_threads(threads)
     try:
-        f = wiadsl.jit(source, "c", frozen=(1,), shapes="static")
+        f = wiadsl.jit(source, "c", frozen=frozen, shapes="static")
         return [f(*args) for _ in range(2)]
     finally:
         wiadsl.set_num_threads(before)
@@ -71,10 +75,12 @@ CASES = [(1, 80, 7, 7, 512, 1), (1, 64, 1, 1, 64, 1), (1, 33, 13, 13, 64, 1),
          (1, 40, 6, 6, 64, 2), (1, 70, 4, 11, 192, 1)]
 
 
+@pytest.mark.parametrize("frozen", [(1,), ()], ids=["frozen", "input"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("source", [BIASED, PLAIN], ids=["epilogue", "plain"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
-def test_winograd_matches_numpy(case, source: str, threads: int, any_shape) -> None:
+def test_winograd_matches_numpy(case, source: str, threads: int, frozen: tuple[int, ...],
+                                any_shape) -> None:
     n, c, h, wd, o, p = case
     rng = np.random.default_rng(sum(case))
     x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
@@ -87,47 +93,55 @@ def test_winograd_matches_numpy(case, source: str, threads: int, any_shape) -> N
     # the products are summed in another order than the direct sum's: a few ulps of
     # the largest terms (|y| up to ~4 sqrt(9 c))
     scale = 4 * np.sqrt(9 * c)
-    for got in run(source.format(p=p), args, threads):
+    for got in run(source.format(p=p), args, threads, frozen):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize(("extents", "pays"), [
-    ((64, 64, 3, 3, (1, 1), 56, 56), True),      # ResNet-18's stages
-    ((512, 512, 3, 3, (1, 1), 7, 7), True),
-    ((64, 128, 3, 3, (2, 2), 28, 28), False),    # stride 2
-    ((64, 64, 1, 1, (1, 1), 56, 56), False),     # 1x1
-    ((32, 64, 3, 3, (1, 1), 32, 32), False),     # few input channels (the small CNN)
-    ((64, 96, 3, 3, (1, 1), 32, 32), False),     # output channels not whole panels
-    ((256, 256, 3, 3, (1, 1), 5, 5), False)])    # 9 tiles: too few rows for the GEMMs
-def test_which_convolutions_take_winograd(extents, pays) -> None:
-    assert winograd_pays(*extents) == pays
+@pytest.mark.parametrize(("extents", "frozen", "pays"), [
+    ((64, 64, 3, 3, (1, 1), 56, 56), True, True),     # ResNet-18's stages
+    ((512, 512, 3, 3, (1, 1), 7, 7), True, True),
+    ((64, 128, 3, 3, (2, 2), 28, 28), True, False),   # stride 2
+    ((64, 64, 1, 1, (1, 1), 56, 56), True, False),    # 1x1
+    ((32, 64, 3, 3, (1, 1), 32, 32), True, False),    # few input channels (the small CNN)
+    ((64, 96, 3, 3, (1, 1), 32, 32), True, False),    # output channels not whole panels
+    ((256, 256, 3, 3, (1, 1), 5, 5), True, False),    # 9 tiles: too few rows for the GEMMs
+    ((64, 64, 3, 3, (1, 1), 56, 56), False, True),    # a weight transformed per call:
+    ((256, 256, 3, 3, (1, 1), 14, 14), False, False)])  # 49 tiles do not pay for it
+def test_which_convolutions_take_winograd(extents, frozen: bool, pays: bool) -> None:
+    assert winograd_pays(*extents, frozen=frozen) == pays
 
 
 TENSOR_CONV = """
-func @c(%x: tensor<1x64x14x14xf32>, %w: tensor<128x64x3x3xf32>) -> tensor<1x128x14x14xf32> attributes {{kernel, outputs = ["y"]}} {{
+func @c(%x: tensor<1x64x{h}x{h}xf32>, %w: tensor<128x64x3x3xf32>) -> tensor<1x128x{h}x{h}xf32> attributes {{kernel, outputs = ["y"]}} {{
 ^entry:
-  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x64x14x14xf32>, tensor<128x64x3x3xf32>) -> tensor<1x128x14x14xf32>
-  return %y : tensor<1x128x14x14xf32>
+  %y = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<1x64x{h}x{h}xf32>, tensor<128x64x3x3xf32>) -> tensor<1x128x{h}x{h}xf32>
+  return %y : tensor<1x128x{h}x{h}xf32>
 }}
 """
 
 
-@pytest.mark.parametrize(("frozen", "winograd"), [(frozenset(), False), (frozenset({1}), True)])
-def test_the_lowering_hints_winograd_for_a_frozen_weight(frozen: frozenset[int],
-                                                         winograd: bool) -> None:
-    lowered = lower_kernel(parse_module(TENSOR_CONV.format()), "c", [[1, 64, 14, 14], [128, 64, 3, 3]],
-                           frozen=frozen)
+@pytest.mark.parametrize(("plane", "frozen", "hints", "helper"), [
+    (14, frozenset({1}), "rows, winograd", "conv_wino"),   # 49 tiles, packed once
+    (14, frozenset(), None, None),                         # 49 tiles, per call: direct
+    (16, frozenset(), "winograd", "conv_wino_raw")])       # 64 tiles, per call
+def test_the_lowering_hints_winograd(plane: int, frozen: frozenset[int], hints: str | None,
+                                     helper: str | None) -> None:
+    lowered = lower_kernel(parse_module(TENSOR_CONV.format(h=plane)), "c",
+                           [[1, 64, plane, plane], [128, 64, 3, 3]], frozen=frozen)
     loops = print_module(lowered.loop_ir)
-    # CHECK (frozen w): loop.conv2d {{stride = [1, 1], rows, winograd}}, once per image
-    assert ("{stride = [1, 1], rows, winograd}" in loops) == winograd
+    # CHECK: loop.conv2d {{stride = [1, 1], <hints>}}, once per image, no pixel chunks
+    assert (f"{{stride = [1, 1], {hints}}}" in loops) == (hints is not None)
+    assert ("chunk = " in loops) == (hints is None)
     assert print_module(parse_module(loops)) == loops  # the hints parse back
     text = lowered.llvm_ir
     # CHECK (frozen w): the transform packed once behind a compare-and-swap, then the kernel
-    # CHECK-NOT: conv_rows, conv_range
-    assert ("@\"wia.lib.conv_wino_prepack.f32." in text and "cmpxchg" in text) == winograd
-    assert ("@\"wia.lib.conv_wino.f32." in text) == winograd
+    # CHECK (w an input): the kernel that transforms it per call, no state
+    # CHECK-NOT: conv_rows; conv_range only without the hint
+    assert ("@\"wia.lib.conv_wino_prepack.f32." in text and "cmpxchg" in text) == bool(frozen)
+    for kind in ("conv_wino", "conv_wino_raw"):
+        assert (f"@\"wia.lib.{kind}.f32." in text) == (kind == helper)
     assert "@\"wia.lib.conv_rows.f32." not in text
-    assert ("@\"wia.lib.conv_range.f32." in text) != winograd
+    assert ("@\"wia.lib.conv_range.f32." in text) == (helper is None)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -138,7 +152,7 @@ def test_the_hint_on_channels_inside_a_panel_runs_conv_rows(monkeypatch, threads
     monkeypatch.setenv("WIADSL_CACHE", "0")
     cache.clear_memory()
     shapes = [[1, 64, 14, 14], [130, 64, 3, 3]]
-    lowered = lower_kernel(parse_module(TENSOR_CONV.replace("128x", "130x").format()), "c",
+    lowered = lower_kernel(parse_module(TENSOR_CONV.replace("128x", "130x").format(h=14)), "c",
                            shapes, frozen=frozenset({1}))
     assert "rows, winograd}" in print_module(lowered.loop_ir)
     assert "@\"wia.lib.conv_rows.f32." in lowered.llvm_ir

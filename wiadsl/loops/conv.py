@@ -64,14 +64,21 @@ def rows_pays(c: int, o: int, kh: int, kw: int, ho: int, wo: int) -> bool:
 WINO_CHANNELS = 64
 WINO_CHANNEL_STEP = 64
 WINO_TILES = 16
+#: tiles an image has at least for F(2x2, 3x3) with a weight that is not frozen: the
+#: call transforms the weight first (16 * O * C, scalar), which the GEMMs' saving
+#: (20 * O * C * tiles multiply-adds) must outweigh. A 64-channel 56x56 layer with its
+#: weight an input: 2.3 -> 1.6 ms at one thread
+WINO_TILES_PER_CALL = 64
 
 
 def winograd_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], ho: int,
-                  wo: int) -> bool:
-    """Whether an image's convolution of a frozen weight runs as F(2x2, 3x3)."""
+                  wo: int, frozen: bool = True) -> bool:
+    """Whether an image's convolution runs as F(2x2, 3x3): its weight ``frozen`` (an
+    imported model's: transformed once) or not (transformed on every call)."""
     tiles = -(-ho // 2) * -(-wo // 2)
     return ((kh, kw) == (3, 3) and tuple(stride) == (1, 1) and min(c, o) >= WINO_CHANNELS
-            and o % WINO_CHANNEL_STEP == 0 and tiles >= WINO_TILES)
+            and o % WINO_CHANNEL_STEP == 0
+            and tiles >= (WINO_TILES if frozen else WINO_TILES_PER_CALL))
 
 
 #: output pixels per chunk when a fused epilogue follows the convolution: the chunk's
@@ -95,8 +102,9 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     image, never chunks: the backend packs the weight once with the output channels
     as its vector lanes and splits the image's pixels over the threads itself
     (backends/llvm/conv_rows.py; pieces of channel blocks that each packed all the
-    patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread). ``winograd`` (also
-    ``winograd_pays``): the hint ``winograd`` on it too (backends/llvm/conv_winograd.py).
+    patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread). ``winograd``
+    (``winograd_pays``): the hint ``winograd`` too (backends/llvm/conv_winograd.py),
+    with or without ``rows``, and also one call per image with the epilogue after it.
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy writes each
     element once (a parallel loop over planes: zeros in the border, the input's rows
@@ -142,7 +150,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         lb.nest([lb.mul(nb, c)], plane, parallel=True)
     base = lb.idx(0) if xbuf is not x.buf else x.offset
     pieces = _pieces(lb, dims)
-    if not rows and (epilogue is not None or pieces[2] > 1):
+    if not (rows or winograd) and (epilogue is not None or pieces[2] > 1):
         _chunks(lb, (xbuf, base, hp, wp), w, out, dims, pieces, (sh, sw), epilogue)
         return
 

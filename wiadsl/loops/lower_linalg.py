@@ -192,7 +192,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
         rows, winograd = frozen_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
-        if fused_in_chunks(op) and not rows:
+        if fused_in_chunks(op) and not (rows or winograd):
             rt = op.result.type
             assert isinstance(rt, TensorType)
             final = out if rt.dtype is dtype else lb.alloc(rt.dtype, [nb, o, ho, wo])
@@ -256,16 +256,18 @@ def fused_in_chunks(op: Operation) -> bool:
 
 def frozen_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
                   stride: tuple[int, int]) -> tuple[bool, bool]:
-    """(rows, winograd): whether a float convolution is one ``loop.conv2d {rows}`` per
-    image with its epilogue after it, and whether that one is also ``{winograd}``
-    (loops/conv.py ``rows_pays``, ``winograd_pays``): its weight a frozen parameter and
-    its ``extents`` (c, o, kh, kw, ho, wo) static."""
+    """(rows, winograd): whether a float convolution with static ``extents`` (c, o, kh,
+    kw, ho, wo) is one ``loop.conv2d`` per image with its epilogue after it, with the
+    hint ``rows`` (its weight a frozen parameter, loops/conv.py ``rows_pays``) and
+    ``winograd`` (``winograd_pays``, frozen or not)."""
     sizes = [const_value(v) for v in extents]
-    if id(op.operands[1]) not in ctx.frozen or None in sizes:
+    if None in sizes:
         return False, False
     c, o, kh, kw, ho, wo = sizes
-    winograd = winograd_pays(c, o, kh, kw, stride, ho, wo)  # type: ignore[arg-type]
-    return winograd or rows_pays(c, o, kh, kw, ho, wo), winograd  # type: ignore[arg-type]
+    frozen = id(op.operands[1]) in ctx.frozen
+    winograd = winograd_pays(c, o, kh, kw, stride, ho, wo, frozen)  # type: ignore[arg-type]
+    rows = frozen and (winograd or rows_pays(c, o, kh, kw, ho, wo))  # type: ignore[arg-type]
+    return rows, winograd
 
 
 @lowering("tensor.fused_conv2d")

@@ -614,14 +614,20 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
     stride = tuple(op.attributes["stride"])
-    if op.attributes.get("rows") and frozen_operand(e, op, 1, W_PLACEMENT):
+    rows = op.attributes.get("rows") and frozen_operand(e, op, 1, W_PLACEMENT)
+    if op.attributes.get("winograd") and winograd_applies(e, op, t.dtype):
+        # F(2x2, 3x3) in the rows layout (conv_winograd.py): its weight transform packed
+        # once when frozen, else made per call
+        c, o = dims[0], dims[3]
+        if rows:
+            fn, weight = declare(e.mod.ll, e.mod.libraries, "conv_wino", t.dtype), \
+                prepacked_winograd_weight(e, t.dtype, w.ptr, o, c)
+        else:
+            fn, weight = declare(e.mod.ll, e.mod.libraries, "conv_wino_raw", t.dtype), w.ptr
+        e.b.call(fn, [e.element_ptr(x, t, xoff), weight, e.element_ptr(y, t, yoff), *dims])
+        return []
+    if rows:  # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
         c, o, kh, kw = dims[0], dims[3], dims[4], dims[5]
-        if winograd_applies(e, op, t.dtype):  # F(2x2, 3x3) in the rows layout (conv_winograd.py)
-            packed = prepacked_winograd_weight(e, t.dtype, w.ptr, o, c)
-            fn = declare(e.mod.ll, e.mod.libraries, "conv_wino", t.dtype)
-            e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
-            return []
-        # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
         packed = prepacked_conv_weight(e, t.dtype, w.ptr, o, e.b.mul(c, e.b.mul(kh, kw)))
         fn = declare(e.mod.ll, e.mod.libraries, "conv_rows", t.dtype, stride)
         e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
@@ -645,13 +651,14 @@ W_PLACEMENT = (5, 8, 9, 10)
 
 
 def winograd_applies(e: FunctionEmitter, op: Operation, dtype: DType) -> bool:
-    """Whether a frozen ``{rows}`` convolution runs as conv_winograd.py's F(2x2, 3x3):
-    the ``winograd`` hint on a 3x3 kernel at stride 1 with whole panels of output
-    channels (a hint on any other shape is ignored: conv_rows.py computes it)."""
+    """Whether a ``{winograd}`` convolution can run as conv_winograd.py's F(2x2, 3x3):
+    a whole image (no pixel or channel range), a 3x3 kernel at stride 1 and whole
+    panels of output channels (a hint on any other shape is ignored: the convolution
+    runs as it would without it)."""
     from .gemm import GemmBuilder
 
     o, kh, kw = (constant_of(op.operands[i]) for i in W_PLACEMENT[1:])
-    return (bool(op.attributes.get("winograd")) and tuple(op.attributes["stride"]) == (1, 1)
+    return (len(op.operands) == 13 and tuple(op.attributes["stride"]) == (1, 1)
             and kh == 3 and kw == 3 and isinstance(o, int)
             and o % GemmBuilder(e.mod.ll, dtype).nr == 0)
 

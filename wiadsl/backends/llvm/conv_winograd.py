@@ -16,6 +16,7 @@ and per pair of channels the algorithm computes it from 16 products, not 36:
 - ``Y = A^T M A`` turns each tile's 16 sums into its 2x2 outputs.
 
     conv_wino(x, up, y, c, hp, wp, o, kh, kw, ho, wo)         ; one image (kh = kw = 3)
+    conv_wino_raw(x, w, y, c, hp, wp, o, kh, kw, ho, wo)      ; w not frozen: U per call
 
 splits the image's tiles over the pool as conv_rows does its pixels. A chunk
 (``tiles_worker``) goes through its tiles in blocks of at most ``BLOCK_TILES`` (their
@@ -25,6 +26,10 @@ transforms and sums stay in L2), and per block:
 2. multiplies each by its ``U[e]^T`` panels into its own C tile (scratch memory too);
 3. transforms each tile's 16 sums into outputs, a vector of output channels at a
    time, and stores the 2x2 outputs that fall inside the plane.
+
+``conv_wino_raw`` (a weight that is a kernel's input, not frozen) transforms the weight
+into its thread's scratch memory first, on every call: 16 * O * C outputs, against the
+GEMMs' 16 * O * C * tiles multiply-adds (the lowering takes it from 64 tiles up).
 
 Numerics: V and Y are sums of 4 and 9 terms of either sign, and U of weights times 1
 and 1/2 (exact scalings); so an output carries a few more roundings than the direct sum,
@@ -48,7 +53,7 @@ from .conv_rows import CTX_WORDS, ConvRowsBuilder
 from .gemm import _i, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range
-from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
+from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
 #: F(2x2, 3x3)'s matrices (the interpolation points 0, 1, -1): the weight's G (4x3), the
@@ -85,7 +90,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         blocks of O columns of one C x 16*O matrix in panels: ``P[j*NR*c + q*NR + jj]``
         holds column ``j*NR + jj`` = ``e*o + oc``'s row ``q`` (input channel),
         ``U[e][oc, q] = (G w[oc, q] G^T)[e // 4, e % 4]``; ``ldw`` is unused (the weight
-        is contiguous, 9 taps per channel pair). Scalar: it runs once per model."""
+        is contiguous, 9 taps per channel pair). Scalar: it runs once per model (per
+        call in ``raw_driver``)."""
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, PREPACK_TYPE, name)
@@ -107,6 +113,22 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                     b.store(self.dot(b, G[l_], gg[k]), b.gep(pk, [at], source_etype=self.et))
         for_range(b, _i(0), o, 1, lambda oc: for_range(b, _i(0), c, 1, lambda q: pair(oc, q), "q"),
                   "oc")
+        b.ret_void()
+        return fn
+
+    def raw_driver(self, name: str) -> ir.Function:
+        """``conv_wino_raw`` (module docstring): ``prepack`` into scratch memory, then
+        ``driver``; the buffer stays this thread's until the workers are done."""
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
+        fn.linkage = "internal"
+        x, w, y, c, *rest = fn.args
+        o = rest[2]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        u_bytes = b.mul(b.mul(self.round_up(b, b.mul(o, _i(16))), c), _i(self.size))
+        u = scratch(self.mod, b, None, SLOT_CONV_WEIGHT, b.add(u_bytes, _i(64)))
+        b.call(self.prepack(f"wia.conv.wino.prepack.{self.tag}"), [w, u, o, c, c])
+        b.call(self.driver(), [x, u, y, c, *rest])
+        scratch_done(self.mod, b, SLOT_CONV_WEIGHT, u)
         b.ret_void()
         return fn
 

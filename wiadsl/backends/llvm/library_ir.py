@@ -31,7 +31,7 @@ CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
           "conv_rows_prepack": PREPACK_TYPE, "conv_wino": CONV_TYPE,
-          "conv_wino_prepack": PREPACK_TYPE}
+          "conv_wino_prepack": PREPACK_TYPE, "conv_wino_raw": CONV_TYPE}
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
@@ -88,6 +88,8 @@ def library_ir(spec: Spec) -> str:
             fn = ConvWinogradBuilder(mod, dtype, (1, 1)).driver(symbol(spec))
         elif spec["kind"] == "conv_wino_prepack":
             fn = ConvWinogradBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
+        elif spec["kind"] == "conv_wino_raw":
+            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).raw_driver(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"
