@@ -291,9 +291,10 @@ class Conv2dOp(Operation):
     channels); the attribute ``channels``, if any, is the most a call covers.
     The attribute ``rows`` (a unit hint, no change of meaning): ``w`` is a frozen
     input of the kernel and the plane small, so a backend may compute the pixels as
-    the rows of a GEMM with ``w`` packed once (backends/llvm/conv_rows.py). With it, the
-    unit hint ``winograd``: a 3x3 stride-1 ``w`` may be computed as Winograd's
-    F(2x2, 3x3) (backends/llvm/conv_winograd.py; equal up to rounding)."""
+    the rows of a GEMM with ``w`` packed once (backends/llvm/conv_rows.py). The unit
+    hint ``winograd`` (with ``rows`` or alone, on a whole image): a 3x3 stride-1
+    convolution may be computed as Winograd's F(2x2, 3x3) (backends/llvm/
+    conv_winograd.py; equal up to rounding)."""
 
     name = "loop.conv2d"
 

@@ -52,8 +52,8 @@ def rows_pays(c: int, o: int, kh: int, kw: int, ho: int, wo: int) -> bool:
     return npix <= ROWS_PIXELS and o >= ROWS_CHANNELS and npix * o * c * kh * kw >= ROWS_MACS
 
 
-#: a frozen 3x3, stride-1 convolution runs as Winograd's F(2x2, 3x3) in the rows layout
-#: (``winograd_pays``; backends/llvm/conv_winograd.py) with at least WINO_CHANNELS input
+#: a 3x3, stride-1 convolution of a frozen weight runs as Winograd's F(2x2, 3x3) in the
+#: rows layout (``winograd_pays``; backends/llvm/conv_winograd.py) with at least WINO_CHANNELS input
 #: and output channels, output channels a multiple of WINO_CHANNEL_STEP (whole panels
 #: of them at every vector width), and at least WINO_TILES output 2x2 tiles per image.
 #: ResNet-18's four 3x3 stages, single layers with bias and ReLU, the direct convolution

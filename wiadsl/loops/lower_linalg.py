@@ -191,7 +191,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
-        rows, winograd = frozen_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
+        rows, winograd = image_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
         if fused_in_chunks(op) and not (rows or winograd):
             rt = op.result.type
             assert isinstance(rt, TensorType)
@@ -254,7 +254,7 @@ def fused_in_chunks(op: Operation) -> bool:
             and isinstance(rt, TensorType) and None not in rt.shape[2:])
 
 
-def frozen_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
+def image_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
                   stride: tuple[int, int]) -> tuple[bool, bool]:
     """(rows, winograd): whether a float convolution with static ``extents`` (c, o, kh,
     kw, ho, wo) is one ``loop.conv2d`` per image with its epilogue after it, with the
