@@ -106,7 +106,8 @@ def test_winograd_matches_numpy(case, source: str, threads: int, frozen: tuple[i
     ((64, 96, 3, 3, (1, 1), 32, 32), True, False),    # output channels not whole panels
     ((256, 256, 3, 3, (1, 1), 5, 5), True, False),    # 9 tiles: too few rows for the GEMMs
     ((64, 64, 3, 3, (1, 1), 56, 56), False, True),    # a weight transformed per call:
-    ((256, 256, 3, 3, (1, 1), 14, 14), False, False)])  # 49 tiles do not pay for it
+    ((256, 256, 3, 3, (1, 1), 10, 10), False, True),  # 25 tiles pay for it,
+    ((512, 512, 3, 3, (1, 1), 7, 7), False, False)])  # 16 do not
 def test_which_convolutions_take_winograd(extents, frozen: bool, pays: bool) -> None:
     assert winograd_pays(*extents, frozen=frozen) == pays
 
@@ -121,9 +122,9 @@ func @c(%x: tensor<1x64x{h}x{h}xf32>, %w: tensor<128x64x3x3xf32>) -> tensor<1x12
 
 
 @pytest.mark.parametrize(("plane", "frozen", "hints", "helper"), [
-    (14, frozenset({1}), "rows, winograd", "conv_wino"),   # 49 tiles, packed once
-    (14, frozenset(), None, None),                         # 49 tiles, per call: direct
-    (16, frozenset(), "winograd", "conv_wino_raw")])       # 64 tiles, per call
+    (7, frozenset({1}), "rows, winograd", "conv_wino"),    # 16 tiles, packed once
+    (7, frozenset(), None, None),                          # 16 tiles, per call: direct
+    (14, frozenset(), "winograd", "conv_wino_raw")])       # 49 tiles, per call
 def test_the_lowering_hints_winograd(plane: int, frozen: frozenset[int], hints: str | None,
                                      helper: str | None) -> None:
     lowered = lower_kernel(parse_module(TENSOR_CONV.format(h=plane)), "c",

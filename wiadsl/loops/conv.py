@@ -65,10 +65,11 @@ WINO_CHANNELS = 64
 WINO_CHANNEL_STEP = 64
 WINO_TILES = 16
 #: tiles an image has at least for F(2x2, 3x3) with a weight that is not frozen: the
-#: call transforms the weight first (16 * O * C, scalar), which the GEMMs' saving
-#: (20 * O * C * tiles multiply-adds) must outweigh. A 64-channel 56x56 layer with its
-#: weight an input: 2.3 -> 1.6 ms at one thread
-WINO_TILES_PER_CALL = 64
+#: call transforms the weight first (16 * O * C outputs), which the GEMMs' saving (20 *
+#: O * C * tiles multiply-adds) must outweigh. With the weight an input, bias and ReLU,
+#: one thread: 64 ch 56x56 2.3 -> 1.6 ms, 256 ch 14x14 2.56 -> 1.41, 256 ch 10x10 (25
+#: tiles) 1.52 -> 0.97, 128 ch 10x10 0.385 -> 0.232; but 512 ch 7x7 (16) 3.0 -> 3.7
+WINO_TILES_PER_CALL = 24
 
 
 def winograd_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], ho: int,
