@@ -143,29 +143,8 @@ class ConvRowsBuilder(ConvBuilder):
                        b.add(b.mul(b.mul(m, cols), _i(self.size)), _i(64)))
         self.pack(b, x, (patches, offs), (c, hp, wp, kh, kw, wo), (kcb, lda), lo, hi)
 
-        def multiply(builder: ConvRowsBuilder) -> None:
-            big = builder.ukernel(builder.mr)
-
-            def per_pc(pc: ir.Value) -> None:
-                kc = imin(b, b.sub(k, pc), kcb)
-                block = b.gep(patches, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
-                builder.multiply_panels(
-                    b, block, lda, _i(0), kc, wpk, _i(0), cols, cols, tile, cols, m,
-                    b.icmp_signed(">", pc, _i(0)), big,
-                    panel_at=lambda col: b.gep(wpk, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
-                                               source_etype=self.et))
-            for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
-            if self.mr != 8:
-                multiply(self)
-            else:
-                sevens = copy.copy(self)
-                sevens.mr = 7
-                with b.if_else(self.by_seven(b, m)) as (seven, other):
-                    with seven:
-                        multiply(sevens)
-                    with other:
-                        multiply(self)
+            self.multiply_blocks(b, (patches, lda, kcb), (wpk, k), (tile, cols), m)
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
             self.zero_fill(b, tile, m, cols, cols, ir.Constant(I1, 0))
         plane = b.mul(ho, wo)
@@ -183,6 +162,39 @@ class ConvRowsBuilder(ConvBuilder):
         scratch_done(self.mod, b, SLOT_CONV_PACK, patches)
         b.ret(ir.Constant(I32, 0))
         return fn
+
+    def multiply_blocks(self, b: ir.IRBuilder, a: tuple[ir.Value, ir.Value, ir.Value],
+                        w: tuple[ir.Value, ir.Value], c: tuple[ir.Value, ir.Value],
+                        m: ir.Value) -> None:
+        """``C[0:m, 0:cols] = A @ W``: ``a`` = (A, lda, kcb), A K-block-major (block
+        ``pc // kcb`` holds the ``m`` rows' ``kcb`` columns from ``pc``, ``lda`` apart);
+        ``w`` = (W's panels, k), column ``col``'s panel of ``k`` rows at ``col * k``;
+        ``c`` = (C, cols), ``cols`` apart. 7-row micro-kernels where 7 divides ``m``
+        and 8 does not (``by_seven``)."""
+        (a_blocks, lda, kcb), (panels, k), (tile, cols) = a, w, c
+
+        def multiply(builder: ConvRowsBuilder) -> None:
+            big = builder.ukernel(builder.mr)
+
+            def per_pc(pc: ir.Value) -> None:
+                kc = imin(b, b.sub(k, pc), kcb)
+                block = b.gep(a_blocks, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
+                builder.multiply_panels(
+                    b, block, lda, _i(0), kc, panels, _i(0), cols, cols, tile, cols, m,
+                    b.icmp_signed(">", pc, _i(0)), big,
+                    panel_at=lambda col: b.gep(panels, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
+                                               source_etype=self.et))
+            for_range(b, _i(0), k, kcb, per_pc, "pc")
+        if self.mr != 8:
+            multiply(self)
+            return
+        sevens = copy.copy(self)
+        sevens.mr = 7
+        with b.if_else(self.by_seven(b, m)) as (seven, other):
+            with seven:
+                multiply(sevens)
+            with other:
+                multiply(self)
 
     def pack(self, b: ir.IRBuilder, x: ir.Value, out: tuple[ir.Value, ir.Value],
              extents: tuple[ir.Value, ...], blocking: tuple[ir.Value, ir.Value],

@@ -45,8 +45,6 @@ back to conv_rows.py otherwise): ``U[e]^T``'s panels then start at ``e * o * c``
 
 from __future__ import annotations
 
-import copy
-
 from llvmlite import ir
 
 from .conv_rows import CTX_WORDS, ConvRowsBuilder
@@ -299,40 +297,17 @@ class ConvWinogradBuilder(ConvRowsBuilder):
 
     def multiply(self, b: ir.IRBuilder, a: tuple[ir.Value, ...], u: tuple[ir.Value, ...],
                  extents: tuple[ir.Value, ...], m: ir.Value) -> None:
-        """``C[e] = A[e] @ U[e]^T`` for e = 0..15: the ``m`` rows by the K blocks, 7-row
-        micro-kernels where 7 divides ``m`` and 8 does not (as conv_rows)."""
+        """``C[e] = A[e] @ U[e]^T`` for e = 0..15: the ``m`` rows by the K blocks
+        (conv_rows.py's ``multiply_blocks``)."""
         a_all, a_elems, lda, kcb = a
         up, c_all, c_elems = u
         c, o, cols = extents
 
-        def run(builder: ConvWinogradBuilder) -> None:
-            big = builder.ukernel(builder.mr)
-
-            def one(e: ir.Value) -> None:
-                ae = b.gep(a_all, [b.mul(e, a_elems)], source_etype=self.et)
-                ue = b.gep(up, [b.mul(e, b.mul(o, c))], source_etype=self.et)
-                ce = b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et)
-
-                def per_pc(pc: ir.Value) -> None:
-                    kc = imin(b, b.sub(c, pc), kcb)
-                    block = b.gep(ae, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
-                    builder.multiply_panels(
-                        b, block, lda, _i(0), kc, ue, _i(0), cols, cols, ce, cols, m,
-                        b.icmp_signed(">", pc, _i(0)), big,
-                        panel_at=lambda col: b.gep(ue, [b.add(b.mul(col, c), b.mul(pc, _i(self.nr)))],
-                                                   source_etype=self.et))
-                for_range(b, _i(0), c, kcb, per_pc, "pc")
-            for_range(b, _i(0), _i(16), 1, one, "e")
-        if self.mr != 8:
-            run(self)
-            return
-        sevens = copy.copy(self)
-        sevens.mr = 7
-        with b.if_else(self.by_seven(b, m)) as (seven, other):
-            with seven:
-                run(sevens)
-            with other:
-                run(self)
+        def one(e: ir.Value) -> None:
+            self.multiply_blocks(b, (b.gep(a_all, [b.mul(e, a_elems)], source_etype=self.et), lda, kcb),
+                                 (b.gep(up, [b.mul(e, b.mul(o, c))], source_etype=self.et), c),
+                                 (b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et), cols), m)
+        for_range(b, _i(0), _i(16), 1, one, "e")
 
     def transform_output(self, b: ir.IRBuilder, y: ir.Value, c_all: ir.Value, c_elems: ir.Value,
                          shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value) -> None:
