@@ -35,6 +35,7 @@ O channels, zero past O; any plane size (the scratch memory grows with it).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -83,26 +84,34 @@ class ConvRowsBuilder(ConvBuilder):
 
     def driver(self, name: str | None = None) -> ir.Function:
         """``conv_rows`` (module docstring)."""
-        name = name or f"wia.conv.rows.{self.tag}"
+        def pixels(b: ir.IRBuilder, c: ir.Value, o: ir.Value, kh: ir.Value, kw: ir.Value,
+                   ho: ir.Value, wo: ir.Value) -> tuple[ir.Value, ir.Value]:
+            m = b.mul(ho, wo)
+            return m, b.mul(b.mul(m, b.mul(c, b.mul(kh, kw))), o)
+        return self.split_driver(name or f"wia.conv.rows.{self.tag}", self.pixels_worker(), pixels)
+
+    def split_driver(self, name: str, worker: ir.Function,
+                     rows: Callable[..., tuple[ir.Value, ir.Value]]) -> ir.Function:
+        """``name(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: ``worker`` on the rows
+        ``[0, m)``, split over the pool in chunks of whole micro-kernel rows when the
+        multiply-adds pay for it; ``rows(b, c, o, kh, kw, ho, wo)`` gives ``(m,
+        multiply-adds)``."""
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
         fn.linkage = "internal"
         args = list(fn.args)
-        c, o, kh, kw, ho, wo = args[3], args[6], args[7], args[8], args[9], args[10]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        m, k = b.mul(ho, wo), b.mul(c, b.mul(kh, kw))
+        m, macs = rows(b, args[3], args[6], args[7], args[8], args[9], args[10])
         ctx = b.alloca(I64, size=CTX_WORDS)
         for j, v in enumerate(args):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
-        pixels = self.pixels_worker()
-        go = worth_threads(b, b.mul(b.mul(m, k), o))
-        with b.if_else(go) as (par, ser):
+        with b.if_else(worth_threads(b, macs)) as (par, ser):
             with par:  # chunks of whole micro-kernel rows, one per thread
                 align = b.select(self.by_seven(b, m), _i(7), _i(self.mr)) if self.mr == 8 else _i(self.mr)
-                b.call(parallel_for(self.mod), [pixels, ctx, _i(0), m, align, _i(THREADS)])
+                b.call(parallel_for(self.mod), [worker, ctx, _i(0), m, align, _i(THREADS)])
             with ser:
-                b.call(pixels, [ctx, _i(0), m])
+                b.call(worker, [ctx, _i(0), m])
         b.ret_void()
         return fn
 

@@ -49,7 +49,7 @@ from llvmlite import ir
 
 from .conv_rows import CTX_WORDS, ConvRowsBuilder
 from .gemm import _i, imin
-from .parallel import THREADS, new_worker, parallel_for, worth_threads
+from .parallel import new_worker
 from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
@@ -166,29 +166,10 @@ class ConvWinogradBuilder(ConvRowsBuilder):
     def driver(self, name: str | None = None) -> ir.Function:
         """``conv_wino`` (module docstring): the tiles over the pool in chunks of whole
         micro-kernel rows."""
-        name = name or f"wia.conv.wino.{self.tag}"
-        if name in self.mod.globals:
-            return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
-        fn.linkage = "internal"
-        args = list(fn.args)
-        c, o, ho, wo = args[3], args[6], args[9], args[10]
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        tiles = b.mul(self.halves(b, ho), self.halves(b, wo))
-        ctx = b.alloca(I64, size=CTX_WORDS)
-        for j, v in enumerate(args):
-            b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
-        worker = self.tiles_worker()
-        go = worth_threads(b, b.mul(b.mul(tiles, b.mul(c, _i(16))), o))
-        with b.if_else(go) as (par, ser):
-            with par:
-                align = b.select(self.by_seven(b, tiles), _i(7), _i(self.mr)) if self.mr == 8 \
-                    else _i(self.mr)
-                b.call(parallel_for(self.mod), [worker, ctx, _i(0), tiles, align, _i(THREADS)])
-            with ser:
-                b.call(worker, [ctx, _i(0), tiles])
-        b.ret_void()
-        return fn
+        def tiles(b: ir.IRBuilder, c: ir.Value, o: ir.Value, *sizes: ir.Value) -> tuple[ir.Value, ir.Value]:
+            m = b.mul(self.halves(b, sizes[2]), self.halves(b, sizes[3]))
+            return m, b.mul(b.mul(m, b.mul(c, _i(16))), o)
+        return self.split_driver(name or f"wia.conv.wino.{self.tag}", self.tiles_worker(), tiles)
 
     @staticmethod
     def halves(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
