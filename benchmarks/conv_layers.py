@@ -1,10 +1,10 @@
 """Single convolution layers of an imported model (Conv + bias + Relu, frozen weights)
-against ONNX Runtime, with and without Winograd's F(2x2, 3x3) (loops/conv.py's
-``winograd_pays``, backends/llvm/conv_winograd.py).
+against ONNX Runtime, with and without Winograd's F(2x2, 3x3) and F(4x4, 3x3)
+(loops/conv.py's ``winograd_tile``, backends/llvm/conv_winograd.py).
 
     PYTHONPATH=. python benchmarks/conv_layers.py [--threads 1,2] [--rounds 7]
 
-The layers are ResNet-18's 3x3 stride-1 stages (where F(2x2, 3x3) applies) and, for
+The layers are ResNet-18's 3x3 stride-1 stages (where Winograd applies) and, for
 reference, one of its stride-2 layers and a 1x1 downsample (where it does not: both
 columns are the same code). "direct" is the same import compiled with the rule's
 channel minimum raised out of reach (the convolution then runs as it did before:

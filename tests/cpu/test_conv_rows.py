@@ -4,7 +4,7 @@ state, reached from the pool's workers and from functions merged across layers),
 call's patches packed a kernel row of taps at a time, channel counts that end inside a
 panel, strides, 1x1, 5x5 and 17x17 kernels, planes of 36 to 256 pixels, with and
 without a fused epilogue, at one and two threads, against NumPy; which convolutions
-take the layout; and the lowering as IR text. Winograd's F(2x2, 3x3), which takes
+take the layout; and the lowering as IR text. Winograd (F(2x2, 3x3), F(4x4, 3x3)), which takes
 most 3x3 stride-1 layers of this layout, is off here (``no_winograd``); it has
 tests of its own (test_conv_winograd.py)."""
 
@@ -35,7 +35,7 @@ kernel c(input x: f32[N, C, H, W], input w: f32[O, C, KH, KW], output y: f32[N, 
 
 @pytest.fixture
 def no_winograd(monkeypatch):
-    """The lowering without F(2x2, 3x3), and no cached kernel of another lowering (the
+    """The lowering without Winograd, and no cached kernel of another lowering (the
     rule's constants are not the cache key's)."""
     monkeypatch.setattr(conv, "WINO_CHANNELS", 1 << 30)
     monkeypatch.setenv("WIADSL_CACHE", "0")

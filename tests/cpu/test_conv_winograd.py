@@ -1,5 +1,5 @@
-"""Winograd's F(2x2, 3x3) for 3x3 stride-1 convolutions (loops/conv.py's
-``winograd_pays``, backends/llvm/conv_winograd.py) against NumPy: planes of 1x1 to
+"""Winograd's F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions (loops/conv.py's
+``winograd_tile``, backends/llvm/conv_winograd.py) against NumPy, each form on planes of 1x1 to
 29x29 (odd ones: the last tiles hang over and their outputs past the plane are
 dropped), padding 0, 1 and 2, input channels in one and in several K blocks and not a
 multiple of anything, output channels in one and several panels, two images, with and
@@ -17,7 +17,7 @@ import wiadsl
 from wiadsl.backends.llvm.compile import lower_kernel
 from wiadsl.ir import parse_module, print_module
 from wiadsl.loops import conv
-from wiadsl.loops.conv import winograd_pays
+from wiadsl.loops.conv import winograd_tile
 from wiadsl.runtime import cache
 
 BIASED = """
@@ -33,14 +33,16 @@ kernel c(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], output y: f32[N, O,
 """
 
 
-@pytest.fixture
-def any_shape(monkeypatch):
+@pytest.fixture(params=[2, 4], ids=["F2", "F4"])
+def any_shape(request, monkeypatch):
     """The rule opened to every 3x3 stride-1 shape with whole panels of output channels
-    (the kernel is right for any; the rule picks where it is fast), and no cached
-    kernel of the default rule (its constants are not the cache key's)."""
+    (the kernel is right for any; the rule picks where it is fast), with one form,
+    F(2x2, 3x3) or F(4x4, 3x3), and no cached kernel of the default rule (its
+    constants are not the cache key's)."""
     monkeypatch.setattr(conv, "WINO_CHANNELS", 1)
     monkeypatch.setattr(conv, "WINO_TILES", 1)
     monkeypatch.setattr(conv, "WINO_TILES_PER_CALL", 1)
+    monkeypatch.setattr(conv, "WINO4_TILES", 1 if request.param == 4 else 1 << 30)
     monkeypatch.setenv("WIADSL_CACHE", "0")
     cache.clear_memory()
     yield
@@ -97,19 +99,20 @@ def test_winograd_matches_numpy(case, source: str, threads: int, frozen: tuple[i
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize(("extents", "frozen", "pays"), [
-    ((64, 64, 3, 3, (1, 1), 56, 56), True, True),     # ResNet-18's stages
-    ((512, 512, 3, 3, (1, 1), 7, 7), True, True),
-    ((64, 128, 3, 3, (2, 2), 28, 28), True, False),   # stride 2
-    ((64, 64, 1, 1, (1, 1), 56, 56), True, False),    # 1x1
-    ((32, 64, 3, 3, (1, 1), 32, 32), True, False),    # few input channels (the small CNN)
-    ((64, 96, 3, 3, (1, 1), 32, 32), True, False),    # output channels not whole panels
-    ((256, 256, 3, 3, (1, 1), 5, 5), True, False),    # 9 tiles: too few rows for the GEMMs
-    ((64, 64, 3, 3, (1, 1), 56, 56), False, True),    # a weight transformed per call:
-    ((256, 256, 3, 3, (1, 1), 10, 10), False, True),  # 25 tiles pay for it,
-    ((512, 512, 3, 3, (1, 1), 7, 7), False, False)])  # 16 do not
-def test_which_convolutions_take_winograd(extents, frozen: bool, pays: bool) -> None:
-    assert winograd_pays(*extents, frozen=frozen) == pays
+@pytest.mark.parametrize(("extents", "frozen", "tile"), [
+    ((64, 64, 3, 3, (1, 1), 56, 56), True, 4),        # ResNet-18's stages: F(4x4) from
+    ((256, 256, 3, 3, (1, 1), 14, 14), True, 4),      # 16 tiles of 4x4,
+    ((512, 512, 3, 3, (1, 1), 7, 7), True, 2),        # F(2x2) below
+    ((64, 128, 3, 3, (2, 2), 28, 28), True, 0),       # stride 2
+    ((64, 64, 1, 1, (1, 1), 56, 56), True, 0),        # 1x1
+    ((32, 64, 3, 3, (1, 1), 32, 32), True, 0),        # few input channels (the small CNN)
+    ((64, 96, 3, 3, (1, 1), 32, 32), True, 0),        # output channels not whole panels
+    ((256, 256, 3, 3, (1, 1), 5, 5), True, 0),        # 9 tiles: too few rows for the GEMMs
+    ((64, 64, 3, 3, (1, 1), 56, 56), False, 4),       # a weight transformed per call:
+    ((256, 256, 3, 3, (1, 1), 10, 10), False, 2),     # 25 tiles pay for it,
+    ((512, 512, 3, 3, (1, 1), 7, 7), False, 0)])      # 16 do not
+def test_which_convolutions_take_winograd(extents, frozen: bool, tile: int) -> None:
+    assert winograd_tile(*extents, frozen=frozen) == tile
 
 
 TENSOR_CONV = """
@@ -122,9 +125,10 @@ func @c(%x: tensor<1x64x{h}x{h}xf32>, %w: tensor<128x64x3x3xf32>) -> tensor<1x12
 
 
 @pytest.mark.parametrize(("plane", "frozen", "hints", "helper"), [
-    (7, frozenset({1}), "rows, winograd", "conv_wino"),    # 16 tiles, packed once
-    (7, frozenset(), None, None),                          # 16 tiles, per call: direct
-    (14, frozenset(), "winograd", "conv_wino_raw")])       # 49 tiles, per call
+    (7, frozenset({1}), "rows, winograd = 2", "conv_wino2"),   # 16 tiles, packed once
+    (7, frozenset(), None, None),                              # 16 tiles, per call: direct
+    (10, frozenset(), "winograd = 2", "conv_wino2_raw"),       # 25 tiles, per call
+    (28, frozenset({1}), "rows, winograd = 4", "conv_wino4")])  # 49 tiles of 4x4
 def test_the_lowering_hints_winograd(plane: int, frozen: frozenset[int], hints: str | None,
                                      helper: str | None) -> None:
     lowered = lower_kernel(parse_module(TENSOR_CONV.format(h=plane)), "c",
@@ -138,8 +142,9 @@ def test_the_lowering_hints_winograd(plane: int, frozen: frozenset[int], hints: 
     # CHECK (frozen w): the transform packed once behind a compare-and-swap, then the kernel
     # CHECK (w an input): the kernel that transforms it per call, no state
     # CHECK-NOT: conv_rows; conv_range only without the hint
-    assert ("@\"wia.lib.conv_wino_prepack.f32." in text and "cmpxchg" in text) == bool(frozen)
-    for kind in ("conv_wino", "conv_wino_raw"):
+    prepack = f"{helper}_prepack" if helper else "none"
+    assert (f"@\"wia.lib.{prepack}.f32." in text and "cmpxchg" in text) == bool(frozen)
+    for kind in ("conv_wino2", "conv_wino2_raw", "conv_wino4", "conv_wino4_raw"):
         assert (f"@\"wia.lib.{kind}.f32." in text) == (kind == helper)
     assert "@\"wia.lib.conv_rows.f32." not in text
     assert ("@\"wia.lib.conv_range.f32." in text) == (helper is None)
@@ -155,9 +160,9 @@ def test_the_hint_on_channels_inside_a_panel_runs_conv_rows(monkeypatch, threads
     shapes = [[1, 64, 14, 14], [130, 64, 3, 3]]
     lowered = lower_kernel(parse_module(TENSOR_CONV.replace("128x", "130x").format(h=14)), "c",
                            shapes, frozen=frozenset({1}))
-    assert "rows, winograd}" in print_module(lowered.loop_ir)
+    assert "rows, winograd = 4}" in print_module(lowered.loop_ir)
     assert "@\"wia.lib.conv_rows.f32." in lowered.llvm_ir
-    assert "@\"wia.lib.conv_wino.f32." not in lowered.llvm_ir
+    assert "@\"wia.lib.conv_wino" not in lowered.llvm_ir
     rng = np.random.default_rng(130)
     x = rng.standard_normal((1, 64, 14, 14)).astype(np.float32)
     w = rng.standard_normal((130, 64, 3, 3)).astype(np.float32)

@@ -292,8 +292,8 @@ class Conv2dOp(Operation):
     The attribute ``rows`` (a unit hint, no change of meaning): ``w`` is a frozen
     input of the kernel and the plane small, so a backend may compute the pixels as
     the rows of a GEMM with ``w`` packed once (backends/llvm/conv_rows.py). The unit
-    hint ``winograd`` (with ``rows`` or alone, on a whole image): a 3x3 stride-1
-    convolution may be computed as Winograd's F(2x2, 3x3) (backends/llvm/
+    hint ``winograd = m`` (with ``rows`` or alone, on a whole image; m = 2 or 4): a 3x3
+    stride-1 convolution may be computed as Winograd's F(m x m, 3x3) (backends/llvm/
     conv_winograd.py; equal up to rounding)."""
 
     name = "loop.conv2d"

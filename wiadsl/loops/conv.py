@@ -52,8 +52,8 @@ def rows_pays(c: int, o: int, kh: int, kw: int, ho: int, wo: int) -> bool:
     return npix <= ROWS_PIXELS and o >= ROWS_CHANNELS and npix * o * c * kh * kw >= ROWS_MACS
 
 
-#: a 3x3, stride-1 convolution of a frozen weight runs as Winograd's F(2x2, 3x3) in the
-#: rows layout (``winograd_pays``; backends/llvm/conv_winograd.py) with at least WINO_CHANNELS input
+#: a 3x3, stride-1 convolution of a frozen weight runs as Winograd's F(2x2, 3x3) or
+#: F(4x4, 3x3) in the rows layout (``winograd_tile``; backends/llvm/conv_winograd.py) with at least WINO_CHANNELS input
 #: and output channels, output channels a multiple of WINO_CHANNEL_STEP (whole panels
 #: of them at every vector width), and at least WINO_TILES output 2x2 tiles per image.
 #: ResNet-18's four 3x3 stages, single layers with bias and ReLU, the direct convolution
@@ -72,14 +72,27 @@ WINO_TILES = 16
 WINO_TILES_PER_CALL = 24
 
 
-def winograd_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], ho: int,
-                  wo: int, frozen: bool = True) -> bool:
-    """Whether an image's convolution runs as F(2x2, 3x3): its weight ``frozen`` (an
-    imported model's: transformed once) or not (transformed on every call)."""
+#: 4x4 output tiles an image has at least for F(4x4, 3x3) rather than F(2x2, 3x3): 36
+#: products per 16 outputs instead of 16 per 4 (2.25x -> 4x fewer multiply-adds than
+#: the direct sum), at about 15x its rounding error (still ~1e-5 of the outputs'
+#: scale). ResNet-18's layers, one thread (two in parentheses), F(2x2) -> F(4x4): 64 ch
+#: 56x56 1.46 -> 0.92 ms, 128 ch 28x28 1.17 -> 0.75, 256 ch 14x14 (16 tiles) 1.09 ->
+#: 0.81 (0.78 -> 0.56); 512 ch 7x7 (4 tiles) 1.36 -> 1.11 but (0.91 -> 1.20): four
+#: rows do not split over two threads
+WINO4_TILES = 16
+
+
+def winograd_tile(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], ho: int,
+                  wo: int, frozen: bool = True) -> int:
+    """The output tile side ``m`` of the F(m x m, 3x3) an image's convolution runs as
+    (2 or 4), else 0: its weight ``frozen`` (an imported model's: transformed once) or
+    not (transformed on every call)."""
     tiles = -(-ho // 2) * -(-wo // 2)
-    return ((kh, kw) == (3, 3) and tuple(stride) == (1, 1) and min(c, o) >= WINO_CHANNELS
+    if not ((kh, kw) == (3, 3) and tuple(stride) == (1, 1) and min(c, o) >= WINO_CHANNELS
             and o % WINO_CHANNEL_STEP == 0
-            and tiles >= (WINO_TILES if frozen else WINO_TILES_PER_CALL))
+            and tiles >= (WINO_TILES if frozen else WINO_TILES_PER_CALL)):
+        return 0
+    return 4 if -(-ho // 4) * -(-wo // 4) >= WINO4_TILES else 2
 
 
 #: output pixels per chunk when a fused epilogue follows the convolution: the chunk's
@@ -92,7 +105,7 @@ CHUNK = 256
 def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Value, ...],
                   stride: tuple[int, int], pad: tuple[int, int],
                   epilogue: tuple[Epilogue, Value] | None = None, rows: bool = False,
-                  winograd: bool = False) -> None:
+                  winograd: int = 0) -> None:
     """Emit ``out = conv2d(x, w)`` for float ``x``: a zero-padded copy of the input
     (when padding) and one ``loop.conv2d`` per image; with ``epilogue`` (the fused
     body and the buffer it writes, ``out`` itself or one of the result's dtype), one
@@ -104,7 +117,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
     as its vector lanes and splits the image's pixels over the threads itself
     (backends/llvm/conv_rows.py; pieces of channel blocks that each packed all the
     patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread). ``winograd``
-    (``winograd_pays``): the hint ``winograd`` too (backends/llvm/conv_winograd.py),
+    (``winograd_tile``: 2 or 4): the hint ``winograd = m`` too (backends/llvm/conv_winograd.py),
     with or without ``rows``, and also one call per image with the epilogue after it.
 
     ``dims`` is (nb, c, h, wd, o, kh, kw, ho, wo). The padded copy writes each
@@ -163,7 +176,7 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         if rows:
             attributes["rows"] = True
         if winograd:
-            attributes["winograd"] = True
+            attributes["winograd"] = winograd
         lb2.b.create(NAME, [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo],
                      attributes=attributes)
     # images write disjoint outputs: a batch splits over the threads image by image

@@ -15,7 +15,7 @@ from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
-from .conv import implicit_gemm, rows_pays, winograd_pays
+from .conv import implicit_gemm, rows_pays, winograd_tile
 from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
@@ -255,18 +255,18 @@ def fused_in_chunks(op: Operation) -> bool:
 
 
 def image_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
-                  stride: tuple[int, int]) -> tuple[bool, bool]:
+                  stride: tuple[int, int]) -> tuple[bool, int]:
     """(rows, winograd): whether a float convolution with static ``extents`` (c, o, kh,
     kw, ho, wo) is one ``loop.conv2d`` per image with its epilogue after it, with the
     hint ``rows`` (its weight a frozen parameter, loops/conv.py ``rows_pays``) and
-    ``winograd`` (``winograd_pays``, frozen or not)."""
+    ``winograd`` (``winograd_tile``'s m, or 0; frozen or not)."""
     sizes = [const_value(v) for v in extents]
     if None in sizes:
-        return False, False
+        return False, 0
     c, o, kh, kw, ho, wo = sizes
     frozen = id(op.operands[1]) in ctx.frozen
-    winograd = winograd_pays(c, o, kh, kw, stride, ho, wo, frozen)  # type: ignore[arg-type]
-    rows = frozen and (winograd or rows_pays(c, o, kh, kw, ho, wo))  # type: ignore[arg-type]
+    winograd = winograd_tile(c, o, kh, kw, stride, ho, wo, frozen)  # type: ignore[arg-type]
+    rows = frozen and (bool(winograd) or rows_pays(c, o, kh, kw, ho, wo))  # type: ignore[arg-type]
     return rows, winograd
 
 

@@ -615,15 +615,16 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     xoff, yoff, *dims = (e.get(v) for v in op.operands[3:15])
     stride = tuple(op.attributes["stride"])
     rows = op.attributes.get("rows") and frozen_operand(e, op, 1, W_PLACEMENT)
-    if op.attributes.get("winograd") and winograd_applies(e, op, t.dtype):
-        # F(2x2, 3x3) in the rows layout (conv_winograd.py): its weight transform packed
-        # once when frozen, else made per call
+    tile = op.attributes.get("winograd")
+    if tile in (2, 4) and winograd_applies(e, op, t.dtype):
+        # F(tile x tile, 3x3) in the rows layout (conv_winograd.py): its weight transform
+        # packed once when frozen, else made per call
         c, o = dims[0], dims[3]
         if rows:
-            fn, weight = declare(e.mod.ll, e.mod.libraries, "conv_wino", t.dtype), \
-                prepacked_winograd_weight(e, t.dtype, w.ptr, o, c)
+            fn, weight = declare(e.mod.ll, e.mod.libraries, f"conv_wino{tile}", t.dtype), \
+                prepacked_winograd_weight(e, t.dtype, tile, w.ptr, o, c)
         else:
-            fn, weight = declare(e.mod.ll, e.mod.libraries, "conv_wino_raw", t.dtype), w.ptr
+            fn, weight = declare(e.mod.ll, e.mod.libraries, f"conv_wino{tile}_raw", t.dtype), w.ptr
         e.b.call(fn, [e.element_ptr(x, t, xoff), weight, e.element_ptr(y, t, yoff), *dims])
         return []
     if rows:  # pixels as the rows of a GEMM, the weight packed once (conv_rows.py)
@@ -651,7 +652,7 @@ W_PLACEMENT = (5, 8, 9, 10)
 
 
 def winograd_applies(e: FunctionEmitter, op: Operation, dtype: DType) -> bool:
-    """Whether a ``{winograd}`` convolution can run as conv_winograd.py's F(2x2, 3x3):
+    """Whether a ``{winograd = m}`` convolution can run as conv_winograd.py's F(m x m, 3x3):
     a whole image (no pixel or channel range), a 3x3 kernel at stride 1 and whole
     panels of output channels (a hint on any other shape is ignored: the convolution
     runs as it would without it)."""

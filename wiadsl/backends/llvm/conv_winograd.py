@@ -1,52 +1,59 @@
-"""``loop.conv2d {rows, winograd}`` (loops/conv.py): a 3x3, stride-1 convolution of a
-frozen weight as Winograd's F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for
-Convolutional Neural Networks", 2015), in conv_rows.py's layout.
+"""``loop.conv2d {winograd = m}`` (loops/conv.py): a 3x3, stride-1 convolution as
+Winograd's F(m x m, 3x3), m = 2 or 4 (Lavin & Gray, "Fast Algorithms for Convolutional
+Neural Networks", 2015), in conv_rows.py's layout.
 
-Each 2x2 block of outputs (a "tile") needs a 4x4 window ``d`` of the padded input,
-and per pair of channels the algorithm computes it from 16 products, not 36:
+Each m x m block of outputs (a "tile") needs an a x a window ``d`` of the padded input
+(a = m + 2), and per pair of channels the algorithm computes it from a^2 products:
+16 for 4 outputs (F(2x2)) or 36 for 16 (F(4x4)), not 9 per output:
 
-    Y = A^T [ (G g G^T) (.) (B^T d B) ] A          (.) elementwise over the 4x4
+    Y = A^T [ (G g G^T) (.) (B^T d B) ] A          (.) elementwise over the a x a
 
-- ``U = G g G^T``: the weight's transform, once per model (``prepack``), stored as 16
-  matrices ``U[e]^T`` (C x O) in the gemm's panel layout, one after the other;
-- ``V = B^T d B``: every tile's transform, per input channel (16 sums of four inputs);
-- the products summed over the input channels are 16 GEMMs with the tiles as rows and
+- ``U = G g G^T``: the weight's transform, once per model (``prepack``; per call in
+  ``conv_wino{m}_raw`` below), stored as a^2 matrices ``U[e]^T`` (C x O) in the gemm's
+  panel layout, one after the other;
+- ``V = B^T d B``: every tile's transform, per input channel;
+- the products summed over the input channels are a^2 GEMMs with the tiles as rows and
   the output channels as the vector lanes: ``M[e] (tiles x O) = V[e] (tiles x C) @
-  U[e]^T``: 16 * C * O multiply-adds per tile against 36 * C * O directly;
-- ``Y = A^T M A`` turns each tile's 16 sums into its 2x2 outputs.
+  U[e]^T``: a^2 * C * O multiply-adds per tile against 9 m^2 * C * O directly (2.25x
+  fewer for F(2x2), 4x for F(4x4));
+- ``Y = A^T M A`` turns each tile's a^2 sums into its m x m outputs.
 
-    conv_wino(x, up, y, c, hp, wp, o, kh, kw, ho, wo)         ; one image (kh = kw = 3)
-    conv_wino_raw(x, w, y, c, hp, wp, o, kh, kw, ho, wo)      ; w not frozen: U per call
+    conv_wino{m}(x, up, y, c, hp, wp, o, kh, kw, ho, wo)      ; one image (kh = kw = 3)
+    conv_wino{m}_raw(x, w, y, c, hp, wp, o, kh, kw, ho, wo)   ; w not frozen: U per call
 
 splits the image's tiles over the pool as conv_rows does its pixels. A chunk
-(``tiles_worker``) goes through its tiles in blocks of at most ``BLOCK_TILES`` (their
-transforms and sums stay in L2), and per block:
-1. transforms the tiles' windows into 16 row-major A matrices (K-block-major as
+(``tiles_worker``) goes through its tiles in blocks of at most ``BLOCK_TILES``, and
+per block:
+1. transforms the tiles' windows into a^2 row-major A matrices (K-block-major as
    conv_rows' patches), in its thread's scratch memory;
 2. multiplies each by its ``U[e]^T`` panels into its own C tile (scratch memory too);
-3. transforms each tile's 16 sums into outputs, a vector of output channels at a
-   time, and stores the 2x2 outputs that fall inside the plane.
+3. transforms each tile's a^2 sums into outputs, a vector of output channels at a
+   time, and stores those that fall inside the plane.
 
-``conv_wino_raw`` (a weight that is a kernel's input, not frozen) transforms the weight
-into its thread's scratch memory first, on every call: 16 * O * C outputs, against the
-GEMMs' 16 * O * C * tiles multiply-adds (the lowering takes it from 64 tiles up).
+``conv_wino{m}_raw`` (a weight that is a kernel's input, not frozen) transforms the
+weight into its thread's scratch memory first, on every call: a^2 * O * C outputs,
+against the GEMMs' a^2 * O * C * tiles multiply-adds (the lowering takes it from 24
+tiles of 2x2 up).
 
-Numerics: V and Y are sums of 4 and 9 terms of either sign, and U of weights times 1
-and 1/2 (exact scalings); so an output carries a few more roundings than the direct sum,
-each of the order of an ulp of the largest term it adds (the tests bound the difference
-from a float64 reference at 1e-5 of the outputs' scale; ResNet-18 differs from ONNX
-Runtime by 6e-6 on logits up to 5.5).
+Numerics: F(2x2)'s transforms add and subtract (U scales by 1/2, exactly); F(4x4)'s
+multiply by 2, 4, 5, 8 and 1/4, 1/6, 1/12, 1/24, so its outputs carry ~15x F(2x2)'s
+rounding error: against a float64 reference, ~4e-7 (F(2x2)) and ~5e-6 (F(4x4)) of the
+largest output, with 256 channels (the tests bound both at 1e-5 of the outputs' scale;
+ResNet-18 differs from ONNX Runtime by 8e-6 on logits up to 5.5).
 
 Invariants: the padded input holds ``hp = ho + 2`` rows of ``wp = wo + 2`` (stride 1,
-3x3); a tile reaching past it (an odd ``ho`` or ``wo``) reads zeros there, and its
-outputs past the plane are not stored. ``o`` is a multiple of NR (the codegen falls
-back to conv_rows.py otherwise): ``U[e]^T``'s panels then start at ``e * o * c``.
+3x3); a tile reaching past it (``ho`` or ``wo`` not a multiple of m) reads zeros there,
+and its outputs past the plane are not stored. ``o`` is a multiple of NR (the codegen
+falls back to conv_rows.py otherwise): ``U[e]^T``'s panels then start at ``e * o * c``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
+from ...dtypes import DType
 from .conv_rows import CTX_WORDS, ConvRowsBuilder
 from .gemm import _i, imin
 from .parallel import new_worker
@@ -54,26 +61,58 @@ from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
-#: F(2x2, 3x3)'s matrices (the interpolation points 0, 1, -1): the weight's G (4x3), the
-#: input's B^T (4x4), the output's A^T (2x4)
-G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
-BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
-AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 
-#: tiles a chunk transforms and multiplies at a time (bounds its scratch memory: 16 A
-#: and 16 C rows per tile, 768 KiB at 128 channels). 24, 48 and 96 ran ResNet-18's
+@dataclass(frozen=True)
+class Form:
+    """F(m x m, 3x3): ``m`` outputs per tile side from an ``m + 2`` window; the weight's
+    G ((m+2) x 3), the input's B^T and the output's A^T (m x (m+2))."""
+
+    m: int
+    g: tuple[tuple[float, ...], ...]
+    bt: tuple[tuple[float, ...], ...]
+    at: tuple[tuple[float, ...], ...]
+
+    @property
+    def alpha(self) -> int:
+        """The window's side, and the products per tile are its square."""
+        return self.m + 2
+
+
+#: Lavin & Gray's F(2x2, 3x3) (interpolation points 0, 1, -1) and F(4x4, 3x3) (0, 1, -1,
+#: 2, -2): 16 products for 4 outputs, 36 for 16
+FORMS = {
+    2: Form(2, g=((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1)),
+            bt=((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+            at=((1, 1, 1, 0), (0, 1, -1, -1))),
+    4: Form(4, g=((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6),
+                  (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1)),
+            bt=((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
+                (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)),
+            at=((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0),
+                (0, 1, -1, 8, -8, 1))),
+}
+
+#: tiles a chunk transforms and multiplies at a time (bounds its scratch memory: a^2 A
+#: and a^2 C rows per tile, 768 KiB at 128 channels and F(2x2)). 24, 48 and 96 ran ResNet-18's
 #: 56x56 and 28x28 layers the same within this host's noise, at one and two threads.
 BLOCK_TILES = 48
-#: elements between the ends and starts of the 16 A (and C) matrices: a cache line
+#: elements between the ends and starts of the A (and C) matrices: a cache line
 SKEW = 16
 
 
-def _combine(b: ir.IRBuilder, coefficients: tuple[int, ...], terms: list[ir.Value]) -> ir.Value:
-    """``sum_i coefficients[i] * terms[i]`` for coefficients of 1, -1 and 0."""
+def _combine(b: ir.IRBuilder, coefficients: tuple[float, ...], terms: list[ir.Value]) -> ir.Value:
+    """``sum_i coefficients[i] * terms[i]`` (scalars or vectors), skipping the zeros and
+    adding or subtracting where a coefficient is 1 or -1."""
     total: ir.Value | None = None
-    for sign, term in zip(coefficients, terms, strict=True):
-        if sign == 0:
+    for coefficient, term in zip(coefficients, terms, strict=True):
+        if coefficient == 0:
             continue
+        sign = 1 if coefficient > 0 else -1
+        if abs(coefficient) != 1:
+            scale = abs(float(coefficient))
+            constant = ir.Constant(term.type, [scale] * term.type.count
+                                   if isinstance(term.type, ir.VectorType) else scale)
+            term = b.fmul(constant, term)
         if total is None:
             total = term if sign > 0 else b.fneg(term)
         else:
@@ -83,14 +122,19 @@ def _combine(b: ir.IRBuilder, coefficients: tuple[int, ...], terms: list[ir.Valu
 
 
 class ConvWinogradBuilder(ConvRowsBuilder):
+    def __init__(self, mod: ir.Module, dtype: DType, tile: int):
+        super().__init__(mod, dtype, (1, 1))
+        self.form = FORMS[tile]
+        self.tag = f"{self.tag}.m{tile}"
+
     def prepack(self, name: str) -> ir.Function:
-        """``conv_wino_prepack(w, P, o, c, ldw)``: ``U[e]^T`` for e = 0..15 as the 16
-        blocks of O columns of one C x 16*O matrix in panels: ``P[j*NR*c + q*NR + jj]``
+        """``conv_wino{m}_prepack(w, P, o, c, ldw)``: ``U[e]^T`` for e < a^2 as the a^2
+        blocks of O columns of one C x a^2*O matrix in panels: ``P[j*NR*c + q*NR + jj]``
         holds column ``j*NR + jj`` = ``e*o + oc``'s row ``q`` (input channel),
-        ``U[e][oc, q] = (G w[oc, q] G^T)[e // 4, e % 4]``; ``ldw`` is unused (the weight
+        ``U[e][oc, q] = (G w[oc, q] G^T)[e // a, e % a]``; ``ldw`` is unused (the weight
         is contiguous, 9 taps per channel pair); ``o`` a multiple of NR. Once per model
         (per call in ``raw_driver``), W output channels at a time: a tap of W channels
-        is one gather, and each of the 16 panels is written row after row, a vector at
+        is one gather, and each of the a^2 panels is written row after row, a vector at
         a time (one channel at a time, scalar, took ~60 ms over ResNet-18's weights)."""
         if name in self.mod.globals:
             return self.mod.globals[name]
@@ -118,13 +162,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
             g = [[b.call(gather, [b.inttoptr(b.add(lanes, self.splat(b, _i(self.size * (3 * i + j)), vi)),
                                              ptrs_t), align, every, undef])
                   for j in range(3)] for i in range(3)]
-            # G g (4x3), then (G g) G^T (4x4)
-            gg = [[self.dot(b, G[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(4)]
+            # G g (a x 3), then (G g) G^T (a x a)
+            f, n = self.form, self.form.alpha
+            gg = [[_combine(b, f.g[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(n)]
             row = b.add(b.mul(q, _i(self.nr)), jj)  # in the panel of columns e*o + ob..
-            for k in range(4):
-                for l_ in range(4):
-                    panel = b.mul(b.add(b.mul(_i(4 * k + l_), o), ob), c)
-                    b.store(self.dot(b, G[l_], gg[k]),
+            for k in range(n):
+                for l_ in range(n):
+                    panel = b.mul(b.add(b.mul(_i(n * k + l_), o), ob), c)
+                    b.store(_combine(b, f.g[l_], gg[k]),
                             b.gep(pk, [b.add(panel, row)], source_etype=self.et), align=self.size)
 
         def panel(ob: ir.Value) -> None:
@@ -142,7 +187,7 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         x, w, y, c, *rest = fn.args
         o = rest[2]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        u_bytes = b.mul(b.mul(self.round_up(b, b.mul(o, _i(16))), c), _i(self.size))
+        u_bytes = b.mul(b.mul(self.round_up(b, b.mul(o, _i(self.products))), c), _i(self.size))
         u = scratch(self.mod, b, None, SLOT_CONV_WEIGHT, b.add(u_bytes, _i(64)))
         b.call(self.prepack(f"wia.conv.wino.prepack.{self.tag}"), [w, u, o, c, c])
         b.call(self.driver(), [x, u, y, c, *rest])
@@ -150,31 +195,22 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         b.ret_void()
         return fn
 
-    def dot(self, b: ir.IRBuilder, row: tuple[float, ...], values: list[ir.Value]) -> ir.Value:
-        """``sum_i row[i] * values[i]`` (a row of G), skipping the zeros."""
-        total: ir.Value | None = None
-        for coefficient, v in zip(row, values, strict=True):
-            if coefficient == 0.0:
-                continue
-            scale = ir.Constant(v.type, [coefficient] * v.type.count if isinstance(v.type, ir.VectorType)
-                                else coefficient)
-            term = v if coefficient == 1.0 else b.fmul(scale, v)
-            total = term if total is None else b.fadd(total, term)
-        assert total is not None
-        return total
-
     def driver(self, name: str | None = None) -> ir.Function:
         """``conv_wino`` (module docstring): the tiles over the pool in chunks of whole
         micro-kernel rows."""
         def tiles(b: ir.IRBuilder, c: ir.Value, o: ir.Value, *sizes: ir.Value) -> tuple[ir.Value, ir.Value]:
-            m = b.mul(self.halves(b, sizes[2]), self.halves(b, sizes[3]))
-            return m, b.mul(b.mul(m, b.mul(c, _i(16))), o)
+            m = b.mul(self.tiles(b, sizes[2]), self.tiles(b, sizes[3]))
+            return m, b.mul(b.mul(m, b.mul(c, _i(self.products))), o)
         return self.split_driver(name or f"wia.conv.wino.{self.tag}", self.tiles_worker(), tiles)
 
-    @staticmethod
-    def halves(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
-        """Tiles along an axis of ``n`` outputs: ``ceil(n / 2)``."""
-        return b.sdiv(b.add(n, _i(1)), _i(2))
+    @property
+    def products(self) -> int:
+        """Products per tile and channel pair: the GEMMs, the matrices U, A and C."""
+        return self.form.alpha ** 2
+
+    def tiles(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """Tiles along an axis of ``n`` outputs: ``ceil(n / m)``."""
+        return b.sdiv(b.add(n, _i(self.form.m - 1)), _i(self.form.m))
 
     def tiles_worker(self) -> ir.Function:
         """``i32 worker(ctx, lo, hi)``: the tiles ``[lo, hi)``, every output channel, in
@@ -191,15 +227,15 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         kcb = self.k_block(b, c)
         lda = kcb
         kblocks = b.sdiv(b.add(c, b.sub(kcb, _i(1))), kcb)
-        # one of the 16 A matrices, and one C, each a cache line longer: 16 streams a
+        # one of the A matrices, and one C, each a cache line longer: 16 streams a
         # multiple of 4 KiB apart fell into one L1 set (the input transform ran 3x slower)
         a_elems = b.add(b.mul(b.mul(kblocks, size), lda), _i(SKEW))
         a_all = scratch(self.mod, b, None, SLOT_CONV_PACK,
-                        b.add(b.mul(b.mul(a_elems, _i(16)), _i(self.size)), _i(64)))
+                        b.add(b.mul(b.mul(a_elems, _i(self.products)), _i(self.size)), _i(64)))
         cols = self.round_up(b, o)
         c_elems = b.add(b.mul(size, cols), _i(SKEW))
         c_all = scratch(self.mod, b, None, SLOT_CONV_TILE,
-                        b.add(b.mul(b.mul(c_elems, _i(16)), _i(self.size)), _i(64)))
+                        b.add(b.mul(b.mul(c_elems, _i(self.products)), _i(self.size)), _i(64)))
         shape = (c, hp, wp, o, ho, wo, cols)
 
         def block(first: ir.Value) -> None:
@@ -216,16 +252,17 @@ class ConvWinogradBuilder(ConvRowsBuilder):
     def transform_input(self, b: ir.IRBuilder, x: ir.Value, a_all: ir.Value,
                         layout: tuple[ir.Value, ir.Value, ir.Value], shape: tuple[ir.Value, ...],
                         first: ir.Value, m: ir.Value) -> None:
-        """``A[e][r, ci] = (B^T d B)[e // 4, e % 4]`` for the ``m`` tiles from ``first``
-        (``d`` = tile ``first + r``'s 4x4 window of channel ``ci``; zeros past the
+        """``A[e][r, ci] = (B^T d B)[e // a, e % a]`` for the ``m`` tiles from ``first``
+        (``d`` = tile ``first + r``'s a x a window of channel ``ci``; zeros past the
         padded image), K-block-major: block ``ci // kcb`` of A[e] is ``m`` rows ``lda``
-        apart. W channels at a time: each of the 16 window positions is one masked
+        apart. W channels at a time: each of the a^2 window positions is one masked
         gather across the channels' planes, the sums are vector adds, and each A[e]
         row gets one masked store (one scalar load per element and position took
         ~30 % of a 128-channel 28x28 layer)."""
         a_elems, kcb, lda = layout
         c, hp, wp, _, _, wo, _ = shape
-        tw = self.halves(b, wo)
+        tw = self.tiles(b, wo)
+        f, n = self.form, self.form.alpha
         vi = ir.VectorType(I64, self.w)
         mask_t = ir.VectorType(I1, self.w)
         ptrs_t = ir.VectorType(PTR, self.w)
@@ -242,14 +279,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
 
         def tile(pc: ir.Value, r: ir.Value) -> None:
             t = b.add(first, r)
-            top, left = b.mul(b.sdiv(t, tw), _i(2)), b.mul(b.srem(t, tw), _i(2))
+            top, left = b.mul(b.sdiv(t, tw), _i(f.m)), b.mul(b.srem(t, tw), _i(f.m))
             # the window's elements inside the image, and their clamped offsets in a plane
             inside = [[b.and_(b.icmp_signed("<", b.add(top, _i(i)), hp),
-                              b.icmp_signed("<", b.add(left, _i(j)), wp)) for j in range(4)]
-                      for i in range(4)]
+                              b.icmp_signed("<", b.add(left, _i(j)), wp)) for j in range(n)]
+                      for i in range(n)]
             offsets = [[b.mul(b.add(b.mul(imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))), wp),
                                     imin(b, b.add(left, _i(j)), b.sub(wp, _i(1)))), _i(self.size))
-                        for j in range(4)] for i in range(4)]
+                        for j in range(n)] for i in range(n)]
             row0 = b.add(b.mul(b.sdiv(pc, kcb), b.mul(m, lda)), b.mul(r, lda))
             kc = imin(b, b.sub(c, pc), kcb)
 
@@ -260,16 +297,16 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                 planes = b.add(self.splat(b, base, vi), lane_bytes)
                 d = [[b.call(gather, [b.inttoptr(b.add(planes, self.splat(b, offsets[i][j], vi)), ptrs_t),
                                       align, b.select(inside[i][j], lanes, none), zero])
-                      for j in range(4)] for i in range(4)]
-                # B^T d (4x4), then (B^T d) B
-                bd = [[_combine(b, BT[k], [d[i][j] for i in range(4)]) for j in range(4)]
-                      for k in range(4)]
+                      for j in range(n)] for i in range(n)]
+                # B^T d (a x a), then (B^T d) B
+                bd = [[_combine(b, f.bt[k], [d[i][j] for i in range(n)]) for j in range(n)]
+                      for k in range(n)]
                 at = b.add(row0, q)
-                for k in range(4):
-                    for l_ in range(4):
-                        dst = b.gep(a_all, [b.add(b.mul(_i(4 * k + l_), a_elems), at)],
+                for k in range(n):
+                    for l_ in range(n):
+                        dst = b.gep(a_all, [b.add(b.mul(_i(n * k + l_), a_elems), at)],
                                     source_etype=self.et)
-                        b.call(mstore, [_combine(b, BT[l_], bd[k]), dst, align, lanes])
+                        b.call(mstore, [_combine(b, f.bt[l_], bd[k]), dst, align, lanes])
             for_range(b, _i(0), kc, self.w, channels, "q")
 
         def k_block(pc: ir.Value) -> None:  # no division per channel: ~20 % of the call
@@ -288,31 +325,32 @@ class ConvWinogradBuilder(ConvRowsBuilder):
             self.multiply_blocks(b, (b.gep(a_all, [b.mul(e, a_elems)], source_etype=self.et), lda, kcb),
                                  (b.gep(up, [b.mul(e, b.mul(o, c))], source_etype=self.et), c),
                                  (b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et), cols), m)
-        for_range(b, _i(0), _i(16), 1, one, "e")
+        for_range(b, _i(0), _i(self.products), 1, one, "e")
 
     def transform_output(self, b: ir.IRBuilder, y: ir.Value, c_all: ir.Value, c_elems: ir.Value,
                          shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value) -> None:
-        """``y``'s 2x2 outputs of the ``m`` tiles from ``first``: ``A^T M A`` of each
-        tile's 16 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
+        """``y``'s m x m outputs of the ``m`` tiles from ``first``: ``A^T M A`` of each
+        tile's a^2 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
         contiguous), the outputs past the plane dropped."""
         _, _, _, o, ho, wo, cols = shape
-        tw = self.halves(b, wo)
+        tw = self.tiles(b, wo)
+        f, n = self.form, self.form.alpha
         plane = b.mul(ho, wo)
 
         def tile(r: ir.Value) -> None:
             t = b.add(first, r)
-            top, left = b.mul(b.sdiv(t, tw), _i(2)), b.mul(b.srem(t, tw), _i(2))
+            top, left = b.mul(b.sdiv(t, tw), _i(f.m)), b.mul(b.srem(t, tw), _i(f.m))
             row = b.mul(r, cols)
 
             def channels(oc: ir.Value) -> None:
                 sums = [self.load_vector(b, c_all, b.add(b.add(b.mul(_i(e), c_elems), row), oc))
-                        for e in range(16)]
-                # A^T M (2x4), then (A^T M) A
-                am = [[_combine(b, AT[a], [sums[4 * k + j] for k in range(4)]) for j in range(4)]
-                      for a in range(2)]
-                for a in range(2):
-                    for b_ in range(2):
-                        out = _combine(b, AT[b_], am[a])
+                        for e in range(self.products)]
+                # A^T M (m x alpha), then (A^T M) A
+                am = [[_combine(b, f.at[a], [sums[n * k + j] for k in range(n)]) for j in range(n)]
+                      for a in range(f.m)]
+                for a in range(f.m):
+                    for b_ in range(f.m):
+                        out = _combine(b, f.at[b_], am[a])
                         oh, ow = b.add(top, _i(a)), b.add(left, _i(b_))
                         inside = b.and_(b.icmp_signed("<", oh, ho), b.icmp_signed("<", ow, wo))
                         with b.if_then(inside):

@@ -30,8 +30,13 @@ CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
-          "conv_rows_prepack": PREPACK_TYPE, "conv_wino": CONV_TYPE,
-          "conv_wino_prepack": PREPACK_TYPE, "conv_wino_raw": CONV_TYPE}
+          "conv_rows_prepack": PREPACK_TYPE}
+#: Winograd F(m x m, 3x3) helpers (conv_winograd.py), m = 2 and 4: the driver on a packed
+#: transform, the packing, and the driver that transforms a weight per call
+WINOGRAD_KINDS = {f"conv_wino{m}{role}": (m, role) for m in (2, 4)
+                  for role in ("", "_prepack", "_raw")}
+_TYPES.update({kind: PREPACK_TYPE if role == "_prepack" else CONV_TYPE
+               for kind, (_, role) in WINOGRAD_KINDS.items()})
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
@@ -84,12 +89,11 @@ def library_ir(spec: Spec) -> str:
             fn = ConvRowsBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
         elif spec["kind"] == "conv_rows_prepack":
             fn = ConvRowsBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
-        elif spec["kind"] == "conv_wino":
-            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).driver(symbol(spec))
-        elif spec["kind"] == "conv_wino_prepack":
-            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).prepack(symbol(spec))
-        elif spec["kind"] == "conv_wino_raw":
-            fn = ConvWinogradBuilder(mod, dtype, (1, 1)).raw_driver(symbol(spec))
+        elif spec["kind"] in WINOGRAD_KINDS:
+            tile, role = WINOGRAD_KINDS[spec["kind"]]
+            builder = ConvWinogradBuilder(mod, dtype, tile)
+            make = {"": builder.driver, "_prepack": builder.prepack, "_raw": builder.raw_driver}[role]
+            fn = make(symbol(spec))
         else:
             fn = ConvBuilder(mod, dtype, tuple(spec["stride"])).driver(symbol(spec))
     fn.linkage = "external"

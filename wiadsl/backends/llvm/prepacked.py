@@ -58,14 +58,15 @@ def prepacked_conv_weight(e: FunctionEmitter, dtype: DType, w_ptr: ir.Value, o: 
     return once(e, _panel_bytes(e, dtype, o, k), lambda out: e.b.call(prepack, [w_ptr, out, o, k, k]))
 
 
-def prepacked_winograd_weight(e: FunctionEmitter, dtype: DType, w_ptr: ir.Value, o: ir.Value,
-                              c: ir.Value) -> ir.Value:
-    """A 3x3 weight's Winograd transform as 16 matrices U[e]^T (C x O) in panels, one
-    after the other (conv_winograd.py's ``prepack``)."""
+def prepacked_winograd_weight(e: FunctionEmitter, dtype: DType, tile: int, w_ptr: ir.Value,
+                              o: ir.Value, c: ir.Value) -> ir.Value:
+    """A 3x3 weight's Winograd F(tile x tile, 3x3) transform as (tile + 2)^2 matrices
+    U[e]^T (C x O) in panels, one after the other (conv_winograd.py's ``prepack``)."""
     from .library_ir import declare
 
-    prepack = declare(e.mod.ll, e.mod.libraries, "conv_wino_prepack", dtype)
-    return once(e, _panel_bytes(e, dtype, e.b.mul(o, ir.Constant(I64, 16)), c),
+    prepack = declare(e.mod.ll, e.mod.libraries, f"conv_wino{tile}_prepack", dtype)
+    products = ir.Constant(I64, (tile + 2) ** 2)
+    return once(e, _panel_bytes(e, dtype, e.b.mul(o, products), c),
                 lambda out: e.b.call(prepack, [w_ptr, out, o, c, c]))
 
 
