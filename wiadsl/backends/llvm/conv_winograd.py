@@ -49,6 +49,7 @@ falls back to conv_rows.py otherwise): ``U[e]^T``'s panels then start at ``e * o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -143,25 +144,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         w, pk, o, c, _ = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
-        vi = ir.VectorType(I64, self.w)
-        ptrs_t = ir.VectorType(PTR, self.w)
-        mask_t = ir.VectorType(I1, self.w)
-        gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
-                                [ptrs_t, I32, mask_t, self.vt])
-        every = ir.Constant(mask_t, [1] * self.w)
+        every = ir.Constant(ir.VectorType(I1, self.w), [1] * self.w)
         undef = ir.Constant(self.vt, ir.Undefined)
-        align = ir.Constant(I32, self.size)
-        # lane l reads channel oc + l: its weights are c * 9 elements further
-        lane_bytes = b.mul(ir.Constant(vi, list(range(self.w))),
-                           self.splat(b, b.mul(b.mul(c, _i(9)), _i(self.size)), vi))
+        load = self.strided_gather(b, b.mul(c, _i(9)))  # lane l: channel oc + l's weights
 
         def pair(ob: ir.Value, q: ir.Value, jj: ir.Value) -> None:
             oc = b.add(ob, jj)
-            taps = b.ptrtoint(b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et), I64)
-            lanes = b.add(self.splat(b, taps, vi), lane_bytes)
-            g = [[b.call(gather, [b.inttoptr(b.add(lanes, self.splat(b, _i(self.size * (3 * i + j)), vi)),
-                                             ptrs_t), align, every, undef])
-                  for j in range(3)] for i in range(3)]
+            taps = b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et)
+            g = [[load(taps, _i(3 * i + j), every, undef) for j in range(3)] for i in range(3)]
             # G g (a x 3), then (G g) G^T (a x a)
             f, n = self.form, self.form.alpha
             gg = [[_combine(b, f.g[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(n)]
@@ -179,8 +169,25 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         b.ret_void()
         return fn
 
+    def strided_gather(self, b: ir.IRBuilder, stride: ir.Value
+                       ) -> Callable[[ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]:
+        """``load(base, offset, mask, passthru)``: W elements, lane l's at ``base[offset +
+        l * stride]`` (one masked gather; masked-off lanes read nothing)."""
+        vi, ptrs_t = ir.VectorType(I64, self.w), ir.VectorType(PTR, self.w)
+        mask_t = ir.VectorType(I1, self.w)
+        gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
+                                [ptrs_t, I32, mask_t, self.vt])
+        lane_bytes = b.mul(ir.Constant(vi, list(range(self.w))),
+                           self.splat(b, b.mul(stride, _i(self.size)), vi))
+
+        def load(base: ir.Value, offset: ir.Value, mask: ir.Value, passthru: ir.Value) -> ir.Value:
+            first = b.ptrtoint(b.gep(base, [offset], source_etype=self.et), I64)
+            ptrs = b.inttoptr(b.add(self.splat(b, first, vi), lane_bytes), ptrs_t)
+            return b.call(gather, [ptrs, ir.Constant(I32, self.size), mask, passthru])
+        return load
+
     def raw_driver(self, name: str) -> ir.Function:
-        """``conv_wino_raw`` (module docstring): ``prepack`` into scratch memory, then
+        """``conv_wino{m}_raw`` (module docstring): ``prepack`` into scratch memory, then
         ``driver``; the buffer stays this thread's until the workers are done."""
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
         fn.linkage = "internal"
@@ -263,19 +270,13 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         c, hp, wp, _, _, wo, _ = shape
         tw = self.tiles(b, wo)
         f, n = self.form, self.form.alpha
-        vi = ir.VectorType(I64, self.w)
         mask_t = ir.VectorType(I1, self.w)
-        ptrs_t = ir.VectorType(PTR, self.w)
-        gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
-                                [ptrs_t, I32, mask_t, self.vt])
         mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
                                 [self.vt, PTR, I32, mask_t])
         align = ir.Constant(I32, self.size)
         zero = ir.Constant(self.vt, [0.0] * self.w)
         none = ir.Constant(mask_t, [0] * self.w)
-        # lane l reads channel ci + l: its plane is l * hp * wp elements further
-        plane_bytes = b.mul(b.mul(hp, wp), _i(self.size))
-        lane_bytes = b.mul(ir.Constant(vi, list(range(self.w))), self.splat(b, plane_bytes, vi))
+        load = self.strided_gather(b, b.mul(hp, wp))  # lane l: channel ci + l's plane
 
         def tile(pc: ir.Value, r: ir.Value) -> None:
             t = b.add(first, r)
@@ -284,19 +285,16 @@ class ConvWinogradBuilder(ConvRowsBuilder):
             inside = [[b.and_(b.icmp_signed("<", b.add(top, _i(i)), hp),
                               b.icmp_signed("<", b.add(left, _i(j)), wp)) for j in range(n)]
                       for i in range(n)]
-            offsets = [[b.mul(b.add(b.mul(imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))), wp),
-                                    imin(b, b.add(left, _i(j)), b.sub(wp, _i(1)))), _i(self.size))
+            offsets = [[b.add(b.mul(imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))), wp),
+                              imin(b, b.add(left, _i(j)), b.sub(wp, _i(1))))
                         for j in range(n)] for i in range(n)]
             row0 = b.add(b.mul(b.sdiv(pc, kcb), b.mul(m, lda)), b.mul(r, lda))
             kc = imin(b, b.sub(c, pc), kcb)
 
             def channels(q: ir.Value) -> None:
                 lanes = self.lane_masks(b, _i(0), b.sub(kc, q))
-                base = b.ptrtoint(b.gep(x, [b.mul(b.mul(b.add(pc, q), hp), wp)],
-                                        source_etype=self.et), I64)
-                planes = b.add(self.splat(b, base, vi), lane_bytes)
-                d = [[b.call(gather, [b.inttoptr(b.add(planes, self.splat(b, offsets[i][j], vi)), ptrs_t),
-                                      align, b.select(inside[i][j], lanes, none), zero])
+                plane = b.gep(x, [b.mul(b.mul(b.add(pc, q), hp), wp)], source_etype=self.et)
+                d = [[load(plane, offsets[i][j], b.select(inside[i][j], lanes, none), zero)
                       for j in range(n)] for i in range(n)]
                 # B^T d (a x a), then (B^T d) B
                 bd = [[_combine(b, f.bt[k], [d[i][j] for i in range(n)]) for j in range(n)]

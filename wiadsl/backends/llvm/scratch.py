@@ -14,7 +14,7 @@ model allocates nothing for packing (issue 19: only its outputs).
 Invariants:
 - A slot serves one user at a time on its thread: each user (``SLOT_*``) takes its
   buffer, uses it and calls ``done`` before returning, and no user calls another
-  user of the same slot in between (conv_wino_raw holds SLOT_CONV_WEIGHT while its
+  user of the same slot in between (conv_wino{m}_raw holds SLOT_CONV_WEIGHT while its
   workers, on this thread too, use the pack and tile slots).
 - The memory a thread keeps is, per slot, the largest request it made; a thread's
   table and buffers are freed when it exits (the key's destructor). The pool's
@@ -42,7 +42,7 @@ SLOT_CONV_PACK = 2      #: conv: one pixel block's patch panels
 SLOT_QGEMM_A = 3        #: int8 gemm: A's packed rows
 SLOT_QGEMM_B = 4        #: int8 gemm: B's packed k block
 SLOT_CONV_TILE = 5      #: conv_rows: a chunk's tile of the transposed output
-SLOT_CONV_WEIGHT = 6    #: conv_wino_raw: a call's transformed weight (its workers read it)
+SLOT_CONV_WEIGHT = 6    #: conv_wino{m}_raw: a call's transformed weight (its workers read it)
 SLOTS = 7
 
 SCRATCH_TYPE = ir.FunctionType(PTR, [I32, I64])
