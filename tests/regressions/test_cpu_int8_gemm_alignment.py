@@ -317,8 +317,9 @@ def _helper_ir() -> dict[str, str]:
     out = {}
     for cfg in configs:
         for dtype in ("f32", "f64"):
-            out[f"gemm {dtype} {cfg.label()}"] = library_ir({"kind": "gemm", "dtype": dtype,
-                                                             "config": cfg.as_dict()})
+            for kind in ("gemm", "ukernels"):
+                out[f"{kind} {dtype} {cfg.label()}"] = library_ir({"kind": kind, "dtype": dtype,
+                                                                  "config": cfg.as_dict()})
             for stride in ((1, 1), (2, 2), (3, 1)):
                 out[f"conv {dtype} {cfg.label()} {stride}"] = library_ir(
                     {"kind": "conv", "dtype": dtype, "config": cfg.as_dict(), "stride": list(stride)})

@@ -50,6 +50,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     GemmConfig,
     current_config,
     default_config,
+    ukernel_symbol,
     use_config,
 )
 from .parallel import THREADS, new_worker, parallel_for
@@ -121,9 +122,14 @@ def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, mr: int,
 
 
 class GemmBuilder:
-    def __init__(self, mod: ir.Module, dtype: DType, config: GemmConfig | None = None):
+    def __init__(self, mod: ir.Module, dtype: DType, config: GemmConfig | None = None,
+                 define_ukernels: bool = False):
         cfg = config or current_config()
         self.mod = mod
+        self.config = cfg
+        #: whether ``ukernel`` defines the micro-kernels in ``mod`` (the "ukernels"
+        #: helper) or declares them (every other helper: they call that one's)
+        self.define_ukernels = define_ukernels
         self.et = F32 if dtype is DType.F32 else F64
         self.size = 4 if dtype is DType.F32 else 8
         self.w = cfg.vector_bits // (self.size * 8)
@@ -152,16 +158,17 @@ class GemmBuilder:
         the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for the
         rows of B itself (few rows of A: no packing). Its loads claim only the element
         alignment (one kernel for both: an unaligned vector load of aligned data costs
-        the same, and one variant per row count compiles in half the time)."""
-        name = f"wia.gemm.ukernel.{self.suffix}.{mr}"
+        the same, and one variant per row count compiles in half the time).
+        Declared unless ``define_ukernels``: one copy per process, called from every
+        loop nest of every gemm and conv helper (its k loop dwarfs a call); a copy in
+        each helper was a quarter to a half of each one's compile time."""
+        name = ukernel_symbol(self.suffix, self.config, mr)
         if name in self.mod.globals:
             return self.mod.globals[name]
         params = [PTR, I64, PTR, PTR, I64, I64, I64, I1, I64]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), params), name)
-        fn.linkage = "internal"
-        # one copy, called from every loop nest (its k loop dwarfs a call): inlined at
-        # each of them it doubled the helper's compile time
-        fn.attributes.add("noinline")
+        if not self.define_ukernels:
+            return fn
         a, lda, bp, c, ldc, kc, valid, load_c, row_stride = fn.args
         for p in (a, bp, c):
             p.add_attribute("noalias")
@@ -659,7 +666,3 @@ class GemmBuilder:
         b.call(rows, [a, bm, c, m, n, *vals[5:9], b.trunc(vals[9], I1)])
         b.ret(ir.Constant(I32, 0))
         return fn
-
-
-def gemm_function(mod: ir.Module, dtype: DType) -> ir.Function:
-    return GemmBuilder(mod, dtype).driver()

@@ -55,6 +55,21 @@ class GemmConfig:
                 f"-u{self.unroll}")
 
 
+def ukernel_rows(mr: int) -> tuple[int, ...]:
+    """The row counts of the micro-kernels a config with ``mr`` rows calls: ``mr``
+    itself, the tails below it (gemm.py's ``tail_rows``: 8, 4, 2, 1) and, beside an
+    ``mr`` of 8, 7 (conv_rows.py's ``multiply_blocks``, for row counts 7 divides)."""
+    return tuple(sorted({mr, *(r for r in (8, 4, 2, 1) if r < mr), *((7,) if mr == 8 else ())},
+                        reverse=True))
+
+
+def ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
+    """The symbol of the ``rows``-row micro-kernel of ``config`` on ``dtype``: one
+    helper object defines them all (library.py's "ukernels"), and the gemm and conv
+    helpers call them there rather than each compiling copies of its own."""
+    return f"wia.lib.ukernel.{dtype}.{config.label()}.{rows}"
+
+
 def default_config() -> GemmConfig:
     """The hand-tuned defaults: 8 x 2 vectors with AVX-512, 6 x 2 with AVX2."""
     bits = host().vector_bits

@@ -26,12 +26,16 @@ object can fail to link for want of it.
 The native call helper (fastcall.py, ``call_helper``) is one too: its code
 depends only on the object layout it was built for, which its symbol names. So is
 the per-thread scratch memory of the packing code (scratch.py, ``SCRATCH_SPEC``),
-which every gemm and conv helper calls: it is loaded before them.
+which every gemm and conv helper calls: it is loaded before them. So are the
+micro-kernels of a dtype and config ("ukernels", gemm.py's ``ukernel``), which
+every gemm and conv driver calls: one object per process, not a copy per driver
+(``dependencies``).
 
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
   (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``MAX_THREADS``;
-  the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``).
+  the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``;
+  ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
   fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
@@ -58,7 +62,7 @@ from ...records import as_dict
 from ...runtime.cache import OnceTable
 from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
-from .gemm_config import GemmConfig
+from .gemm_config import GemmConfig, ukernel_symbol
 from .loader import add_symbol, load
 from .threads import (
     LIMIT,
@@ -108,6 +112,8 @@ def symbol(spec: Spec) -> str:
     if spec["kind"] == "call":
         return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
     cfg = GemmConfig(**spec["config"])
+    if spec["kind"] == "ukernels":  # named by the kernel of MR rows, which it defines
+        return ukernel_symbol(spec["dtype"], cfg, cfg.mr)
     name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
     if spec["kind"] in ("conv", "conv_range", "conv_rows"):
         sh, sw = spec["stride"]
@@ -136,8 +142,17 @@ def ensure_loaded(specs: list[Spec]) -> None:
             _LOADED.get(name, functools.partial(_load, spec, name))
 
 
-#: Helpers whose objects call no other helper (the rest call the scratch buffers).
-_STANDALONE = ("pool", "call", "scratch", "arena")
+#: Helpers whose objects call no other helper (the rest, the gemm and conv drivers and
+#: their packing, call the scratch buffers and the micro-kernels).
+_STANDALONE = ("pool", "call", "scratch", "arena", "ukernels")
+
+
+def dependencies(spec: Spec) -> list[Spec]:
+    """The helpers ``spec``'s object calls: loaded before it, so its symbols resolve."""
+    if spec["kind"] in _STANDALONE:
+        return []
+    ukernels = {"kind": "ukernels", "dtype": spec["dtype"], "config": spec["config"]}
+    return [SCRATCH_SPEC, ukernels]
 
 
 def pipeline(spec: Spec) -> tuple[int, bool, bool]:
@@ -153,13 +168,14 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     one and two threads; the one-row products (gemv) read 0-6 % slower in some runs.
     (Not so the int8 gemm, qgemm.py: compiled into the kernel at -O3 it is specialized
     to static shapes and its packing loops vectorized by LLVM; as a helper without
-    IR passes 256x512x512 took 10 % longer, 33x129x77 25 %.) The small ones (the pool, the
-    call helper, the scratch buffers): -O3. The arena: -O2 without vectorizing or
-    unrolling (its loops visit a call's few buffers; vectorized at -O3 it took 45 ms
-    to compile instead of 21, and a kernel's first call waits for it)."""
+    IR passes 256x512x512 took 10 % longer, 33x129x77 25 %.) The micro-kernels they
+    call ("ukernels") are written so too. The small ones (the pool, the call helper,
+    the scratch buffers): -O3. The arena: -O2 without vectorizing or unrolling (its
+    loops visit a call's few buffers; vectorized at -O3 it took 45 ms to compile
+    instead of 21, and a kernel's first call waits for it)."""
     if spec["kind"] == "arena":
         return (2, False, False)
-    return (3, True, True) if spec["kind"] in _STANDALONE else (0, False, False)
+    return (3, True, True) if spec["kind"] in ("pool", "call", "scratch") else (0, False, False)
 
 
 #: name -> the object code of a helper being built in the background (``prefetch``)
@@ -173,8 +189,8 @@ def prefetch(specs: list[Spec]) -> None:
     unlocked compiles); ``ensure_loaded`` then takes their object code (the builds
     read the disk cache first). Called for kernels compiled, not for those loaded."""
     todo = [s for s in specs if symbol(s) not in _LOADED]
-    if any(s["kind"] not in _STANDALONE for s in todo):
-        todo.append(SCRATCH_SPEC)  # what they link against (short: the loading thread takes it)
+    # and what they link against (the scratch buffers: short, the loading thread takes it)
+    todo += [d for s in todo for d in dependencies(s) if d not in todo]
     for spec in todo:
         name = symbol(spec)
         with _BUILDS_LOCK:
@@ -232,8 +248,7 @@ def _object(spec: Spec, name: str) -> bytes:
 def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock): the
     object ``prefetch`` built or is building, else (none, or still queued) one built here."""
-    if spec["kind"] not in _STANDALONE:
-        ensure_loaded([SCRATCH_SPEC])  # its symbols must resolve when this one links
+    ensure_loaded(dependencies(spec))  # their symbols must resolve when this one links
     with _BUILDS_LOCK:
         build = _BUILDS.pop(name, None)
     if build is not None and build.cancel():  # still queued: build it here, now
@@ -304,5 +319,6 @@ def call_helper() -> Any:
     return new(ctypes.addressof(method), None, None)
 
 
-__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "ensure_loaded", "ensure_pool", "load_object",
+__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies",
+           "ensure_loaded", "ensure_pool", "load_object",
            "loaded_address", "pool_address", "symbol"]

@@ -9,7 +9,7 @@ from llvmlite import ir
 from ...dtypes import DType
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
-from .gemm_config import GemmConfig, current_config
+from .gemm_config import GemmConfig, current_config, ukernel_rows
 from .library import (
     ARENA_PREFIX,
     ARENA_SPEC,
@@ -17,6 +17,7 @@ from .library import (
     SCRATCH_SPEC,
     SCRATCH_SYMBOL,
     Spec,
+    dependencies,
     pipeline,
     symbol,
 )
@@ -77,6 +78,11 @@ def library_ir(spec: Spec) -> str:
         return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
+        if spec["kind"] == "ukernels":
+            builder = GemmBuilder(mod, dtype, define_ukernels=True)
+            for rows in ukernel_rows(builder.mr):
+                builder.ukernel(rows).linkage = "external"
+            return str(mod)
         if spec["kind"] == "gemm":
             fn = GemmBuilder(mod, dtype).driver(symbol(spec))
         elif spec["kind"] == "gemm_packed":
@@ -109,11 +115,14 @@ def optimized(spec: Spec) -> llvm.ModuleRef:
 
 
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
-    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output),
-    the scratch helper's once when anything in it calls that, and the pool's when
-    anything in it runs a parallel region (with a slot that points at it from the
-    start: no loader outside this process)."""
+    """Copy the helpers' definitions into ``mod`` (for self-contained AOT output) with
+    the micro-kernels they call, the scratch helper's once when anything in it calls
+    that, and the pool's when anything in it runs a parallel region (with a slot that
+    points at it from the start: no loader outside this process)."""
+    ukernels: list[Spec] = []
     for spec in specs:
+        ukernels += [d for d in dependencies(spec) if d["kind"] == "ukernels" and d not in ukernels]
+    for spec in specs + ukernels:
         if spec != SCRATCH_SPEC:
             mod.link_in(optimized(spec))
     if any(f.name == SCRATCH_SYMBOL and f.is_declaration for f in mod.functions):
