@@ -11,7 +11,12 @@ import pytest
 
 import wiadsl
 from wiadsl.backends.llvm import library
-from wiadsl.backends.llvm.gemm_config import GemmConfig, current_config, ukernel_rows, ukernel_symbol
+from wiadsl.backends.llvm.gemm_config import (
+    GemmConfig,
+    current_config,
+    ukernel_rows,
+    ukernel_symbol,
+)
 from wiadsl.backends.llvm.library_ir import library_ir
 
 DRIVERS = [("gemm", None), ("gemm_packed", None), ("conv_range", [2, 2]), ("conv_rows", [1, 1]),
