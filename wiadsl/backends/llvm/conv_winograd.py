@@ -245,11 +245,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                         b.add(b.mul(b.mul(c_elems, _i(self.products)), _i(self.size)), _i(64)))
         shape = (c, hp, wp, o, ho, wo, cols)
 
+        # a window (or a tile's sums) transformed along one axis: a^2 vectors
+        half = b.alloca(self.vt, self.products)
+
         def block(first: ir.Value) -> None:
             m = imin(b, size, b.sub(hi, first))
-            self.transform_input(b, x, a_all, (a_elems, kcb, lda), shape, first, m)
+            self.transform_input(b, x, a_all, (a_elems, kcb, lda), shape, first, m, half)
             self.multiply(b, (a_all, a_elems, lda, kcb), (up, c_all, c_elems), (c, o, cols), m)
-            self.transform_output(b, y, c_all, c_elems, shape, first, m)
+            self.transform_output(b, y, c_all, c_elems, shape, first, m, half)
         for_range(b, lo, hi, size, block, "blk")
         scratch_done(self.mod, b, SLOT_CONV_TILE, c_all)
         scratch_done(self.mod, b, SLOT_CONV_PACK, a_all)
@@ -258,14 +261,19 @@ class ConvWinogradBuilder(ConvRowsBuilder):
 
     def transform_input(self, b: ir.IRBuilder, x: ir.Value, a_all: ir.Value,
                         layout: tuple[ir.Value, ir.Value, ir.Value], shape: tuple[ir.Value, ...],
-                        first: ir.Value, m: ir.Value) -> None:
+                        first: ir.Value, m: ir.Value, half: ir.Value) -> None:
         """``A[e][r, ci] = (B^T d B)[e // a, e % a]`` for the ``m`` tiles from ``first``
         (``d`` = tile ``first + r``'s a x a window of channel ``ci``; zeros past the
         padded image), K-block-major: block ``ci // kcb`` of A[e] is ``m`` rows ``lda``
-        apart. W channels at a time: each of the a^2 window positions is one masked
-        gather across the channels' planes, the sums are vector adds, and each A[e]
-        row gets one masked store (one scalar load per element and position took
-        ~30 % of a 128-channel 28x28 layer)."""
+        apart. W channels at a time: each window position is one masked gather across
+        the channels' planes (one scalar load per element and position took ~30 % of a
+        128-channel 28x28 layer), the sums are vector adds, and each A[e] row gets one
+        masked store. In two passes over the window, each a loop of ``a`` steps with
+        the half-transformed window in ``half`` (a^2 vectors on the stack): ``d B``
+        row by row, then ``B^T (d B)`` column by column (``transform_output`` alike).
+        Written out whole, the a^2 positions made the F(4x4) helper's worker ~2,400
+        instructions in one block: its LLVM work took 140 ms, now 88 (F(2x2): 68 ->
+        64), for the same run time (ResNet-18's layers, alternating processes)."""
         a_elems, kcb, lda = layout
         c, hp, wp, _, _, wo, _ = shape
         tw = self.tiles(b, wo)
@@ -281,30 +289,33 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         def tile(pc: ir.Value, r: ir.Value) -> None:
             t = b.add(first, r)
             top, left = b.mul(b.sdiv(t, tw), _i(f.m)), b.mul(b.srem(t, tw), _i(f.m))
-            # the window's elements inside the image, and their clamped offsets in a plane
-            inside = [[b.and_(b.icmp_signed("<", b.add(top, _i(i)), hp),
-                              b.icmp_signed("<", b.add(left, _i(j)), wp)) for j in range(n)]
-                      for i in range(n)]
-            offsets = [[b.add(b.mul(imin(b, b.add(top, _i(i)), b.sub(hp, _i(1))), wp),
-                              imin(b, b.add(left, _i(j)), b.sub(wp, _i(1))))
-                        for j in range(n)] for i in range(n)]
+            # the window's columns inside the image, and their clamped offsets in a row
+            in_cols = [b.icmp_signed("<", b.add(left, _i(j)), wp) for j in range(n)]
+            cols = [imin(b, b.add(left, _i(j)), b.sub(wp, _i(1))) for j in range(n)]
             row0 = b.add(b.mul(b.sdiv(pc, kcb), b.mul(m, lda)), b.mul(r, lda))
             kc = imin(b, b.sub(c, pc), kcb)
 
             def channels(q: ir.Value) -> None:
                 lanes = self.lane_masks(b, _i(0), b.sub(kc, q))
                 plane = b.gep(x, [b.mul(b.mul(b.add(pc, q), hp), wp)], source_etype=self.et)
-                d = [[load(plane, offsets[i][j], b.select(inside[i][j], lanes, none), zero)
-                      for j in range(n)] for i in range(n)]
-                # B^T d (a x a), then (B^T d) B
-                bd = [[_combine(b, f.bt[k], [d[i][j] for i in range(n)]) for j in range(n)]
-                      for k in range(n)]
-                at = b.add(row0, q)
-                for k in range(n):
+
+                def window_row(i: ir.Value) -> None:  # (d B)[i, :]
+                    y = b.add(top, i)
+                    row = b.mul(imin(b, y, b.sub(hp, _i(1))), wp)
+                    in_row = b.icmp_signed("<", y, hp)
+                    d = [load(plane, b.add(row, cols[j]),
+                              b.select(b.and_(in_row, in_cols[j]), lanes, none), zero) for j in range(n)]
                     for l_ in range(n):
-                        dst = b.gep(a_all, [b.add(b.mul(_i(n * k + l_), a_elems), at)],
-                                    source_etype=self.et)
-                        b.call(mstore, [_combine(b, f.bt[l_], bd[k]), dst, align, lanes])
+                        self.half_store(b, _combine(b, f.bt[l_], d), half, b.add(b.mul(i, _i(n)), _i(l_)))
+
+                def window_column(l_: ir.Value) -> None:  # (B^T (d B))[:, l]
+                    column = [self.half_load(b, half, b.add(_i(n * i), l_)) for i in range(n)]
+                    at = b.add(b.add(b.mul(l_, a_elems), row0), q)
+                    for k in range(n):
+                        dst = b.gep(a_all, [b.add(b.mul(_i(n * k), a_elems), at)], source_etype=self.et)
+                        b.call(mstore, [_combine(b, f.bt[k], column), dst, align, lanes])
+                for_range(b, _i(0), _i(n), 1, window_row, "wrow")
+                for_range(b, _i(0), _i(n), 1, window_column, "wcol")
             for_range(b, _i(0), kc, self.w, channels, "q")
 
         def k_block(pc: ir.Value) -> None:  # no division per channel: ~20 % of the call
@@ -326,10 +337,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         for_range(b, _i(0), _i(self.products), 1, one, "e")
 
     def transform_output(self, b: ir.IRBuilder, y: ir.Value, c_all: ir.Value, c_elems: ir.Value,
-                         shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value) -> None:
+                         shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value,
+                         half: ir.Value) -> None:
         """``y``'s m x m outputs of the ``m`` tiles from ``first``: ``A^T M A`` of each
         tile's a^2 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
-        contiguous), the outputs past the plane dropped."""
+        contiguous), in two loops as ``transform_input``: ``M A`` row by row into
+        ``half``, then ``A^T (M A)`` column by column, each output's lanes stored one
+        by one to the channels' planes (one masked scatter each ran the 64-channel 56x56
+        layer 4 % slower on Zen 4), the outputs past the plane dropped."""
         _, _, _, o, ho, wo, cols = shape
         tw = self.tiles(b, wo)
         f, n = self.form, self.form.alpha
@@ -341,22 +356,30 @@ class ConvWinogradBuilder(ConvRowsBuilder):
             row = b.mul(r, cols)
 
             def channels(oc: ir.Value) -> None:
-                sums = [self.load_vector(b, c_all, b.add(b.add(b.mul(_i(e), c_elems), row), oc))
-                        for e in range(self.products)]
-                # A^T M (m x alpha), then (A^T M) A
-                am = [[_combine(b, f.at[a], [sums[n * k + j] for k in range(n)]) for j in range(n)]
-                      for a in range(f.m)]
-                for a in range(f.m):
+                channel = b.gep(y, [b.mul(oc, plane)], source_etype=self.et)
+
+                def sums_row(k: ir.Value) -> None:  # (M A)[k, :]
+                    at = b.add(b.add(b.mul(b.mul(k, _i(n)), c_elems), row), oc)
+                    sums = [self.load_vector(b, c_all, b.add(b.mul(_i(j), c_elems), at))
+                            for j in range(n)]
                     for b_ in range(f.m):
-                        out = _combine(b, f.at[b_], am[a])
-                        oh, ow = b.add(top, _i(a)), b.add(left, _i(b_))
+                        self.half_store(b, _combine(b, f.at[b_], sums), half, b.add(b.mul(k, _i(f.m)), _i(b_)))
+
+                def output_column(b_: ir.Value) -> None:  # (A^T (M A))[:, b]
+                    column = [self.half_load(b, half, b.add(_i(f.m * k), b_)) for k in range(n)]
+                    ow = b.add(left, b_)
+                    for a in range(f.m):
+                        oh = b.add(top, _i(a))
                         inside = b.and_(b.icmp_signed("<", oh, ho), b.icmp_signed("<", ow, wo))
+                        out = _combine(b, f.at[a], column)
                         with b.if_then(inside):
-                            at = b.add(b.add(b.mul(oc, plane), b.mul(oh, wo)), ow)
+                            at = b.add(b.mul(oh, wo), ow)
                             for lane in range(self.w):
                                 b.store(b.extract_element(out, ir.Constant(I32, lane)),
-                                        b.gep(y, [b.add(at, b.mul(_i(lane), plane))],
+                                        b.gep(channel, [b.add(at, b.mul(_i(lane), plane))],
                                               source_etype=self.et))
+                for_range(b, _i(0), _i(n), 1, sums_row, "srow")
+                for_range(b, _i(0), _i(f.m), 1, output_column, "ocol")
             for_range(b, _i(0), o, self.w, channels, "oc")
         for_range(b, _i(0), m, 1, tile, "tile")
 
@@ -364,3 +387,10 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         """W consecutive elements from ``base[at]`` (aligned to an element)."""
         ptr = b.gep(base, [at], source_etype=self.et)
         return b.load(ptr, typ=self.vt, align=self.size)
+
+    def half_load(self, b: ir.IRBuilder, half: ir.Value, at: ir.Value) -> ir.Value:
+        """Vector ``at`` of ``half`` (the stack buffer of a half-done transform)."""
+        return b.load(b.gep(half, [at], source_etype=self.vt), typ=self.vt, align=self.size)
+
+    def half_store(self, b: ir.IRBuilder, value: ir.Value, half: ir.Value, at: ir.Value) -> None:
+        b.store(value, b.gep(half, [at], source_etype=self.vt), align=self.size)
