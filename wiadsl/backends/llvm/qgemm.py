@@ -42,6 +42,7 @@ I16 = ir.IntType(16)
 MR, NV, W = 4, 2, 8          # 4 rows x 2 vectors of 8 i32 lanes: NR = 16 columns
 NR = NV * W
 KCP = 256                    # k pairs per packed B block (a panel is KCP x 16 x 2 x i16 = 16 KiB)
+PACK_BYTES = 32              # bytes of a row of A packed at a time
 PARALLEL_MACS = 64 ** 3
 V8 = ir.VectorType(I32, W)
 V16S = ir.VectorType(I16, 2 * W)
@@ -131,9 +132,21 @@ class QGemmBuilder:
 
     def pack_a(self, b: ir.IRBuilder, a: ir.Value, m: ir.Value, k: ir.Value, lda: ir.Value,
                kp: ir.Value, out: ir.Value) -> None:
-        """out[i * kp + p] = (i16 a[i, 2p]) | (i16 a[i, 2p+1]) << 16 (0 past column k)."""
+        """out[i * kp + p] = (i16 a[i, 2p]) | (i16 a[i, 2p+1]) << 16 (0 past column k):
+        ``PACK_BYTES`` of a row at a time (sign-extended to i16, they are its words),
+        the rest pair by pair (pair by pair all along, the packing took ~10 % of a
+        64 x 512 x 512 product)."""
+        vb, vs = ir.VectorType(I8, PACK_BYTES), ir.VectorType(I16, PACK_BYTES)
+        whole = b.sub(k, b.srem(k, _i(PACK_BYTES)))
+
         def row(i: ir.Value) -> None:
             src = b.gep(a, [b.mul(i, lda)], source_etype=I8)
+            dst = b.gep(out, [b.mul(i, kp)], source_etype=I32)
+
+            def chunk(t: ir.Value) -> None:  # rows of A are byte-aligned only
+                x = vector_load(b, b.gep(src, [t], source_etype=I8), vb, 1)
+                vector_store(b, b.sext(x, vs), b.gep(dst, [b.sdiv(t, _i(2))], source_etype=I32), 4)
+            for_range(b, _i(0), whole, PACK_BYTES, chunk, "pv")
 
             def pair(p: ir.Value) -> None:
                 k0 = b.mul(p, _i(2))
@@ -143,8 +156,8 @@ class QGemmBuilder:
                 hi = b.sext(b.load(b.gep(src, [b.select(inside, k1, k0)], source_etype=I8), typ=I8), I32)
                 hi = b.select(inside, hi, ir.Constant(I32, 0))
                 word = b.or_(b.and_(lo, ir.Constant(I32, 0xFFFF)), b.shl(hi, ir.Constant(I32, 16)))
-                b.store(word, b.gep(out, [b.add(b.mul(i, kp), p)], source_etype=I32))
-            for_range(b, _i(0), kp, 1, pair, "pa")
+                b.store(word, b.gep(dst, [p], source_etype=I32))
+            for_range(b, b.sdiv(whole, _i(2)), kp, 1, pair, "pa")
         for_range(b, _i(0), m, 1, row, "ra")
 
     def pack_b(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,

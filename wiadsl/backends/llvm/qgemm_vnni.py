@@ -42,6 +42,7 @@ from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)
 NV = 2  # vectors per micro-kernel row
+PACK_BYTES = 32  # bytes of a row of A packed at a time
 
 
 def vnni_bits(features: str) -> int:
@@ -135,17 +136,28 @@ class VnniQGemmBuilder(QGemmBuilder):
 
     def pack_a_quads(self, b: ir.IRBuilder, a: ir.Value, m: ir.Value, k: ir.Value, lda: ir.Value,
                      kq: ir.Value, out: ir.Value) -> None:
-        """Bytes out[i * 4kq + t] = a[i, t] xor 0x80 (a + 128 as u8), 0x80 (a = 0) past k."""
+        """Bytes out[i * 4kq + t] = a[i, t] xor 0x80 (a + 128 as u8), 0x80 (a = 0) past k:
+        ``PACK_BYTES`` at a time, the rest of each row byte by byte (byte by byte all
+        along, the packing took ~10 % of a 64 x 512 x 512 product)."""
+        vb = ir.VectorType(I8, PACK_BYTES)
+        flip = ir.Constant(vb, [0x80 - 256] * PACK_BYTES)
+        whole = b.sub(k, b.srem(k, _i(PACK_BYTES)))
+
         def row(i: ir.Value) -> None:
             src = b.gep(a, [b.mul(i, lda)], source_etype=I8)
             dst = b.gep(out, [b.mul(i, b.mul(kq, _i(4)))], source_etype=I8)
+
+            def chunk(t: ir.Value) -> None:  # rows of A are byte-aligned only
+                x = vector_load(b, b.gep(src, [t], source_etype=I8), vb, 1)
+                vector_store(b, b.xor(x, flip), b.gep(dst, [t], source_etype=I8), 1)
 
             def byte(t: ir.Value) -> None:
                 inside = b.icmp_signed("<", t, k)
                 x = b.load(b.gep(src, [b.select(inside, t, _i(0))], source_etype=I8), typ=I8)
                 x = b.select(inside, x, ir.Constant(I8, 0))
                 b.store(b.xor(x, ir.Constant(I8, 0x80)), b.gep(dst, [t], source_etype=I8))
-            for_range(b, _i(0), b.mul(kq, _i(4)), 1, byte, "qa")
+            for_range(b, _i(0), whole, PACK_BYTES, chunk, "qv")
+            for_range(b, whole, b.mul(kq, _i(4)), 1, byte, "qa")
         for_range(b, _i(0), m, 1, row, "ra")
 
     def pack_b_quads(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
