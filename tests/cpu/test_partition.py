@@ -98,3 +98,54 @@ def test_a_function_that_reaches_back_keeps_the_module_whole(reference, monkeypa
 def test_a_small_module_stays_whole():
     lowered = _lowered()
     assert partition(lowered.ll, lowered.root, "p", 4) == [lowered.llvm_ir]
+
+
+def _function(name: str, blocks: int, loop: bool) -> tuple[ir.Module, ir.Function]:
+    """A function of ``blocks`` blocks in a chain (each a few instructions), the last
+    branching back to the first when ``loop``."""
+    mod = ir.Module(name="m")
+    fn = ir.Function(mod, ir.FunctionType(ir.IntType(32), [ir.IntType(64)]), name)
+    bbs = [fn.append_basic_block(f"b{k}") for k in range(blocks)]
+    for k, bb in enumerate(bbs):
+        b = ir.IRBuilder(bb)
+        x = b.add(fn.args[0], ir.Constant(ir.IntType(64), k))
+        if k + 1 < blocks:
+            b.cbranch(b.icmp_signed("<", x, ir.Constant(ir.IntType(64), 9)), bbs[k + 1], bbs[-1])
+        elif loop:
+            b.cbranch(b.icmp_signed("<", x, ir.Constant(ir.IntType(64), 9)), bbs[0], bbs[0])
+        else:
+            b.ret(ir.Constant(ir.IntType(32), 0))
+    return mod, fn
+
+
+def test_only_large_loop_free_functions_are_left_unoptimized(monkeypatch):
+    from wiadsl.backends.llvm import codegen
+    monkeypatch.setattr(codegen, "GLUE_MIN_INSTRUCTIONS", 100)
+    assert codegen.straight_line_glue(_function("glue", 40, loop=False)[1])
+    assert not codegen.straight_line_glue(_function("loop", 40, loop=True)[1])
+    assert not codegen.straight_line_glue(_function("small", 20, loop=False)[1])
+
+
+MLP = ("kernel k(input x: f32[64, 256], input w1: f32[256, 512], input b1: f32[512], "
+       "input w2: f32[512, 128], output z: f32[64, 128]) { z = relu(x @ w1 + b1) @ w2; }")
+
+
+def test_a_loop_free_kernel_function_is_left_unoptimized_and_weighs_a_third(monkeypatch, fresh_cache):
+    """Two gemms with their epilogues fused: the kernel function is glue (allocations,
+    checks, helper calls), left unoptimized (``optnone``) from GLUE_MIN_INSTRUCTIONS
+    (lowered here to its size), counted a third of its text when parts are filled,
+    and it computes what NumPy does."""
+    from wiadsl.backends.llvm import codegen
+    monkeypatch.setattr(codegen, "GLUE_MIN_INSTRUCTIONS", 1)
+    shapes = [(64, 256), (256, 512), (512,), (512, 128)]
+    module = wiadsl.jit(MLP, kernel="k", target="cpu").ir_for()
+    lowered = lower_kernel(cpu_compile.tensor_passes(module, 3), "k", shapes)
+    kernel = lowered.ll.get_global("wia.k")
+    assert {"optnone", "noinline"} <= set(kernel.attributes)
+    parse_private(str(lowered.ll))  # optnone with noinline verifies
+    f = part_module._Function("k", str(kernel), set())
+    assert f.cost == len(f.text) // part_module.UNOPTIMIZED_CHARS
+    rng = np.random.default_rng(0)
+    x, w1, b1, w2 = (rng.standard_normal(s, np.float32) for s in shapes)
+    z = wiadsl.jit(MLP, kernel="k", target="cpu")(x, w1, b1, w2)
+    np.testing.assert_allclose(z, np.maximum(x @ w1 + b1, 0) @ w2, rtol=1e-4, atol=1e-3)

@@ -8,8 +8,9 @@ Why: LLVM works on one module on one thread, and a model's kernel is one module
 How (``partition``): the entry and the kernel function are the *root* (part 0). The
 other defined functions are grouped into *clusters*, the connected groups of the
 references between them (a loop body, its worker, what they call), and the clusters
-are packed into parts, largest first, each into the part with the least code so far
-(part 0 counts the root's). Each part is the module's text with the functions of the
+are packed into parts, costliest first, each into the part with the least cost so far
+(part 0 counts the root's): a function's characters, a third of them for one left
+unoptimized (codegen.py's straight-line glue). Each part is the module's text with the functions of the
 other parts as declarations. A function of a cluster outside part 0 is external in
 its part under ``<prefix>.<name>`` (a prefix unique to the kernel: the loader's
 symbols are the process's), and part 0 declares it.
@@ -39,11 +40,23 @@ MIN_SPLIT_CHARS = 120_000
 _REFERENCE = re.compile(r'@"((?:[^"\\]|\\.)*)"')
 
 
+#: how many characters of an ``optnone`` function (codegen.py's straight-line glue)
+#: cost LLVM what one of an optimized one does: ResNet-18's kernel function, 247 KB,
+#: took 200 ms at -O2 and 67 ms unoptimized
+UNOPTIMIZED_CHARS = 3
+
+
 @dataclass
 class _Function:
     name: str
     text: str
     refs: set[str]
+
+    @property
+    def cost(self) -> int:
+        """The function's share of a part's LLVM time, in characters of optimized code."""
+        optnone = "optnone" in self.text.split("\n", 1)[0]
+        return len(self.text) // UNOPTIMIZED_CHARS if optnone else len(self.text)
 
 
 def partition(mod: ir.Module, root: set[str], prefix: str, parts: int) -> list[str]:
@@ -55,7 +68,7 @@ def partition(mod: ir.Module, root: set[str], prefix: str, parts: int) -> list[s
     others = [f for name, f in defined.items() if name not in root]
     if parts < 2 or sum(len(f.text) for f in others) < MIN_SPLIT_CHARS or not _separable(mod, others, root):
         return [_part_text(mod, defined, 0, {}, {})]  # str(mod), its functions printed once
-    bins = _pack(_clusters(others), sum(len(defined[n].text) for n in root if n in defined), parts)
+    bins = _pack(_clusters(others), sum(defined[n].cost for n in root if n in defined), parts)
     bins = [bins[0]] + [b for b in bins[1:] if b]
     owner = {f.name: k for k, cluster in enumerate(bins) for f in cluster}
     renamed = {name: f"{prefix}.{name}" for name, k in owner.items() if k > 0}
@@ -89,15 +102,15 @@ def _clusters(others: list[_Function]) -> list[list[_Function]]:
     return list(groups.values())
 
 
-def _pack(clusters: list[list[_Function]], root_size: int, parts: int) -> list[list[_Function]]:
-    """Clusters into ``parts`` bins, largest first into the lightest (bin 0 starts
-    with the root's size)."""
+def _pack(clusters: list[list[_Function]], root_cost: int, parts: int) -> list[list[_Function]]:
+    """Clusters into ``parts`` bins, costliest first into the lightest (bin 0 starts
+    with the root's cost)."""
     bins: list[list[_Function]] = [[] for _ in range(parts)]
-    load = [root_size] + [0] * (parts - 1)
-    for cluster in sorted(clusters, key=lambda c: -sum(len(f.text) for f in c)):
+    load = [root_cost] + [0] * (parts - 1)
+    for cluster in sorted(clusters, key=lambda c: -sum(f.cost for f in c)):
         k = load.index(min(load))
         bins[k].extend(cluster)
-        load[k] += sum(len(f.text) for f in cluster)
+        load[k] += sum(f.cost for f in cluster)
     return bins
 
 
