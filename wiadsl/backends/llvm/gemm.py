@@ -169,6 +169,7 @@ class GemmBuilder:
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), params), name)
         if not self.define_ukernels:
             return fn
+        fn.attributes.add("noinline")  # linked into AOT output, still one copy
         a, lda, bp, c, ldc, kc, valid, load_c, row_stride = fn.args
         for p in (a, bp, c):
             p.add_attribute("noalias")

@@ -81,7 +81,7 @@ def library_ir(spec: Spec) -> str:
         if spec["kind"] == "ukernels":
             builder = GemmBuilder(mod, dtype, define_ukernels=True)
             for rows in ukernel_rows(builder.mr):
-                builder.ukernel(rows).linkage = "external"
+                builder.ukernel(rows)  # external: the drivers' objects link against them
             return str(mod)
         if spec["kind"] == "gemm":
             fn = GemmBuilder(mod, dtype).driver(symbol(spec))
