@@ -10,10 +10,10 @@ other defined functions are grouped into *clusters*, the connected groups of the
 references between them (a loop body, its worker, what they call), and the clusters
 are packed into parts, costliest first, each into the part with the least cost so far
 (part 0 counts the root's): a function's characters, a third of them for one left
-unoptimized (codegen.py's straight-line glue). Each part is the module's text with the functions of the
-other parts as declarations. A function of a cluster outside part 0 is external in
-its part under ``<prefix>.<name>`` (a prefix unique to the kernel: the loader's
-symbols are the process's), and part 0 declares it.
+unoptimized (codegen.py's straight-line glue). Each part is the module's text with the
+functions of the other parts as declarations. A function of a cluster outside part 0
+is external in its part under ``<prefix>.<name>`` (a prefix unique to the kernel: the
+loader's symbols are the process's), and part 0 declares it.
 
 Invariants:
 - Part 0 is the only one the entry is in, and it is loaded last: every other part

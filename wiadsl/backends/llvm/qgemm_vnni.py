@@ -35,14 +35,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .gemm import _i, imin, k_loop, tail_rows
-from .qgemm import QGemmBuilder, _declare
+from .qgemm import PACK_BYTES, QGemmBuilder, _declare
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_QGEMM_A, scratch, scratch_done
 from .types import I1, I8, I32, I64, PTR
 
 I16 = ir.IntType(16)
 NV = 2  # vectors per micro-kernel row
-PACK_BYTES = 32  # bytes of a row of A packed at a time
 
 
 def vnni_bits(features: str) -> int:
