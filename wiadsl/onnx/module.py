@@ -165,6 +165,10 @@ class OnnxModule(Module):
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         return self.kernel(*args, **kwargs)
 
+    def wait_compiled(self) -> None:
+        """Wait for the background compile of ``tiered=True`` (see KernelFunction's)."""
+        self.kernel.wait_compiled()
+
     def __repr__(self) -> str:
         return (f"<wiadsl.OnnxModule kernel={self.kernel.name} inputs={self.input_names} "
                 f"outputs={self.output_names} weights={len(self.imported.weights)}>")

@@ -173,6 +173,16 @@ def clear_memory() -> None:
     _KERNELS.clear()
 
 
+def is_cached(parts: KeyParts) -> bool:
+    """Whether ``get_or_compile(parts, ...)`` would find the code, loaded in this
+    process or on disk, rather than compile it (an unreadable entry counts as found:
+    ``get_or_compile`` then compiles after all)."""
+    key = parts.digest()
+    if key in _KERNELS:
+        return True
+    return disk_enabled() and cache_store.entry_path(key).is_file()
+
+
 def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
                    load_fn: Callable[[bytes, dict[str, Any]], T],
                    stages: Stages | None = None, exclusive: bool = True) -> tuple[T, dict[str, Any]]:

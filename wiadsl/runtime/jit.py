@@ -320,6 +320,15 @@ class KernelFunction:
                 out.append(self._deliver(param, r, plan.bound))
         return out
 
+    def wait_compiled(self) -> None:
+        """Wait until the code that calls so far asked for is compiled: with the CPU
+        target's ``tiered`` option, compiles run in the background while calls are
+        interpreted (backends/llvm/tiered.py); otherwise there is nothing to wait for."""
+        for compiled in list(self._specializations.values()):
+            wait = getattr(compiled, "wait_compiled", None)
+            if wait is not None:
+                wait()
+
     def compiled_for(self, inputs: list[np.ndarray]) -> CompiledKernel:
         """The kernel compiled for this call's specialization (cached).
 
@@ -453,6 +462,11 @@ class Module:
     def kernels(self) -> dict[str, KernelFunction]:
         return dict(self._kernels)
 
+    def wait_compiled(self) -> None:
+        """``KernelFunction.wait_compiled`` of every kernel."""
+        for fn in self._kernels.values():
+            fn.wait_compiled()
+
     def __repr__(self) -> str:
         return f"<wiadsl.Module kernels={list(self._kernels)}>"
 
@@ -532,8 +546,11 @@ def source_key_for(backend: Backend, source: LazySource, target: str,
     from .cache import disk_enabled
     from .source_cache import source_key
 
-    return source_key(source.text, source.filename, target, options, host()) \
-        if disk_enabled() else None
+    if not disk_enabled():
+        return None
+    run_options = getattr(backend, "run_options", frozenset())  # the same code either way
+    code_options = {k: v for k, v in options.items() if k not in run_options}
+    return source_key(source.text, source.filename, target, code_options, host())
 
 
 def jit_file(path: str | os.PathLike[str], kernel: str | None = None,

@@ -38,7 +38,7 @@ import ctypes
 import math
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,7 @@ from ...records import record
 from ...runtime import source_cache
 from ...runtime.backend import NOT_RUN
 from ...runtime.binding import check_distinct_buffers
-from ...runtime.cache import get_or_compile
+from ...runtime.cache import get_or_compile, is_cached
 from ...runtime.cache_key import KeyParts, cpu_key_parts
 from ...runtime.cache_log import Stages
 from .fastcall import MISS, UNDELIVERED
@@ -57,6 +57,7 @@ from .gemm_config import GemmConfig, default_config
 from .layout import Layout
 from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
+from .tiered import TierUp
 
 if TYPE_CHECKING:
     from ...ir.module import ModuleOp
@@ -463,6 +464,9 @@ class CpuKernel:
     #: ``frozen`` option: an imported model's weights): data derived from them, such
     #: as a gemm's packed B, is made by the first call and kept (prepacked.py)
     frozen: frozenset[int] = frozenset()
+    #: the ``tiered`` option: a shape whose code is not cached runs on the interpreter
+    #: until its compile (in the background) is done (tiered.py)
+    tiered: bool = False
     #: an entry per input shape seen, most recent last (at most ``MAX_NATIVES``)
     _natives: dict[Shapes, Native] = field(default_factory=dict, init=False, repr=False)
     _code: dict[Pattern, Code] = field(default_factory=dict, init=False, repr=False)
@@ -470,6 +474,9 @@ class CpuKernel:
     #: one thread compiles this kernel (the tensor passes rewrite ``module`` in place)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                   compare=False)
+    _tiers: dict[Shapes, TierUp] = field(default_factory=dict, init=False, repr=False)
+    _tiers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                        compare=False)
 
     def __post_init__(self) -> None:
         self._policy = ShapePolicy(check_policy(self.shapes))
@@ -490,7 +497,12 @@ class CpuKernel:
         if buffers:
             self._check_buffers(buffers)
         shapes = tuple(a.shape for a in inputs)
-        native = self._natives.get(shapes) or self._native_for(shapes, [a.dtype for a in inputs])
+        native = self._natives.get(shapes)
+        if native is None and self.tiered:
+            interpreted = self._interpret_while_compiling(shapes, inputs)
+            if interpreted is not None:
+                return interpreted
+        native = native or self._native_for(shapes, [a.dtype for a in inputs])
         self.stats = native.stats
         results = native.try_run(inputs, buffers)
         return results if results is not None else self._run_checked(native, inputs, buffers)
@@ -552,10 +564,45 @@ class CpuKernel:
         assert results is not None, "try_run takes what _run_checked lets through"
         return results
 
-    def _native_for(self, shapes: Shapes, dtypes: list[np.dtype]) -> Native:
+    def _interpret_while_compiling(self, shapes: Shapes,
+                                   inputs: Sequence[np.ndarray]) -> list[object] | None:
+        """The results of the interpreter while ``shapes``' code compiles in the
+        background (started by the first call at these shapes); None when native code
+        is there or was found cached (the caller then takes the native way)."""
+        with self._tiers_lock:
+            tier = self._tiers.get(shapes)
+            if tier is None:
+                dtypes = [a.dtype for a in inputs]
+                tier = self._tiers[shapes] = TierUp.start(
+                    lambda on_miss: self._native_for(shapes, dtypes, on_miss), self.kernel)
+        if not tier.compiling:
+            if tier.error is not None:
+                with self._tiers_lock:  # the next call tries again
+                    self._tiers.pop(shapes, None)
+                raise tier.error
+            return None
+        try:
+            from ...ir.interpreter import run_func
+
+            results = run_func(self.ir, self.kernel, list(inputs))
+        finally:
+            tier.go.set()
+        self.stats = {"tier": "interpreter"}
+        return results
+
+    def wait_compiled(self) -> None:
+        """Wait for the background compiles of the ``tiered`` option."""
+        with self._tiers_lock:
+            tiers = list(self._tiers.values())
+        for tier in tiers:
+            tier.join()
+
+    def _native_for(self, shapes: Shapes, dtypes: list[np.dtype],
+                    on_miss: Callable[[], None] | None = None) -> Native:
         """The entry for calls at ``shapes``, made once: on code compiled (or loaded)
         for the pattern the policy gives, or on code that pattern already has. A
-        thread that finds another one compiling waits for it and uses its result."""
+        thread that finds another one compiling waits for it and uses its result.
+        ``on_miss`` runs before a compile (the code is not cached: tiered.py)."""
         with self._lock:
             native = self._natives.get(shapes)
             if native is not None:
@@ -564,7 +611,7 @@ class CpuKernel:
             code = self._code.get(pattern)
             fresh = code is None
             if code is None:
-                code = self._code[pattern] = self._compile_locked(pattern, dtypes)
+                code = self._code[pattern] = self._compile_locked(pattern, dtypes, on_miss)
             native = code.native_at(shapes, fresh)
             if len(self._natives) >= MAX_NATIVES:  # many shapes: forget the oldest entry
                 del self._natives[next(iter(self._natives))]
@@ -578,7 +625,8 @@ class CpuKernel:
             else module_sources(self.ir)
         return layout.errors(sources)
 
-    def _compile_locked(self, pattern: Pattern, dtypes: list[np.dtype]) -> Code:
+    def _compile_locked(self, pattern: Pattern, dtypes: list[np.dtype],
+                        on_miss: Callable[[], None] | None = None) -> Code:
         stages = Stages()
         with stages.stage("key"):
             spec = self._spec_key(pattern, dtypes)
@@ -589,6 +637,8 @@ class CpuKernel:
             else:
                 parts, config = found
             symbol = f"wia_entry_{parts.digest()[:32]}"
+        if on_miss is not None and not is_cached(parts):
+            on_miss()
 
         def compile_fn(st: Stages) -> tuple[bytes, dict[str, Any]]:
             from ...ir.copying import copy_module
@@ -693,6 +743,8 @@ class CpuBackend:
     name = "cpu"
     #: takes the ``frozen`` option (load_onnx passes its weights' positions)
     takes_frozen_inputs = True
+    #: options that change when code runs, not what it is: not part of cache keys
+    run_options = frozenset({"tiered"})
     specialize_shapes = False  # one CpuKernel serves every shape (shape_policy.py)
 
     def cache_host(self) -> str:
@@ -714,10 +766,16 @@ class CpuBackend:
     def compile(self, module: ModuleOp | None, kernel: str, options: dict[str, Any]) -> CpuKernel:
         """A kernel that compiles (or loads from the cache) on its first run; the tensor
         passes run then too, so a cache hit skips them."""
-        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline", "shapes", "frozen"}
+        unknown = set(options) - {"opt_level", "gemm_config", "loop_pipeline", "shapes", "frozen",
+                                  "tiered"}
         if unknown:
             raise WiaUsageError(f"target 'cpu' takes the options opt_level, gemm_config, "
-                                f"loop_pipeline, shapes and frozen, got {', '.join(sorted(unknown))}")
+                                f"loop_pipeline, shapes, frozen and tiered, got "
+                                f"{', '.join(sorted(unknown))}")
+        tiered = options.get("tiered", False)
+        if not isinstance(tiered, bool):
+            raise WiaUsageError(f"option 'tiered' of target 'cpu' must be True or False, "
+                                f"got {tiered!r}")
         level = int(options.get("opt_level", 3))
         if level not in range(4):
             _pipeline(level)  # the passes' own error for a bad level, at compile time
@@ -731,7 +789,7 @@ class CpuBackend:
             parse_loop_pipeline(loop_pipeline)
         return CpuKernel(module, kernel, level, config=options.get("gemm_config"),
                          loop_pipeline=loop_pipeline, shapes=check_policy(options.get("shapes", "auto")),
-                         frozen=_frozen_positions(options.get("frozen", ())))
+                         frozen=_frozen_positions(options.get("frozen", ())), tiered=tiered)
 
 
 def _frozen_positions(value: object) -> frozenset[int]:

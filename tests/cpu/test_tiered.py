@@ -1,0 +1,108 @@
+"""The CPU target's ``tiered`` option (backends/llvm/tiered.py): a shape whose code is
+not cached runs on the reference interpreter while its compile goes on in the
+background; calls after the compile run native code. A cached shape never goes to
+the interpreter, the option does not change cache keys, and a compile that fails
+raises its error in the next call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm import compile as llvm_compile
+from wiadsl.diagnostics import WiaUsageError
+from wiadsl.runtime.jit import source_key_for
+
+SOURCE = """
+kernel scaled_mm(input a: f32[M, K], input b: f32[K, N], input s: f32, output c: f32[M, N]) {
+    c = relu(a @ b) * s;
+}
+"""
+
+
+def inputs(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k), dtype=np.float32),
+            rng.standard_normal((k, n), dtype=np.float32), 0.5)
+
+
+def want(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
+    return np.maximum(a @ b, 0) * np.float32(s)
+
+
+def backend_kernel(fn):
+    (compiled,) = fn._specializations.values()
+    return compiled
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 33, 5), (33, 129, 7)])
+def test_first_call_interprets_then_native_code_takes_over(fresh_cache, shape) -> None:
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    args = inputs(*shape)
+    np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+    assert fn.stats == {"tier": "interpreter"}
+    fn.wait_compiled()
+    for seed in (1, 2):  # native from now on: the plan's fast path included
+        args = inputs(*shape, seed=seed)
+        np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+        assert fn.stats["cache"] == "compiled"
+    assert backend_kernel(fn).compiles == 1
+
+
+def test_a_cached_shape_never_interprets(fresh_cache) -> None:
+    args = inputs(7, 33, 5)
+    wiadsl.jit(SOURCE, "scaled_mm")(*args)  # compiles and stores the code
+    from wiadsl.runtime import cache
+
+    cache.clear_memory()  # a new process: the code is on disk only
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+    assert fn.stats["cache"] == "disk"
+
+
+def test_each_new_shape_interprets_until_its_code_is_there(fresh_cache) -> None:
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True, shapes="static")
+    for shape in [(4, 8, 3), (5, 8, 3)]:
+        args = inputs(*shape)
+        np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+        assert fn.stats == {"tier": "interpreter"}
+    fn.wait_compiled()
+    assert backend_kernel(fn).compiles == 2
+
+
+def test_tiered_does_not_change_the_cache_keys(fresh_cache) -> None:
+    plain = wiadsl.jit(SOURCE, "scaled_mm")
+    tiered = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    key = source_key_for(plain.backend, plain.source, "cpu", {})
+    assert key is not None
+    assert key == plain.source_key == tiered.source_key
+
+
+def test_a_failed_background_compile_raises_in_the_next_call(fresh_cache, monkeypatch) -> None:
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("LLVM gave up")
+
+    monkeypatch.setattr(llvm_compile, "compile_object", broken)
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    args = inputs(3, 4, 5)
+    np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+    fn.wait_compiled()
+    with pytest.raises(RuntimeError, match="LLVM gave up"):
+        fn(*args)
+    monkeypatch.undo()  # the next call compiles again, and works
+    np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_an_interpreted_call_checks_its_arguments(fresh_cache) -> None:
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    a, b, s = inputs(3, 4, 5)
+    with pytest.raises(wiadsl.WiaError, match="K"):
+        fn(a, b[:3], s)
+    fn.wait_compiled()
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_the_option_takes_a_bool(value) -> None:
+    with pytest.raises(WiaUsageError, match="option 'tiered' of target 'cpu' must be True or False"):
+        wiadsl.jit(SOURCE, "scaled_mm", tiered=value)(*inputs(2, 2, 2))

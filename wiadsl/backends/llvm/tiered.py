@@ -1,0 +1,72 @@
+"""Tiered start (the CPU target's ``tiered`` option): while a shape's native code is
+being compiled, calls at that shape run on the reference interpreter.
+
+Why: a model's first result should not wait for its compile. ResNet-18 from ONNX
+takes over a second of lowering and LLVM work on an empty cache, while the IR run
+op by op on NumPy (``ir/interpreter.py``: BLAS for matmuls and convolutions) gives
+the same result in about a tenth of that. This is the eager-then-compiled split of
+JIT runtimes (a baseline tier first, optimized code once it is ready).
+
+Protocol, one ``TierUp`` per (kernel, shape):
+- A worker thread obtains the native code (``CpuKernel._native_for``). Once its
+  cache key is known it either finds the code cached (a load takes milliseconds:
+  the caller waits for it and never interprets) or reports a miss through
+  ``on_miss`` and waits there until the first interpreted call is done, so the
+  compile does not compete with that call for the CPUs and the GIL.
+- Calls while the compile runs are interpreted; calls after it use native code.
+- A compile that fails is reported to the next call, which raises its error.
+- The worker is not a daemon thread: a process that exits mid-compile finishes it,
+  and the code lands in the cache for the next process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TierUp:
+    """One shape's background compile."""
+
+    #: set once the worker knows whether it compiles (``missed``) or loads
+    decided: threading.Event = field(default_factory=threading.Event)
+    missed: bool = False
+    #: set when the first interpreted call is done: the worker may compile
+    go: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, obtain: Callable[[Callable[[], None]], object], name: str) -> TierUp:
+        """Run ``obtain(on_miss)`` on a worker thread; ``obtain`` calls ``on_miss``
+        (under its kernel's lock, before compiling) when the code is not cached."""
+        tier = cls()
+
+        def on_miss() -> None:
+            tier.missed = True
+            tier.decided.set()
+            tier.go.wait()
+
+        def work() -> None:
+            try:
+                obtain(on_miss)
+            except BaseException as exc:  # noqa: BLE001 - handed to the next call
+                tier.error = exc
+            finally:
+                tier.decided.set()
+
+        tier.thread = threading.Thread(target=work, name=f"wia-compile-{name}")
+        tier.thread.start()
+        return tier
+
+    @property
+    def compiling(self) -> bool:
+        """The worker reported a miss and has not finished."""
+        self.decided.wait()
+        return self.missed and self.thread is not None and self.thread.is_alive()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
