@@ -296,4 +296,4 @@ def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
 
 
 __all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning", "cached_object",
-           "clear_memory", "disk_enabled", "get_or_compile"]
+           "clear_memory", "disk_enabled", "get_or_compile", "is_cached"]

@@ -632,13 +632,18 @@ class CpuKernel:
             spec = self._spec_key(pattern, dtypes)
             known = source_cache.load_spec(spec) if spec is not None else None
             found = _stored_spec(known) if known is not None else None
-            if found is None:
-                parts, config = self._ir_key(pattern, dtypes)
-            else:
-                parts, config = found
+        if on_miss is not None and spec is not None and known is None:
+            # nothing was ever stored for this source and shape: a compile, whose IR
+            # key (the IR's text hashed) need not delay the interpreted call
+            with stages.stage("waited"):  # the stage says why this compile took longer
+                on_miss()
+            on_miss = None
+        with stages.stage("key"):
+            parts, config = self._ir_key(pattern, dtypes) if found is None else found
             symbol = f"wia_entry_{parts.digest()[:32]}"
         if on_miss is not None and not is_cached(parts):
-            on_miss()
+            with stages.stage("waited"):
+                on_miss()
 
         def compile_fn(st: Stages) -> tuple[bytes, dict[str, Any]]:
             from ...ir.copying import copy_module
