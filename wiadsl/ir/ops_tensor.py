@@ -231,10 +231,11 @@ def _conv_as_matmul(x: np.ndarray, w: np.ndarray, stride: tuple[int, int],
     o, _, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     windows = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-    columns = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n, ho * wo, c * kh * kw)
+    # rows (c, i, j), columns (y, x): each row is copied from rows of the input
+    columns = windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, ho * wo)
     with np.errstate(all="ignore"):
-        out = np.matmul(columns, w.reshape(o, c * kh * kw).T)
-    return out.reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
+        out = np.matmul(w.reshape(o, c * kh * kw), columns)
+    return out.reshape(n, o, ho, wo)
 
 
 class PoolOp(Operation):
