@@ -106,3 +106,30 @@ def test_an_interpreted_call_checks_its_arguments(fresh_cache) -> None:
 def test_the_option_takes_a_bool(value) -> None:
     with pytest.raises(WiaUsageError, match="option 'tiered' of target 'cpu' must be True or False"):
         wiadsl.jit(SOURCE, "scaled_mm", tiered=value)(*inputs(2, 2, 2))
+
+
+def test_threads_calling_at_once_share_one_background_compile(fresh_cache) -> None:
+    import threading
+
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    args = inputs(9, 17, 6)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            for _ in range(3):
+                results.append(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and len(results) == 12
+    for r in results:
+        np.testing.assert_allclose(r, want(*args), rtol=1e-5, atol=1e-5)
+    fn.wait_compiled()
+    assert backend_kernel(fn).compiles == 1
