@@ -25,7 +25,9 @@ Invariants:
   and the entry copies the result there natively (no ctypes memmove/free).
 - Threads: each code compiles once (``_native_for`` under the kernel's own lock, which
   is only ever taken first: nothing that runs under it calls back into a kernel);
-  calls run concurrently (the argument arrays come from the pool).
+  calls run concurrently (the argument arrays come from the pool). With the
+  ``tiered`` option a worker thread takes that lock to compile a shape, and waits
+  under it only for the first interpreted call at that shape, which never takes it.
 - Compiles go through the compile cache (``wiadsl.runtime.cache``): the key is
   taken from the unoptimized IR, so a hit skips the tensor passes, lowering and
   LLVM; the gemm config is the explicit ``config``, else the autotuner's best
