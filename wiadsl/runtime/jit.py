@@ -548,7 +548,7 @@ def source_key_for(backend: Backend, source: LazySource, target: str,
 
     if not disk_enabled():
         return None
-    run_options = getattr(backend, "run_options", frozenset())  # the same code either way
+    run_options: frozenset[str] = getattr(backend, "run_options", frozenset())  # the same code
     code_options = {k: v for k, v in options.items() if k not in run_options}
     return source_key(source.text, source.filename, target, code_options, host())
 

@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 
-@dataclass
 class TierUp:
-    """One shape's background compile."""
+    """One shape's background compile. (A plain class: this module is imported on
+    every start, and a dataclass costs half a millisecond to define.)"""
 
-    #: set once the worker knows whether it compiles (``missed``) or loads
-    decided: threading.Event = field(default_factory=threading.Event)
-    missed: bool = False
-    #: set when the first interpreted call is done: the worker may compile
-    go: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
-    thread: threading.Thread | None = None
+    def __init__(self) -> None:
+        #: set once the worker knows whether it compiles (``missed``) or loads
+        self.decided = threading.Event()
+        self.missed = False
+        #: set when the first interpreted call is done: the worker may compile
+        self.go = threading.Event()
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
 
     @classmethod
     def start(cls, obtain: Callable[[Callable[[], None]], object], name: str) -> TierUp:
