@@ -26,3 +26,18 @@ def test_interpreted_then_native_calls_match_onnx_runtime(fresh_cache, build) ->
     module.wait_compiled()
     assert_close(module(**feeds), want, rtol=1e-4, atol=1e-4)
     assert module.kernel.stats["cache"] == "compiled"
+
+
+@pytest.mark.parametrize("file", ["bert_torchscript.onnx.gz", "mobilenet_v2_dynamo.onnx.gz"])
+def test_exported_models_give_their_first_result_on_the_interpreter(fresh_cache, file) -> None:
+    from tests.onnx.test_exports import ATOL, RTOL, feeds_for, model_bytes, onnxruntime
+
+    data = model_bytes(file)
+    feeds = feeds_for(file, 1, 5)
+    want = onnxruntime(data, feeds)
+    module = load_onnx(data, tiered=True)
+    assert_close(module(**feeds), want, rtol=RTOL, atol=ATOL)
+    assert module.kernel.stats == {"tier": "interpreter"}
+    module.wait_compiled()
+    assert_close(module(**feeds), want, rtol=RTOL, atol=ATOL)
+    assert module.kernel.stats["cache"] == "compiled"
