@@ -133,3 +133,14 @@ def test_threads_calling_at_once_share_one_background_compile(fresh_cache) -> No
         np.testing.assert_allclose(r, want(*args), rtol=1e-5, atol=1e-5)
     fn.wait_compiled()
     assert backend_kernel(fn).compiles == 1
+
+
+def test_a_finished_tier_is_forgotten(fresh_cache) -> None:
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True, shapes="static")
+    for m in range(1, 6):  # each shape: interpreted, compiled, then native
+        args = inputs(m, 3, 2)
+        fn(*args)
+        fn.wait_compiled()
+        fn(*args)
+        assert fn.stats["cache"] == "compiled"
+    assert backend_kernel(fn)._tiers == {}

@@ -576,11 +576,13 @@ class CpuKernel:
             if tier is None:
                 dtypes = [a.dtype for a in inputs]
                 tier = self._tiers[shapes] = TierUp.start(
-                    lambda on_miss: self._native_for(shapes, dtypes, on_miss), self.kernel)
+                    lambda on_miss: self._compile_in_background(shapes, dtypes, on_miss),
+                    self.kernel)
         if not tier.compiling:
             if tier.error is not None:
                 with self._tiers_lock:  # the next call tries again
-                    self._tiers.pop(shapes, None)
+                    if self._tiers.get(shapes) is tier:
+                        del self._tiers[shapes]
                 raise tier.error
             return None
         try:
@@ -591,6 +593,14 @@ class CpuKernel:
             tier.go.set()
         self.stats = {"tier": "interpreter"}
         return results
+
+    def _compile_in_background(self, shapes: Shapes, dtypes: list[np.dtype],
+                               on_miss: Callable[[], None]) -> None:
+        """A tier's work: the entry for ``shapes``; then the tier is forgotten (a
+        failed one stays, for the next call to raise its error)."""
+        self._native_for(shapes, dtypes, on_miss)
+        with self._tiers_lock:
+            self._tiers.pop(shapes, None)
 
     def wait_compiled(self) -> None:
         """Wait for the background compiles of the ``tiered`` option."""
