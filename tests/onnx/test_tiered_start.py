@@ -14,8 +14,8 @@ from tests.onnx import models  # noqa: E402
 from wiadsl.onnx.importer import load_onnx  # noqa: E402
 
 
-@pytest.mark.parametrize("build", [models.cnn, models.mobilenet_v2, models.encoder],
-                         ids=["cnn", "mobilenet_v2", "encoder"])
+@pytest.mark.parametrize("build", [models.cnn, models.mobilenet_v2, models.encoder, models.qdq_matmul],
+                         ids=["cnn", "mobilenet_v2", "encoder", "qdq_matmul"])
 def test_interpreted_then_native_calls_match_onnx_runtime(fresh_cache, build) -> None:
     built = build()
     module = load_onnx(built.model, tiered=True)
