@@ -144,3 +144,53 @@ def test_a_finished_tier_is_forgotten(fresh_cache) -> None:
         fn(*args)
         assert fn.stats["cache"] == "compiled"
     assert backend_kernel(fn)._tiers == {}
+
+
+def test_a_child_forked_during_a_background_compile_compiles_for_itself(fresh_cache, monkeypatch) -> None:
+    """The parent's compile thread holds the kernel's and the cache's locks when the
+    child is forked; the child's calls must not wait for them (they would, forever)."""
+    import os
+    import threading
+    import time
+
+    parent = os.getpid()
+    started, release = threading.Event(), threading.Event()
+    real = llvm_compile.compile_object
+
+    def held_in_the_parent(*args, **kwargs):
+        if os.getpid() == parent:
+            started.set()
+            release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llvm_compile, "compile_object", held_in_the_parent)
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    args = inputs(6, 10, 4)
+    fn(*args)  # interpreted; the compile starts and stops in held_in_the_parent
+    assert started.wait(60)
+    pid = os.fork()
+    if pid == 0:  # the child: an interpreted call, then its own compile, then native code
+        ok = False
+        try:
+            first = fn(*args)
+            fn.wait_compiled()
+            second = fn(*args)
+            ok = (np.allclose(first, want(*args), rtol=1e-5, atol=1e-5)
+                  and np.allclose(second, want(*args), rtol=1e-5, atol=1e-5)
+                  and fn.stats.get("cache") == "compiled")
+        finally:
+            os._exit(0 if ok else 1)
+    release.set()
+    deadline = time.monotonic() + 120
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on its parent's compile")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    fn.wait_compiled()
+    np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)

@@ -149,6 +149,11 @@ class OnceTable:
                 del self._flights[key]
             flight.finish()
 
+    def after_fork_in_child(self) -> None:
+        """Forget the flights: their threads are the parent's, gone in a forked child."""
+        self._lock = threading.Lock()
+        self._flights.clear()
+
     def clear(self) -> None:
         """Forget every value (a flight in progress still stores its own)."""
         with self._lock:
@@ -157,6 +162,20 @@ class OnceTable:
 
 #: key -> the loaded kernel: the memory half of the cache
 _KERNELS = OnceTable()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: a compile another thread was
+    running (a ``tiered`` kernel's, in the background) left its locks taken and its
+    flight open, and waiting on them would hang. Fresh ones; the loaded kernels stay."""
+    global _LOCK, _COMPILE_LOCK
+    _LOCK = threading.Lock()
+    _COMPILE_LOCK = threading.RLock()
+    _KERNELS.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _count(name: str) -> None:

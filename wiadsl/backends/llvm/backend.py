@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -574,6 +575,7 @@ class CpuKernel:
         with self._tiers_lock:
             tier = self._tiers.get(shapes)
             if tier is None:
+                _TIERED_KERNELS[id(self)] = self
                 dtypes = [a.dtype for a in inputs]
                 tier = self._tiers[shapes] = TierUp.start(
                     lambda on_miss: self._compile_in_background(shapes, dtypes, on_miss),
@@ -698,6 +700,25 @@ class CpuKernel:
 
         return source_cache.spec_key(self.source_level.key, self.kernel, pattern, dtypes,
                                      records_fingerprint())
+
+
+#: the kernels that started a background compile (``tiered``): a forked child resets them
+#: (by id: a record compares by value, so it has no hash)
+_TIERED_KERNELS: weakref.WeakValueDictionary[int, CpuKernel] = weakref.WeakValueDictionary()
+
+
+def _after_fork_in_child() -> None:
+    """The parent's compile threads do not exist in a forked child: a kernel lock one
+    of them held would never be released, and their tiers never finish. Fresh locks,
+    no tiers (the child's calls start their own)."""
+    for kernel in list(_TIERED_KERNELS.values()):
+        kernel._lock = threading.Lock()
+        kernel._tiers_lock = threading.Lock()
+        kernel._tiers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _usable(native: Native, inputs: Sequence[object],

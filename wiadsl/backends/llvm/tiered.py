@@ -17,6 +17,9 @@ Protocol, one ``TierUp`` per (kernel, shape):
 - A compile that fails is reported to the next call, which raises its error.
 - The worker is not a daemon thread: a process that exits mid-compile finishes it,
   and the code lands in the cache for the next process.
+- A child forked mid-compile does not inherit the worker: its kernels' locks, their
+  tiers and the compile cache's locks and flights start afresh there (backend.py,
+  runtime/cache.py), and its own calls start their own compiles.
 """
 
 from __future__ import annotations
