@@ -194,3 +194,31 @@ def test_a_child_forked_during_a_background_compile_compiles_for_itself(fresh_ca
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     fn.wait_compiled()
     np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
+
+
+PREFIX_SUM = """
+kernel prefix(input x: f32[N], output y: f32[N]) {
+    y = x;
+    acc = 0.0;
+    for i in range(dim(x, 0)) {
+        acc = acc + x[i];
+        y[i] = acc;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("n", [7, 30_000])
+def test_a_long_scalar_loop_waits_for_native_code(fresh_cache, n) -> None:
+    """A loop of n iterations runs ~5 ops each: past MAX_STEPS the interpreted call
+    gives up and takes the native code (interpreted, 30,000 iterations took ~3 s)."""
+    from wiadsl.backends.llvm.tiered import MAX_STEPS
+
+    fn = wiadsl.jit(PREFIX_SUM, "prefix", tiered=True)
+    x = np.arange(n, dtype=np.float32) % 5
+    np.testing.assert_allclose(fn(x), np.cumsum(x), rtol=1e-6)
+    interpreted = fn.stats == {"tier": "interpreter"}
+    assert interpreted == (n * 5 < MAX_STEPS)
+    fn.wait_compiled()
+    np.testing.assert_allclose(fn(x), np.cumsum(x), rtol=1e-6)
+    assert fn.stats["cache"] == "compiled"

@@ -307,6 +307,17 @@ def test_counted_loop_and_zero_trip(n: int) -> None:
     assert out == sum(range(n)) and isinstance(out, np.int64)
 
 
+def test_a_step_limit_stops_a_loop_that_runs_past_it() -> None:
+    from wiadsl.ir.interpreter import StepLimitReached
+
+    module = parse_module(CASES["cf.loop"])
+    ops = sum(len(b.ops) for b in module["count"].blocks)  # 9: 3 trips run 21
+    (out,) = run_func(module, "count", [3], max_steps=ops * 4)
+    assert out == 3
+    with pytest.raises(StepLimitReached):
+        run_func(module, "count", [1000], max_steps=ops * 4)
+
+
 def test_calls_with_multiple_results() -> None:
     (out,) = run_func(parse_module(CASES["func.call"]), "caller", [np.float32(3.0)])
     assert out == 3.0 and isinstance(out, np.float32)

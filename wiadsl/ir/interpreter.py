@@ -26,9 +26,16 @@ from .numerics import finish, storage_dtype
 from .types import IRType, TensorType, VectorType
 
 
-def run_func(module: ModuleOp | FuncOp, func_name: str | None, args: Sequence[Any]) -> list[Any]:
+class StepLimitReached(Exception):
+    """``run_func``'s ``max_steps`` ops ran and the function had not returned."""
+
+
+def run_func(module: ModuleOp | FuncOp, func_name: str | None, args: Sequence[Any],
+             max_steps: int | None = None) -> list[Any]:
     """Run ``func_name`` of ``module`` (or the given FuncOp) on ``args``; returns
-    its results as NumPy arrays / NumPy scalars."""
+    its results as NumPy arrays / NumPy scalars. ``max_steps``: raise
+    StepLimitReached after running that many ops (a caller that has a faster way,
+    as the tiered CPU kernels do, gives up on a scalar loop that would take long)."""
     if isinstance(module, FuncOp):
         func = module
         module = func.parent or ModuleOp()
@@ -37,7 +44,7 @@ def run_func(module: ModuleOp | FuncOp, func_name: str | None, args: Sequence[An
     if len(args) != len(func.args):
         raise WiaCallError(f"@{func.name} takes {len(func.args)} arguments, got {len(args)}")
     converted = [convert_arg(func, i, a) for i, a in enumerate(args)]
-    return Interpreter(module).call(func, converted)
+    return Interpreter(module, max_steps).call(func, converted)
 
 
 def convert_arg(func: FuncOp, index: int, value: Any) -> Any:
@@ -75,8 +82,9 @@ def check_value(op: Operation, value: Any, t: IRType) -> None:
 class Interpreter:
     """Runs functions of one module; ``call`` is re-entrant (recursion allowed)."""
 
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, max_steps: int | None = None):
         self.module = module
+        self.steps_left = max_steps
 
     def call(self, func: FuncOp, args: list[Any]) -> list[Any]:
         env: dict[int, Any] = {}
@@ -92,6 +100,10 @@ class Interpreter:
 
     def run_block(self, block: Block, env: dict[int, Any]) -> list[Any] | tuple[Block, list[Any]]:
         """Run ``block``'s ops; the return values, or the next block and its arguments."""
+        if self.steps_left is not None:  # counted per block: a loop's body at a time
+            self.steps_left -= len(block.ops)
+            if self.steps_left < 0:
+                raise StepLimitReached(block.name_hint or "?")
         for op in block.ops:
             values = [read(env, v, op) for v in op.operands]
             if op.name == "func.return":

@@ -60,7 +60,7 @@ from .gemm_config import GemmConfig, default_config
 from .layout import Layout
 from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
-from .tiered import TierUp
+from .tiered import MAX_STEPS, TierUp
 
 if TYPE_CHECKING:
     from ...ir.module import ModuleOp
@@ -580,17 +580,20 @@ class CpuKernel:
                 tier = self._tiers[shapes] = TierUp.start(
                     lambda on_miss: self._compile_in_background(shapes, dtypes, on_miss),
                     self.kernel)
-        if not tier.compiling:
+        if not tier.interpreting:
             if tier.error is not None:
                 with self._tiers_lock:  # the next call tries again
                     if self._tiers.get(shapes) is tier:
                         del self._tiers[shapes]
                 raise tier.error
             return None
-        try:
-            from ...ir.interpreter import run_func
+        from ...ir.interpreter import StepLimitReached, run_func
 
-            results = run_func(self.ir, self.kernel, list(inputs))
+        try:
+            results = run_func(self.ir, self.kernel, list(inputs), max_steps=MAX_STEPS)
+        except StepLimitReached:  # a long scalar loop: the native code comes sooner
+            tier.interpret = False
+            return None
         finally:
             tier.go.set()
         self.stats = {"tier": "interpreter"}
