@@ -222,3 +222,28 @@ def test_a_long_scalar_loop_waits_for_native_code(fresh_cache, n) -> None:
     fn.wait_compiled()
     np.testing.assert_allclose(fn(x), np.cumsum(x), rtol=1e-6)
     assert fn.stats["cache"] == "compiled"
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_interpreted_and_native_calls_deliver_alike(fresh_cache, dtype) -> None:
+    """The same types and dtypes from both tiers, a scalar output included, and an
+    output buffer filled by an interpreted call."""
+    name = np.dtype(dtype).name.replace("float", "f")
+    src = f"""
+kernel k(input a: {name}[N], input b: {name}[N], output c: {name}[N], output s: {name}) {{
+    c = a * b + a;
+    s = reduce_sum(c);
+}}
+"""
+    a, b = (np.arange(7) % 3).astype(dtype), (np.arange(7) % 2).astype(dtype)
+    c_want = a * b + a
+    fn = wiadsl.jit(src, "k", tiered=True)
+    out = np.empty(7, dtype)
+    c, s = fn(a, b, c=out)
+    assert fn.stats == {"tier": "interpreter"} and c is out
+    np.testing.assert_array_equal(out, c_want)
+    fn.wait_compiled()
+    c2, s2 = fn(a, b)
+    assert fn.stats["cache"] == "compiled"
+    np.testing.assert_array_equal(c2, c_want)
+    assert type(s) is type(s2) is np.dtype(dtype).type and s == s2 == c_want.sum()
