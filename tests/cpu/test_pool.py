@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import wiadsl
+from tests.cpu.forked import exit_code
 from wiadsl.backends.llvm.library import pool_address
 from wiadsl.backends.llvm.parallel import THREADS
 from wiadsl.diagnostics import WiaRuntimeError
@@ -239,17 +240,7 @@ def test_forked_child_gets_a_working_pool(mod):
             if pid == 0:  # the child: exit code 0 only when the threaded matmul is right
                 ok = all(np.allclose(mod.mm(x, y), want, rtol=1e-4, atol=1e-3) for _ in range(5))
                 os._exit(0 if ok else 1)
-            deadline = time.monotonic() + 60
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    codes.append(os.waitstatus_to_exitcode(status))
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(pid, 9)
-                    os.waitpid(pid, 0)
-                    pytest.fail("the forked child deadlocked")
-                time.sleep(0.01)
+            codes.append(exit_code(pid, 60, "the forked child deadlocked"))
     finally:
         stop.set()
         t.join()

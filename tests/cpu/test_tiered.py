@@ -146,12 +146,15 @@ def test_a_finished_tier_is_forgotten(fresh_cache) -> None:
     assert backend_kernel(fn)._tiers == {}
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # forking a threaded process
 def test_a_child_forked_during_a_background_compile_compiles_for_itself(fresh_cache, monkeypatch) -> None:
     """The parent's compile thread holds the kernel's and the cache's locks when the
     child is forked; the child's calls must not wait for them (they would, forever)."""
     import os
     import threading
-    import time
+
+    from tests.cpu.forked import exit_code
 
     parent = os.getpid()
     started, release = threading.Event(), threading.Event()
@@ -181,17 +184,7 @@ def test_a_child_forked_during_a_background_compile_compiles_for_itself(fresh_ca
         finally:
             os._exit(0 if ok else 1)
     release.set()
-    deadline = time.monotonic() + 120
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on its parent's compile")
-        time.sleep(0.05)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert exit_code(pid, 120, "the forked child hung on its parent's compile") == 0
     fn.wait_compiled()
     np.testing.assert_allclose(fn(*args), want(*args), rtol=1e-5, atol=1e-5)
 

@@ -325,3 +325,31 @@ def test_once_table_make_may_use_other_keys_but_not_its_own() -> None:
     with pytest.raises(RuntimeError, match="asked for the kernel it is obtaining"):
         table.get("self", lambda: table.get("self", lambda: 0))
     assert table.get("self", lambda: 5) == 5  # the failed flight left nothing behind
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # forking a threaded process
+def test_a_child_forked_while_a_value_is_made_makes_it_itself() -> None:
+    """A thread was making a value (a helper's load: a kernel's first fast call in
+    another thread) when the process forked. The child has no such thread: its
+    ``get`` waited for that flight forever (the matmul of tests/cpu/test_pool.py's
+    fork test, run alone). Every OnceTable forgets its flights in a forked child."""
+    from tests.cpu.forked import exit_code
+
+    table = OnceTable()
+    making, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        making.set()
+        release.wait(60)
+        return "parent's"
+    maker = threading.Thread(target=lambda: table.get("helper", slow))
+    maker.start()
+    assert making.wait(60)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if table.get("helper", lambda: "child's") == "child's" else 1)
+    release.set()
+    maker.join(60)
+    assert exit_code(pid, 60, "the forked child waited for its parent's flight") == 0
+    assert table.peek("helper") == "parent's"

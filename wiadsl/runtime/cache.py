@@ -47,6 +47,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -110,6 +111,10 @@ class Flight:
         self._done.wait()
 
 
+#: every OnceTable (the loaded kernels here, the loaded helpers in library.py)
+_TABLES: weakref.WeakSet[OnceTable] = weakref.WeakSet()
+
+
 class OnceTable:
     """Values made once per key from any number of threads: ``get(key, make)``
     returns the stored value, or makes it -- one thread per key at a time, the others
@@ -120,6 +125,7 @@ class OnceTable:
         self._lock = threading.Lock()
         self.values: dict[Any, Any] = {}
         self._flights: dict[Any, Flight] = {}
+        _TABLES.add(self)  # a forked child forgets its flights (_after_fork_in_child)
 
     def __contains__(self, key: object) -> bool:
         with self._lock:
@@ -165,13 +171,15 @@ _KERNELS = OnceTable()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has only the thread that forked: a compile another thread was
-    running (a ``tiered`` kernel's, in the background) left its locks taken and its
-    flight open, and waiting on them would hang. Fresh ones; the loaded kernels stay."""
+    """A forked child has only the thread that forked: a compile or load another thread
+    was running (a ``tiered`` kernel's compile in the background; a helper that a
+    kernel's first fast call loads) left its locks taken and its flight open, and
+    waiting on them would hang. Fresh ones; what was loaded stays."""
     global _LOCK, _COMPILE_LOCK
     _LOCK = threading.Lock()
     _COMPILE_LOCK = threading.RLock()
-    _KERNELS.after_fork_in_child()
+    for table in list(_TABLES):
+        table.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
