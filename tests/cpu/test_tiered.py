@@ -240,3 +240,25 @@ kernel k(input a: {name}[N], input b: {name}[N], output c: {name}[N], output s: 
     assert fn.stats["cache"] == "compiled"
     np.testing.assert_array_equal(c2, c_want)
     assert type(s) is type(s2) is np.dtype(dtype).type and s == s2 == c_want.sum()
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="thread niceness")
+def test_the_background_compile_runs_at_a_lower_priority(fresh_cache, monkeypatch) -> None:
+    import os
+    import threading
+
+    from wiadsl.backends.llvm.tiered import NICENESS
+
+    seen: list[int] = []
+    real = llvm_compile.compile_object
+
+    def noting(*args, **kwargs):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llvm_compile, "compile_object", noting)
+    fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)
+    fn(*inputs(3, 4, 5))
+    fn.wait_compiled()
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert seen == [min(19, mine + NICENESS)]
