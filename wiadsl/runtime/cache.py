@@ -51,6 +51,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..forking import child_safe_lock
 from ..records import as_dict, record
 from . import cache_store
 from .cache_key import KeyParts
@@ -86,13 +87,13 @@ class CacheStats:
 
 STATS = CacheStats()
 #: guards STATS; held for counting only
-_LOCK = threading.Lock()
+_LOCK = child_safe_lock(globals(), "_LOCK")
 #: serializes the kernels' compile_fn (the tensor passes keep per-run state in module
 #: globals); a leaf: under it nothing is waited for and no lock is taken but the
 #: engine's own (target.py). Helpers (``cached_object``) compile outside it: their
 #: builds are LLVM in contexts of their own (target.object_code), so they run beside
 #: a kernel's compile.
-_COMPILE_LOCK = threading.RLock()
+_COMPILE_LOCK = child_safe_lock(globals(), "_COMPILE_LOCK", threading.RLock)
 
 
 class Flight:
@@ -173,11 +174,8 @@ _KERNELS = OnceTable()
 def _after_fork_in_child() -> None:
     """A forked child has only the thread that forked: a compile or load another thread
     was running (a ``tiered`` kernel's compile in the background; a helper that a
-    kernel's first fast call loads) left its locks taken and its flight open, and
-    waiting on them would hang. Fresh ones; what was loaded stays."""
-    global _LOCK, _COMPILE_LOCK
-    _LOCK = threading.Lock()
-    _COMPILE_LOCK = threading.RLock()
+    kernel's first fast call loads) left its flight open (and its locks taken:
+    ``child_safe_lock``), and waiting on it would hang. What was loaded stays."""
     for table in list(_TABLES):
         table.after_fork_in_child()
 

@@ -20,10 +20,10 @@ machine's shared cache held over 4,000 entries, and nothing bounded it).
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 from ..diagnostics import WiaUsageError
+from ..forking import child_safe_lock
 from ..records import record
 from . import cache_store
 
@@ -111,7 +111,7 @@ def prune(limit: int, low_water: float = LOW_WATER) -> PruneReport:
 #: (cache folder, limit) -> bytes this process may still write there before it walks
 #: the folder again
 _allowances: dict[tuple[str, int], int] = {}
-_allowance_lock = threading.Lock()
+_allowance_lock = child_safe_lock(globals(), "_allowance_lock")
 
 
 def enforce(written: int) -> None:

@@ -58,6 +58,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ...forking import child_safe_lock
 from ...records import as_dict
 from ...runtime.cache import OnceTable
 from .allocator import keep_freed_memory
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 
 #: symbol -> address of every helper loaded into this process
 _LOADED = OnceTable()
-_TUNE_LOCK = threading.Lock()
+_TUNE_LOCK = child_safe_lock(globals(), "_TUNE_LOCK")
 #: [whether glibc was tuned] once the first object is loaded (allocator.keep_freed_memory)
 _MALLOC_TUNED: list[bool] = []
 

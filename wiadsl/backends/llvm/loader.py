@@ -43,14 +43,15 @@ import os
 import platform
 import struct
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
+
+from ...forking import child_safe_lock
 
 PAGE = 4096
 NATIVE = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
 
-_LOCK = threading.Lock()
+_LOCK = child_safe_lock(globals(), "_LOCK")
 #: name -> address of every helper, cell and global this process registered or loaded
 _SYMBOLS: dict[str, int] = {}
 _PROCESS = ctypes.CDLL(None, use_errno=True)
