@@ -16,7 +16,7 @@ Protocol, one ``TierUp`` per (kernel, shape):
 - Calls while the compile runs are interpreted; calls after it use native code.
   An interpreted call that runs more than MAX_STEPS ops (a scalar loop) stops and
   waits for the native code, and so do the later calls while it compiles.
-- The worker runs at a lower CPU priority (``background_priority``), so calls
+- The worker compiles at a lower CPU priority (``background_priority``), so calls
   interpreted meanwhile are not slowed by it.
 - A compile that fails is reported to the next call, which raises its error.
 - The worker is not a daemon thread: a process that exits mid-compile finishes it,
@@ -87,10 +87,10 @@ class TierUp:
             tier.missed = True
             tier.decided.set()
             tier.go.wait()
+            background_priority()  # not before: a caller waits for the decision
 
         def work() -> None:
             try:
-                background_priority()
                 obtain(on_miss)
             except BaseException as exc:  # noqa: BLE001 - handed to the next call
                 tier.error = exc
