@@ -1,5 +1,5 @@
-"""Issue 19: f32 ``erf`` is an inline rational approximation and ``x ** n`` for a small
-constant integer ``n`` a product, so GELU loops vectorize instead of calling ``erff``
+"""Issue 19: f32 ``erf`` is an inline rational approximation, ``x ** n`` for a small
+constant integer ``n`` a product and ``x ** 0.5`` a square root, so GELU loops vectorize instead of calling ``erff``
 or ``powf`` per element. Checked against ``math.erf`` / NumPy on every float class
 (zero signs, subnormals, inf, NaN) and in the emitted LLVM IR (no libm call left)."""
 
@@ -40,7 +40,7 @@ def test_erf_special_values():
     assert np.isnan(got[4]) and got[5] == 1.0 and got[6] == -1.0
 
 
-@pytest.mark.parametrize("n", [-4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 2.5, -0.5, "inf", "-inf",
+@pytest.mark.parametrize("n", [-4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 2.5, 0.5, -0.5, "inf", "-inf",
                                "nan"])
 def test_power_by_constant_matches_numpy(n):
     exponent = {"inf": "(1.0 / 0.0)", "-inf": "(-1.0 / 0.0)", "nan": "(0.0 / 0.0)"}.get(
@@ -70,6 +70,15 @@ kernel tanh_form(input x: f32[N], output y: f32[N]) { y = nn.gelu(x); }
         text = _llvm(gelu, kernel, [(1000,)])
         assert "@erff" not in text and "@llvm.pow" not in text and "@powf" not in text, kernel
         assert "<8 x float>" in text or "<16 x float>" in text or "<4 x float>" in text
+
+
+def test_a_half_power_is_a_square_root():
+    """NumPy computes ``x ** 0.5`` as ``sqrt(x)``: -inf gives NaN and -0.0 gives -0.0,
+    where C's pow gives inf and 0.0 (fuzz seed 8800000000225, a scalar -inf)."""
+    text = _llvm("kernel p(input x: f32[N], output y: f32[N]) { y = x ** 0.5; }", "p", [(64,)])
+    assert "sqrt" in text and "pow" not in text
+    scalar = "kernel s(input x: f32, output y: f32) { y = x ** 0.5; }"
+    assert np.isnan(wiadsl.jit(scalar, kernel="s")(np.float32(-np.inf)))
 
 
 def test_other_powers_still_call_pow():

@@ -55,8 +55,12 @@ def _constant_float(v: ir.Value) -> float | None:
 
 def _fpow(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
     """``x ** y``: by multiplication for a small constant integer ``y`` (squares are
-    exact as pow's; x**3 and x**4 round twice, within an ulp of pow), else ``pow``."""
+    exact as pow's; x**3 and x**4 round twice, within an ulp of pow); ``sqrt`` for a
+    constant 0.5, as NumPy computes it (so -inf ** 0.5 is NaN and -0.0 ** 0.5 is -0.0,
+    where C's pow gives inf and 0.0: fuzz seed 8800000000225); else ``pow``."""
     n = _constant_float(y)
+    if n == 0.5:
+        return m.intrinsic(b, "sqrt", [x])
     if n is None or not n.is_integer() or abs(n) > POW_BY_PRODUCT:  # inf, NaN: not integers
         return m.intrinsic(b, "pow", [x, y])
     k = abs(int(n))
