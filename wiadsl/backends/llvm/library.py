@@ -55,7 +55,6 @@ import ctypes
 import functools
 import json
 import os
-import threading
 from typing import TYPE_CHECKING, Any
 
 from ...forking import child_safe_lock
@@ -181,7 +180,7 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
 
 #: name -> the object code of a helper being built in the background (``prefetch``)
 _BUILDS: dict[str, Future[bytes]] = {}
-_BUILDS_LOCK = threading.Lock()
+_BUILDS_LOCK = child_safe_lock(globals(), "_BUILDS_LOCK")
 
 
 def prefetch(specs: list[Spec]) -> None:
@@ -209,9 +208,8 @@ def _build_started(spec: Spec) -> bool:
 
 def _forget_builds() -> None:
     """In a forked child: the parent's builder threads and unfinished builds do not
-    exist here (waiting for one would hang); helpers build afresh."""
-    global _BUILDS_LOCK
-    _BUILDS_LOCK = threading.Lock()
+    exist here (waiting for one would hang); helpers build afresh. (``_BUILDS_LOCK``
+    is fresh there too: ``child_safe_lock``.)"""
     _BUILDS.clear()
     _builder.cache_clear()
 
