@@ -28,7 +28,8 @@ WEAK_CASES = [
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("expr, ref, dtype", WEAK_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("expr, ref, dtype", WEAK_CASES,
+                         ids=lambda v: v if isinstance(v, str) else v.__name__)
 def test_weak_literals_keep_the_tensor_dtype(target, expr, ref, dtype):
     x = rand((33,), dtype, 0, -4, 4)
     y = kernel(f"kernel k(input x: tensor, output y: tensor) {{ y = {expr}; }}", target)(x)
