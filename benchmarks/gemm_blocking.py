@@ -1,20 +1,24 @@
-"""The gemm's k block (``GemmConfig.kc``) against NumPy's OpenBLAS, in one process.
+"""The gemm's blocking (``GemmConfig``) against NumPy's OpenBLAS, in one process.
 
 Usage:
     PYTHONPATH=. python benchmarks/gemm_blocking.py [--sizes 512,1024,2048] [--kc 256,512]
-        [--shapes 64x784x512,128x768x3072] [--rounds 5]
+        [--configs 6x2u1,6x2u4,4x3u4k256] [--shapes 64x784x512,128x768x3072] [--rounds 5]
 
-Each ``kc`` is compiled as an explicit ``gemm_config`` (the host's default micro-kernel,
-only the k block changed); then every variant and NumPy's ``a @ b`` are timed in
-interleaved rounds (a pause after NumPy's batch: its BLAS threads spin on), medians.
-Prints GFLOP/s per variant and its ratio to NumPy (> 1: faster than OpenBLAS). This
-is how ``gemm_config.KC`` was chosen; run it on a new host kind before changing it.
+Each variant is compiled as an explicit ``gemm_config``: with ``--kc``, the host's
+default micro-kernel with only the k block changed; with ``--configs``, micro-kernels
+of MR rows x NV vectors, the k loop unrolled U times (``MRxNVuU``, ``kKC`` to set
+the k block too). Then every variant and NumPy's ``a @ b`` are timed in interleaved
+rounds (a pause after NumPy's batch: its BLAS threads spin on), medians. Prints
+GFLOP/s per variant and its ratio to NumPy (> 1: faster than OpenBLAS). This is how
+``gemm_config.KC`` and the AVX2 default were chosen; run it on a new host kind
+before changing them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -41,27 +45,37 @@ def _per_call(fn, seconds: float = BATCH) -> float:
     return (time.perf_counter() - start) / n
 
 
-def compare(m: int, k: int, n: int, kcs: list[int], rounds: int) -> None:
+def parse_config(spec: str) -> GemmConfig:
+    """``6x2u4`` (MR x NV, unrolled 4 times) or ``6x2u4k256`` (and KC 256)."""
+    found = re.fullmatch(r"(\d+)x(\d+)u(\d+)(?:k(\d+))?", spec)
+    if not found:
+        raise SystemExit(f"--configs: '{spec}' is not MRxNVuU or MRxNVuUkKC (e.g. 6x2u4)")
+    mr, nv, unroll, kc = found.groups()
+    base = default_config()
+    config = GemmConfig(int(mr), int(nv), base.vector_bits, int(kc or base.kc), base.mc, int(unroll))
+    config.check(host().vector_bits)
+    return config
+
+
+def compare(m: int, k: int, n: int, variants: dict[str, GemmConfig], rounds: int) -> None:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
-    base = default_config()
-    variants = {}
-    for kc in kcs:
-        config = GemmConfig(base.mr, base.nv, base.vector_bits, kc, base.mc, base.unroll)
+    kernels = {}
+    for name, config in variants.items():
         mm = wiadsl.jit(SRC, target="cpu", gemm_config=config).mm
         np.testing.assert_allclose(mm(a, b), a @ b, rtol=1e-3, atol=1e-2)
-        variants[kc] = mm
-    times: dict[object, list[float]] = {kc: [] for kc in kcs} | {"numpy": []}
+        kernels[name] = mm
+    times: dict[str, list[float]] = {name: [] for name in kernels} | {"numpy": []}
     for _ in range(rounds):
-        for kc, mm in variants.items():
-            times[kc].append(_per_call(lambda mm=mm: mm(a, b)))
+        for name, mm in kernels.items():
+            times[name].append(_per_call(lambda mm=mm: mm(a, b)))
         times["numpy"].append(_per_call(lambda: a @ b))
         time.sleep(SETTLE)
     flops = 2 * m * k * n
     ref = float(np.median(times["numpy"]))
     cells = [f"{flops / ref / 1e9:.0f}"]
-    for kc in kcs:
-        t = float(np.median(times[kc]))
+    for name in kernels:
+        t = float(np.median(times[name]))
         cells.append(f"{flops / t / 1e9:.0f} ({ref / t:.2f}x)")
     print(f"| {m}x{k}x{n} | " + " | ".join(cells) + " |", flush=True)
 
@@ -71,18 +85,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="512,1024,2048", help="square sizes n (n x n x n)")
     p.add_argument("--shapes", default="", help="MxKxN shapes besides the squares")
     p.add_argument("--kc", default="256,512", help="k blocks to compare")
+    p.add_argument("--configs", default="", help="micro-kernels to compare instead: MRxNVuU[kKC]")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
-    kcs = [int(v) for v in args.kc.split(",")]
+    base = default_config()
+    if args.configs:
+        variants = {spec: parse_config(spec) for spec in args.configs.split(",")}
+    else:
+        variants = {f"kc {kc}": GemmConfig(base.mr, base.nv, base.vector_bits, int(kc), base.mc,
+                                           base.unroll) for kc in args.kc.split(",")}
     shapes = [(s, s, s) for s in map(int, filter(None, args.sizes.split(",")))]
     shapes += [tuple(int(v) for v in s.split("x")) for s in filter(None, args.shapes.split(","))]
     from wiadsl.backends.llvm.threads import get_num_threads
-    print(f"host {host().cpu}, {get_num_threads()} threads; GFLOP/s (ratio to NumPy), "
-          f"medians of {args.rounds} interleaved rounds\n")
-    print("| M x K x N | " + " | ".join(["NumPy"] + [f"kc {kc}" for kc in kcs]) + " |")
-    print("|" + "---|" * (len(kcs) + 2))
+    print(f"host {host().cpu}, {get_num_threads()} threads, default config {base.label()}; "
+          f"GFLOP/s (ratio to NumPy), medians of {args.rounds} interleaved rounds\n")
+    print("| M x K x N | " + " | ".join(["NumPy", *variants]) + " |")
+    print("|" + "---|" * (len(variants) + 2))
     for m, k, n in shapes:
-        compare(m, k, n, kcs, args.rounds)
+        compare(m, k, n, variants, args.rounds)
     return 0
 
 
