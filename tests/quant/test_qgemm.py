@@ -17,9 +17,11 @@ def mm():
 
 
 # odd k (pair / quad padding), column tails, 1-7-row tails, k blocks (> 512), threaded
-# row splits (m = 97, 130), whole panels of 16 and 32 columns and their tails
+# row splits (m = 97, 130), whole panels of 16 and 32 columns and their tails; one row
+# (gemv: B in place, 4 rows of it per pass and the rest, columns in blocks of 2048)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (5, 7, 3), (33, 65, 17), (97, 512, 33), (40, 1025, 20), (16, 0, 5),
-                                   (7, 515, 64), (130, 66, 129), (1, 768, 96)])
+                                   (7, 515, 64), (130, 66, 129), (1, 768, 96), (1, 7, 2100), (1, 1027, 33),
+                                   (1, 0, 9)])
 def test_exact(shape):
     m, k, n = shape
     rng = np.random.default_rng(k)
@@ -37,6 +39,19 @@ def test_loop_ir_uses_qgemm_and_no_widened_copy():
     module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
     text = str(lower_kernel(module, "mm", [(8, 8), (8, 8)]).loop_ir)
     assert "loop.qgemm" in text and "xi32> -> " not in text.split("loop.qgemm")[0].split("loop.alloc")[-1]
+
+
+def test_one_row_reads_b_in_place():
+    """CHECK: the driver calls wia.qgemm.gemv when m == 1 (B not packed: it cost twice
+    the product); its multiplies are i16 (exact for i8 x i8), its sums i32."""
+    from wiadsl.backends.llvm.compile import lower_kernel
+    from wiadsl.passes import optimize
+    module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
+    text = lower_kernel(module, "mm", [(1, 64), (64, 40)]).llvm_ir
+    gemv = text.split('define internal void @"wia.qgemm.gemv"')[1].split("\n}")[0]
+    assert "mul i16" in gemv and "sext i16" in gemv and "add i32" in gemv
+    driver = text.split('define internal void @"wia.qgemm"(')[1].split("\n}")[0]
+    assert 'call void @"wia.qgemm.gemv"' in driver
 
 
 def madd_instructions(features: set[str]) -> tuple[str, ...]:
