@@ -19,6 +19,8 @@ Invariants:
   modulo 2**32, as NumPy's int32 matmul does.
 - An odd k is padded with a zero column in A (and a zero row in B): exact.
 - Column tails use masked loads/stores; leftover rows run the 1-row kernel.
+- One row of A with B given per call (``gemv``) reads B in place: packing it would
+  cost more than the product.
 - Above ``PARALLEL_MACS`` rows are split over the thread pool (parallel.py),
   one chunk per thread, each packing its own A rows and B panels.
 - A frozen B (prepacked.py) is packed once by ``prepack``: every k block in the
@@ -325,11 +327,12 @@ class QGemmBuilder:
     def gemv(self) -> ir.Function:
         """``qgemm.gemv(a, B, c, n, k, ldb)``: ``c[0:n] = a[0:k] @ B[0:k, 0:n]``, one row of
         A with B given per call. Packing B for one row cost twice the product (1 x 512 x
-        512 took 33 us, 0.6x NumPy's f32 product, on AMD Zen 3): B is read in place
-        instead, ``GEMV_ROWS`` rows at a time into C, whose columns go in blocks of
-        ``GEMV_COLS`` (in L1). Written as scalar loops over columns, which the kernel
-        module's -O3 vectorizes; an i8 x i8 product is exact in i16 (|p| <= 2**14), so
-        the multiplies are 16 lanes wide and only the sums widen to i32."""
+        512 took 35-37 us, 0.6x NumPy's f32 product, on AMD Zen 3; now 24-27): B is read
+        in place instead, ``GEMV_ROWS`` rows at a time into C, whose columns go in blocks
+        of ``GEMV_COLS`` (in L1). Written as scalar loops over columns, which the kernel
+        module's -O3 vectorizes (8 columns a step with AVX2); an i8 x i8 product is exact
+        in i16 (|p| <= 2**14), so the multiplies are i16 (``vpmullw``) and only the sums
+        widen to i32."""
         name = "wia.qgemm.gemv"
         if name in self.mod.globals:
             return self.mod.globals[name]
