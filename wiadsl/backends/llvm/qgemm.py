@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from .gemm import _i, imin, k_loop
+from .gemm import GEMV_COLS, GEMV_ROWS, _i, imin, k_loop
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import for_range, offset_align, vector_load, vector_store
 from .scratch import SLOT_QGEMM_A, SLOT_QGEMM_B, scratch, scratch_done
@@ -46,8 +46,6 @@ NR = NV * W
 KCP = 256                    # k pairs per packed B block (a panel is KCP x 16 x 2 x i16 = 16 KiB)
 PACK_BYTES = 32              # bytes of a row of A packed at a time
 PARALLEL_MACS = 64 ** 3
-GEMV_ROWS = 4                # rows of B one pass of ``gemv`` adds into C
-GEMV_COLS = 2048             # columns of C (i32: 8 KiB) one pass of ``gemv`` keeps in L1
 V8 = ir.VectorType(I32, W)
 V16S = ir.VectorType(I16, 2 * W)
 V16W = ir.VectorType(I32, 2 * W)
@@ -329,10 +327,10 @@ class QGemmBuilder:
         A with B given per call. Packing B for one row cost twice the product (1 x 512 x
         512 took 35-37 us, 0.6x NumPy's f32 product, on AMD Zen 3; now 24-27): B is read
         in place instead, ``GEMV_ROWS`` rows at a time into C, whose columns go in blocks
-        of ``GEMV_COLS`` (in L1). Written as scalar loops over columns, which the kernel
-        module's -O3 vectorizes (8 columns a step with AVX2); an i8 x i8 product is exact
-        in i16 (|p| <= 2**14), so the multiplies are i16 (``vpmullw``) and only the sums
-        widen to i32."""
+        of ``GEMV_COLS`` (in L1; the f32 gemv's blocking, gemm.py). Written as scalar
+        loops over columns, which the kernel module's -O3 vectorizes (8 columns a step
+        with AVX2); an i8 x i8 product is exact in i16 (|p| <= 2**14), so the multiplies
+        are i16 (``vpmullw``) and only the sums widen to i32."""
         name = "wia.qgemm.gemv"
         if name in self.mod.globals:
             return self.mod.globals[name]
