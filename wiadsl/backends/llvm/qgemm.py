@@ -11,7 +11,8 @@ panel row of 16 i16: ``sext`` both to i32, multiply, add even and odd lanes.
 LLVM's x86 backend matches exactly that shape to ``vpmaddwd`` (16 MACs per
 instruction on AVX2); the assembly check lives in tests/quant. A host with VNNI
 gets qgemm_vnni.py's ``vpdpbusd`` kernel instead (``qgemm_builder``): four
-products per lane, 2-3x this one's speed there.
+products per lane, 2-3x this one's speed there. An AVX2 host without it runs a
+prepacked B of 7-bit values (a model's weights) with ``vpmaddubsw`` (qgemm_narrow.py).
 
 Invariants:
 - Exact integer arithmetic: i8 * i8 products and their pair sums fit in i32 (and
@@ -371,7 +372,7 @@ class QGemmBuilder:
     def driver(self, prepacked: bool = False) -> ir.Function:
         """``qgemm(A, B, C, m, n, k, lda, ldb, ldc)``, rows split over the pool when
         large (``prepacked``: B is ``prepack``'s output)."""
-        name = f"wia.qgemm{'.packed' if prepacked else ''}"
+        name = f"wia.qgemm.{self.tag}.packed" if prepacked else "wia.qgemm"
         if name in self.mod.globals:
             return self.mod.globals[name]
         rows = self.rows(prepacked)
@@ -417,15 +418,19 @@ class QGemmBuilder:
 def qgemm_builder(mod: ir.Module, features: str | None = None,
                   libraries: list | None = None) -> QGemmBuilder:
     """The int8 GEMM for a host with these LLVM ``features`` (default: this host's):
-    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py), else ``pmaddwd`` pairs. Its packing
-    buffers come from the scratch helper (scratch.py), added to ``libraries`` (a
-    kernel module's helper specs; without a list the caller loads it)."""
+    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py); else ``pmaddwd`` pairs, and on an
+    AVX2 host ``vpmaddubsw`` for a prepacked B of 7-bit values (qgemm_narrow.py). Its
+    packing buffers come from the scratch helper (scratch.py), added to ``libraries``
+    (a kernel module's helper specs; without a list the caller loads it)."""
+    from .qgemm_narrow import NarrowWeightQGemmBuilder, narrow_capable
     from .qgemm_vnni import VnniQGemmBuilder, vnni_bits
     if features is None:
         from .host import host
         features = host().features
     bits = vnni_bits(features)
-    return VnniQGemmBuilder(mod, bits, libraries) if bits else QGemmBuilder(mod, libraries)
+    if bits:
+        return VnniQGemmBuilder(mod, bits, libraries)
+    return NarrowWeightQGemmBuilder(mod, libraries) if narrow_capable(features) else QGemmBuilder(mod, libraries)
 
 
 def qgemm_function(mod: ir.Module, features: str | None = None, prepacked: bool = False,

@@ -70,9 +70,11 @@ class VnniQGemmBuilder(QGemmBuilder):
 
     # ------------------------------------------------------------ micro-kernel
 
-    def dot(self) -> ir.Function:
-        name = f"llvm.x86.avx512.vpdpbusd.{self.bits}"
-        return _declare(self.mod, name, self.vt, [self.vt] * 3)
+    def dot_add(self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        """acc + the sums of four u8 (bytes of ``x``) x s8 (bytes of ``y``) products per
+        i32 lane: one ``vpdpbusd``."""
+        dot = _declare(self.mod, f"llvm.x86.avx512.vpdpbusd.{self.bits}", self.vt, [self.vt] * 3)
+        return b.call(dot, [acc, x, y])
 
     def ukernel(self, mr: int) -> ir.Function:
         """``uk(apack, kq, panel, c, ldc, kcq, valid, load_c, comp)``: C[mr x NR] = C (when
@@ -105,7 +107,6 @@ class VnniQGemmBuilder(QGemmBuilder):
             for v in range(NV):
                 loaded = b.call(mload, [c_ptr(r, v), ir.Constant(I32, 4), masks[v], zero])
                 init.append(b.sub(b.select(load_c, loaded, zero), start[v]))
-        dot = self.dot()
 
         def step(p: ir.Value, accs: list[ir.Value], _count: int) -> list[ir.Value]:
             row = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=I32)  # a row: NR words
@@ -116,7 +117,7 @@ class VnniQGemmBuilder(QGemmBuilder):
                 word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kq), p)], source_etype=I32), typ=I32)
                 xs = self.splat(b, word, vt)
                 for v in range(NV):
-                    nexts.append(b.call(dot, [accs[r * NV + v], xs, bvecs[v]]))
+                    nexts.append(self.dot_add(b, accs[r * NV + v], xs, bvecs[v]))
             return nexts
         _, accs = k_loop(b, _i(0), init, kcq, 1, step, "k")
         with b.if_else(full) as (plain, ragged):
@@ -209,12 +210,12 @@ class VnniQGemmBuilder(QGemmBuilder):
     def add_column_sums(self, b: ir.IRBuilder, row: ir.Value, comp: ir.Value) -> None:
         """comp[j] += 128 * (sum of column j's four bytes in the packed ``row``): one
         vpdpbusd per vector with unsigned bytes of 128 (the packed row is in L1)."""
-        w, vt, dot = self.w, self.vt, self.dot()
+        w, vt = self.w, self.vt
         bytes128 = ir.Constant(vt, [0x80808080 - (1 << 32)] * w)
         for v in range(NV):
             quads = vector_load(b, b.gep(row, [_i(v * w)], source_etype=I32), vt, 64 if w == 16 else 32)
             dst = b.gep(comp, [_i(v * w)], source_etype=I32)
-            vector_store(b, b.call(dot, [vector_load(b, dst, vt, 4), bytes128, quads]), dst, 4)
+            vector_store(b, self.dot_add(b, vector_load(b, dst, vt, 4), bytes128, quads), dst, 4)
 
     # ------------------------------------------------------------ B blocks
     # A block is the k block's compensation (npad i32) followed by its panels.
