@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llvmlite import ir
@@ -704,27 +704,43 @@ def constant_of(v: Value) -> object:
     return None
 
 
+def static_extents(values: Sequence[Value]) -> tuple[int, ...]:
+    """The plane extents (h, wd, ho, wo) of a depthwise or max-pool op when all four are
+    constants (a plane kernel compiled for them, depthwise.py), else ()."""
+    found = [constant_of(v) for v in values]
+    return tuple(int(v) for v in found) if all(isinstance(v, int) for v in found) else ()
+
+
 @handles("loop.depthwise2d")
 def _depthwise2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .depthwise import Geometry, depthwise_function
+    from .depthwise import plane_geometry
+    from .library_ir import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     x, w, y = (e.buf(v) for v in op.operands[:3])
     xoff, woff, yoff, *dims = (e.get(v) for v in op.operands[3:])
-    g = Geometry(*(tuple(op.attributes[k]) for k in ("kernel", "stride", "dilation", "padding")))
-    e.b.call(depthwise_function(e.mod.ll, t.dtype, g),
+    # every call has min(block, C - c0) planes (loops/depthwise.py): block, when it
+    # divides the channels C (the weight's stride)
+    block, channels = op.attributes.get("block"), constant_of(op.operands[6])
+    whole = isinstance(block, int) and isinstance(channels, int) and channels % block == 0
+    g = replace(plane_geometry(op.attributes), extents=static_extents(op.operands[7:11]),
+                planes=block if whole else 0)
+    e.b.call(declare(e.mod.ll, e.mod.libraries, "depthwise", t.dtype, geometry=g),
              [e.element_ptr(x, t, xoff), e.element_ptr(w, t, woff), e.element_ptr(y, t, yoff), *dims])
     return []
 
 
 @handles("loop.maxpool2d")
 def _maxpool2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .depthwise import maxpool_function
+    from .depthwise import Geometry
+    from .library_ir import declare
     t = op.operand_types[0]
     assert isinstance(t, TensorType)
     x, y = (e.buf(v) for v in op.operands[:2])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[2:])
-    fn = maxpool_function(e.mod.ll, t.dtype, tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]))
+    g = Geometry(tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]), (1, 1), (0, 0),
+                 static_extents(op.operands[4:8]))
+    fn = declare(e.mod.ll, e.mod.libraries, "maxpool", t.dtype, geometry=g)
     e.b.call(fn, [e.element_ptr(x, t, xoff), e.element_ptr(y, t, yoff), *dims])
     return []
 

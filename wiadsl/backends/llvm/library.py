@@ -1,5 +1,5 @@
 """Helper kernels compiled once per process and linked by symbol: the thread pool
-(parallel.py) and the gemm and conv drivers.
+(parallel.py), the gemm and conv drivers, and the depthwise and max-pool plane kernels.
 
 The packed gemm (gemm.py; also its variant on a B packed once, ``gemm_packed``, and
 that packing, ``gemm_prepack``) and the implicit-GEMM convolution (conv.py) are the
@@ -33,6 +33,7 @@ every gemm and conv driver calls: one object per process, not a copy per driver
 
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
+  (the plane kernels: ``[.<geometry tag>]``, depthwise.py's ``Geometry.tag``)
   (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``MAX_THREADS``;
   the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``;
   ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels).
@@ -118,6 +119,9 @@ def symbol(spec: Spec) -> str:
     if spec["kind"] in ("conv", "conv_range", "conv_rows"):
         sh, sw = spec["stride"]
         name += f".s{sh}x{sw}"
+    if spec["kind"] in PLANE_KINDS:
+        from .depthwise import plane_geometry
+        name += f".{plane_geometry(spec['geometry']).tag}"
     return name
 
 
@@ -142,9 +146,13 @@ def ensure_loaded(specs: list[Spec]) -> None:
             _LOADED.get(name, functools.partial(_load, spec, name))
 
 
+#: The plane kernels of depthwise.py (the depthwise convolution and the max pool), one
+#: per dtype and geometry: 30-130 ms of LLVM work each, the same in every kernel that
+#: has the layer (the small CNN example's max pool was half its kernel's LLVM time)
+PLANE_KINDS = ("depthwise", "maxpool")
 #: Helpers whose objects call no other helper (the rest, the gemm and conv drivers and
 #: their packing, call the scratch buffers and the micro-kernels).
-_STANDALONE = ("pool", "call", "scratch", "arena", "ukernels")
+_STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", *PLANE_KINDS)
 
 
 def dependencies(spec: Spec) -> list[Spec]:
@@ -172,9 +180,13 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     call ("ukernels") are written so too. The small ones (the pool, the call helper,
     the scratch buffers): -O3. The arena: -O2 without vectorizing or unrolling (its
     loops visit a call's few buffers; vectorized at -O3 it took 45 ms to compile
-    instead of 21, and a kernel's first call waits for it)."""
+    instead of 21, and a kernel's first call waits for it). The plane kernels: the -O2
+    pipeline without the unroller, as kernel modules get (compile.py's
+    ``KERNEL_SPEED_LEVEL``), which their scalar index arithmetic needs."""
     if spec["kind"] == "arena":
         return (2, False, False)
+    if spec["kind"] in PLANE_KINDS:  # as in the kernel modules they came from (compile.py)
+        return (2, False, True)
     return (3, True, True) if spec["kind"] in ("pool", "call", "scratch") else (0, False, False)
 
 

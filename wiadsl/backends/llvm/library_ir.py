@@ -7,12 +7,15 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...dtypes import DType
+from .depthwise import ARGS as DEPTHWISE_ARGS
+from .depthwise import POOL_ARGS, DepthwiseBuilder, Geometry, plane_geometry
 from .fastcall import ObjectLayout
 from .fastcall_ir import call_ir
 from .gemm_config import GemmConfig, current_config, ukernel_rows
 from .library import (
     ARENA_PREFIX,
     ARENA_SPEC,
+    PLANE_KINDS,
     POOL_SPEC,
     SCRATCH_SPEC,
     SCRATCH_SYMBOL,
@@ -31,7 +34,9 @@ CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
 CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
-          "conv_rows_prepack": PREPACK_TYPE}
+          "conv_rows_prepack": PREPACK_TYPE,
+          "depthwise": ir.FunctionType(ir.VoidType(), DEPTHWISE_ARGS),
+          "maxpool": ir.FunctionType(ir.VoidType(), POOL_ARGS)}
 #: Winograd F(m x m, 3x3) helpers (conv_winograd.py), m = 2 and 4: the driver on a packed
 #: transform, the packing, and the driver that transforms a weight per call
 WINOGRAD_KINDS = {f"conv_wino{m}{role}": (m, role) for m in (2, 4)
@@ -41,11 +46,13 @@ _TYPES.update({kind: PREPACK_TYPE if role == "_prepack" else CONV_TYPE
 
 
 def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
-            stride: tuple[int, int] | None = None) -> ir.Function:
+            stride: tuple[int, int] | None = None, geometry: Geometry | None = None) -> ir.Function:
     """An external declaration of the helper in ``mod``; its spec is added to ``specs``."""
     spec: Spec = {"kind": kind, "dtype": dtype.value, "config": current_config().as_dict()}
     if stride is not None:
         spec["stride"] = [int(stride[0]), int(stride[1])]
+    if geometry is not None:
+        spec["geometry"] = geometry.as_spec()
     name = symbol(spec)
     if spec not in specs:
         specs.append(spec)
@@ -78,6 +85,10 @@ def library_ir(spec: Spec) -> str:
         return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
+        if spec["kind"] in PLANE_KINDS:
+            combine = "max" if spec["kind"] == "maxpool" else "fma"
+            DepthwiseBuilder(mod, dtype, plane_geometry(spec["geometry"]), combine).function(symbol(spec))
+            return str(mod)
         if spec["kind"] == "ukernels":
             builder = GemmBuilder(mod, dtype, define_ukernels=True)
             for rows in ukernel_rows(builder.mr):
