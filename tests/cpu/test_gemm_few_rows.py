@@ -1,6 +1,7 @@
 """The float gemm helper (backends/llvm/gemm.py) for few rows of A: one row is a
-matrix-vector product that streams B in place (``gemv``), up to MR rows run the
-micro-kernel on B's own rows (``direct``) with only a ragged last panel packed.
+matrix-vector product that streams B in place (``gemv``), fewer than DIRECT_ROW_TILES
+x MR rows run the micro-kernel on B's own rows (``direct``) with only a ragged last panel
+packed.
 Driven through ctypes with leading dimensions past the extents and both values of
 ``acc``, for two configs (AVX-512- and AVX2-sized), f32 and f64, against NumPy;
 and through ``wiadsl.jit`` on odd shapes and strided views."""
@@ -38,10 +39,12 @@ def test_few_rows_through_the_helper(dtype: str, config: int) -> None:
     rtol = 1e-4 if dtype == "f32" else 1e-12
     rng = np.random.default_rng(5)
     cases = 0
-    for m in (1, 2, 3, 5, 6, 7, 8, 9):
+    # fewer than DIRECT_ROW_TILES tiles of MR rows (18 and 24) read B in place, then packed;
+    # k = 600: two k blocks (the second adds into C)
+    for m in (1, 2, 3, 5, 6, 7, 8, 9, 13, 17, 18, 19, 24, 25):
         for n in (1, 7, 16, 33, 129, 2051):
-            for k in (1, 3, 4, 7, 33, 300):
-                if n == 2051 and k > 33:
+            for k in (1, 3, 4, 7, 33, 300, 600):
+                if (n == 2051 and k > 33) or (k == 600 and n > 33):
                     continue
                 for pad, acc in (((0, 0, 0), False), ((3, 5, 2), True)):
                     lda, ldb, ldc = k + pad[0], n + pad[1], n + pad[2]
@@ -106,7 +109,7 @@ kernel views(input A: f32[M, K], input B: f32[K, N], output C: f32[M, 5]) {
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 784, 512), (1, 7, 129), (3, 33, 7), (8, 129, 65),
-                                   (1, 4099, 33), (6, 5, 2050)])
+                                   (1, 4099, 33), (6, 5, 2050), (16, 768, 129), (19, 33, 7)])
 def test_few_rows_through_jit(m: int, k: int, n: int) -> None:
     mod = wiadsl.jit(MM, target="cpu")
     rng = np.random.default_rng(m * k + n)

@@ -13,10 +13,10 @@ with AVX-512, 6 x 2 x <8 x float> with AVX2: every accumulator stays in a
 register), broadcasts one A element per row and issues ``llvm.fmuladd`` on
 vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run 4-, 2- and 1-row micro-kernels.
-Few rows of A (at most MR: inference at small batch) would not repay packing B,
-which each row block reuses: then the micro-kernel reads B's rows in place
-(only a ragged last panel is packed), and one row is a matrix-vector product
-(``gemv``) that streams B row by row into C.
+Few rows of A (fewer than ``DIRECT_ROW_TILES`` x MR: inference at small batch) would
+not repay packing B, which each row block reuses: then the micro-kernel reads B's
+rows in place (only a ragged last panel is packed), and one row is a matrix-vector
+product (``gemv``) that streams B row by row into C.
 Above ``PARALLEL_FLOPS`` the columns (the rows, when there are too few columns)
 are cut into ``CHUNKS`` chunks per thread for ``parallel.parallel_for``: a column
 chunk packs only its own B panels, so nothing is packed twice, and there is no
@@ -62,6 +62,14 @@ from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
 GEMV_COLS = 2048
 #: rows of B a matrix-vector product adds into C per pass over it
 GEMV_ROWS = 4
+#: ``rows`` reads B in place instead of packing it for fewer rows of A than this many
+#: tiles of MR: packing costs a read and a write of all of B, which few rows do not
+#: repay (each tile re-reads a panel from L1 or L2). One AMD Zen 3 thread, alternating
+#: runs, packed -> in place: 8x768x768 258-317 -> 186-215 us, 12x768x768 329-403 ->
+#: 216, 16x768x768 308-335 -> 260-304, 16x512x1000 282-308 -> 231-235, 12x512x2048
+#: 551-580 -> 481-484, 12x1024x1024 and 8x512x2048 the same within the noise; but
+#: three whole tiles, 18x512x2048, 641-698 -> 731-732: so three tiles pack
+DIRECT_ROW_TILES = 3
 #: multiply-adds from which a matrix-vector product is split over the threads, by
 #: rows of B: each thread streams a contiguous part of B into a vector of its own,
 #: summed after (a split by columns read every row of B in strided pieces: 1 x 2048
@@ -323,7 +331,7 @@ class GemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         nc_max = max(self.nr, NC // self.nr * self.nr)
         kcb = self.k_block(b, k)
-        few = b.icmp_signed("<=", m, _i(self.mr))
+        few = b.icmp_signed("<", m, _i(DIRECT_ROW_TILES * self.mr))
         # as many panels as the call packs (few rows: the tail one), not a whole NC x KC
         # block: glibc consolidates its free lists on every free of 64 KiB or more
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
@@ -332,6 +340,7 @@ class GemmBuilder:
         big = self.ukernel(self.mr)
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
+            # (each tile of MR rows reads the panel again, from L1 or L2)
             kc = imin(b, b.sub(k, pc), kcb)
             load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
             whole = b.sub(n, b.srem(n, _i(self.nr)))
@@ -343,11 +352,9 @@ class GemmBuilder:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
-                with b.if_else(b.icmp_signed("==", m, _i(self.mr))) as (all_rows, some):
-                    with all_rows:
-                        call(big, _i(0))
-                    with some:
-                        self.tail_rows(b, _i(0), m, call)
+                full_end = b.sub(m, b.srem(m, _i(self.mr)))
+                for_range(b, _i(0), full_end, self.mr, lambda row: call(big, row), "dr")
+                self.tail_rows(b, full_end, m, call)
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
                 self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
