@@ -1,7 +1,8 @@
 """The ``loop.depthwise2d`` kernel: consecutive channel planes of a depthwise
 convolution, explicit vectors over output pixels, the padding by masked loads.
 
-    void @wia.dw.<tag>(ptr x, ptr w, ptr y, i64 wstride, i64 h, i64 wd, i64 ho, i64 wo, i64 planes)
+    void @wia.lib.depthwise.<dtype>.<config>.<tag>(ptr x, ptr w, ptr y, i64 wstride, i64 h, i64 wd,
+                                                   i64 ho, i64 wo, i64 planes)
 
 ``x``, ``w``, ``y`` point at the first plane's input, its first tap and its output
 (ir/ops_depthwise.py); the geometry attributes are compiled in, and so are the plane
@@ -57,14 +58,14 @@ class Geometry:
     stride: tuple[int, int]
     dilation: tuple[int, int]
     padding: tuple[int, int]
-    #: (h, wd, ho, wo) when static: compiled in, the arguments ignored. LLVM then folds
-    #: the segments' masks and bounds: MobileNetV2's 3x3 layers on 64 channels of 32x32,
-    #: batch 4, one thread (AMD Zen 3): stride 1 156-168 -> 126-130 us, stride 2 79-82
-    #: -> 66-71 (alternating processes)
+    #: (h, wd, ho, wo) when static: compiled in, the arguments ignored (LLVM folds the
+    #: segments' masks and bounds with them)
     extents: tuple[int, ...] = ()
     #: planes per call when every call has this many (loops/depthwise.py's blocks, when
-    #: they divide the channels), compiled in; 0: the argument. The 3x3 stride-1 layer
-    #: above (one plane a call): 153-168 -> 130-139 us
+    #: they divide the channels), compiled in; 0: the argument. With neither compiled
+    #: in, MobileNetV2's 3x3 layers on 64 channels of 32x32, batch 4, one thread (AMD
+    #: Zen 3) ran 156-168 us (stride 1) and 79-82 (stride 2); with both 127-135 and
+    #: 69-72, as the copy that used to be compiled into each kernel (122-129, 67-72)
     planes: int = 0
 
     def as_spec(self) -> dict[str, list[int] | int]:
@@ -147,15 +148,10 @@ class DepthwiseBuilder:
                                         [self.vt, PTR, I32, live.type])
                 b.call(mstore, [acc, at, ir.Constant(I32, self.size), live])
 
-    def function(self, name: str | None = None) -> ir.Function:
-        """The plane kernel, internal under its own name, or external as ``name`` (the
-        library helper's symbol, library_ir.py)."""
+    def function(self, name: str) -> ir.Function:
+        """The plane kernel, external as ``name`` (the library helper's symbol)."""
         pooling = self.combine == "max"
-        symbol = name or f"wia.{'maxpool' if pooling else 'dw'}.{self.suffix}.{self.g.tag}"
-        if symbol in self.mod.globals:
-            return self.mod.globals[symbol]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), POOL_ARGS if pooling else ARGS), symbol)
-        fn.linkage = "external" if name else "internal"
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), POOL_ARGS if pooling else ARGS), name)
         if pooling:
             x, y, h, wd, ho, wo, planes = fn.args
             w, wstride = y, _i(0)  # no taps
