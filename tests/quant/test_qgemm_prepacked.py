@@ -110,14 +110,19 @@ def test_avx2_chooses_the_layout_from_the_weights() -> None:
 
 def test_avx2_narrow_kernel_is_vpmaddubsw() -> None:
     """CHECK: the AVX2 module's narrow micro-kernel multiplies with vpmaddubsw and sums
-    pairs with vpmaddwd; the wide one keeps vpmaddwd on i16 pairs (no vpmaddubsw)."""
-    from wiadsl.backends.llvm.target import jit_machine
+    pairs with vpmaddwd; the wide one keeps vpmaddwd on i16 pairs (no vpmaddubsw).
+    Emitted for an AVX2 CPU without VNNI (Haswell), whatever this host is: with VNNI,
+    LLVM may fuse a vpmaddwd and its add into vpdpwssd."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    haswell = llvm.Target.from_triple(host().triple).create_target_machine(cpu="haswell", opt=3)
     mod = ir.Module(name="qgemm_narrow_asm")
     mod.triple = host().triple
     builder = qgemm_builder(mod, "+avx2", [])
     for kernel in (builder.ukernel(4), builder.narrow.ukernel(4)):
         kernel.linkage = "external"
-    asm = jit_machine().emit_assembly(parse_and_verify(str(mod)))
+    asm = haswell.emit_assembly(parse_and_verify(str(mod)))
     def body(name: str) -> str:  # from the function's label to its end
         return asm.split(f"\n{name}:")[1].split(".Lfunc_end")[0]
     narrow, wide = body("wia.qgemm.maddubs256.ukernel.4"), body("wia.qgemm.ukernel.4")
