@@ -70,9 +70,11 @@ def libm(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
 
 
 def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: tuple[float, ...]) -> ir.Value:
+    """Horner's scheme, each step one ``llvm.fmuladd`` (a fused multiply-add where the
+    host has one, a multiply and an add elsewhere)."""
     acc: ir.Value = ir.Constant(x.type, coeffs[0])
     for c in coeffs[1:]:
-        acc = b.fadd(b.fmul(acc, x), ir.Constant(x.type, c))
+        acc = intrinsic(b, "fmuladd", [acc, x, ir.Constant(x.type, c)])
     return acc
 
 
