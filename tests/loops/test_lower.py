@@ -173,3 +173,29 @@ def test_a_plane_one_pixel_wide_of_a_map_reads_every_row():
     CHECK: loop.load %x, %i :
     """)
     np.testing.assert_array_equal(run_func(parse_module(out), "f", [np.arange(1, 5, dtype=np.int32).reshape(4, 1)]), 10)
+
+
+def test_softmax_evaluates_its_exp_once_per_element():
+    """CHECK: the sum of exp(x - m) and the division by it read one buffer of the
+    exponentials (lower_reduce.py ``COSTLY``): one ``arith.exp`` in the loop IR, the
+    row loops fused into one by the default loop pipeline; the result as NumPy's."""
+    import wiadsl
+    from wiadsl.backends.llvm.compile import lower_kernel, tensor_passes
+    src = "import nn;\nkernel sm(input x: f32[T, D], output y: f32[T, D]) { y = nn.softmax(x); }"
+    module = tensor_passes(wiadsl.jit(src, kernel="sm").ir_for(), 3)
+    text = str(lower_kernel(module, "sm", [(64, 33)]).loop_ir)
+    assert text.count("arith.exp") == 1 and text.count("func.call @sm.par") == 1, text
+    filecheck(text, """
+    CHECK: func @sm(
+    CHECK: func.call @sm.par0(
+    CHECK: func @sm.par0(
+    CHECK: arith.max
+    CHECK: arith.exp
+    CHECK: loop.store
+    CHECK: arith.add
+    CHECK: arith.div
+    """)
+    x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(wiadsl.jit(src, kernel="sm")(x), e / e.sum(axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
