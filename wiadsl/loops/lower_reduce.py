@@ -162,11 +162,12 @@ def _costly(v: Value) -> bool:
 @lowering("tensor.fused_reduce")
 def _fused_reduce(ctx: Ctx, op: Operation) -> list[Lowered]:
     from .expr import MapExpr
-    # an epilogue reads the operands again: one computed by a transcendental function is
+    # an operand the epilogue reads again, computed by a transcendental function, is
     # computed once, into a buffer (row by row, in L1 when fuse-parallel merges the loops)
-    twice = len(op.regions) == 2
-    operands = [ctx.buffer(v) if twice and _costly(v) and isinstance(ctx.operand(v), MapExpr)
-                else ctx.operand(v) for v in op.operands]
+    again = op.regions[1].blocks[0].args if len(op.regions) == 2 else []
+    operands = [ctx.buffer(v) if j < len(again) and again[j].has_uses and _costly(v)
+                and isinstance(ctx.operand(v), MapExpr) else ctx.operand(v)
+                for j, v in enumerate(op.operands)]
     lb = ctx.lb
     extents = broadcast_extents(lb, [o.extents for o in operands], ctx.message(op, "shape"))
     kinds = op.kinds()  # type: ignore[attr-defined]
