@@ -177,7 +177,7 @@ def test_a_plane_one_pixel_wide_of_a_map_reads_every_row():
 
 def test_softmax_evaluates_its_exp_once_per_element():
     """CHECK: the sum of exp(x - m) and the division by it read one buffer of the
-    exponentials (lower_reduce.py ``COSTLY``): one ``arith.exp`` in the loop IR, the
+    exponentials (lower_reduce.py ``_costly``): one ``arith.exp`` in the loop IR, the
     row loops fused into one by the default loop pipeline; the result as NumPy's."""
     import wiadsl
     from wiadsl.backends.llvm.compile import lower_kernel, tensor_passes

@@ -100,6 +100,10 @@ class ElementwiseFn:
                 "bits": not dtype.is_float}[self.domain]
 
 
+#: the transcendental functions of the table: a backend computes them with a math
+#: library (polynomials, range reduction), dozens of instructions an element
+TRANSCENDENTAL_FNS = frozenset({"exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "pow"})
+
 ELEMENTWISE_FNS: tuple[ElementwiseFn, ...] = (
     ElementwiseFn("add", 2, "any", True, np.add),
     ElementwiseFn("sub", 2, "num", False, np.subtract),

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 
 from ..dtypes import DType
 from ..ir.core import Operation, OpResult, Value
+from ..ir.ops_elementwise import TRANSCENDENTAL_FNS
 from ..ir.types import INDEX, ScalarType, TensorType
 from .builder import LoopBuilder, contiguous_strides
-from .expr import Expr, Leaf, broadcast_extents, broadcast_ivs, buffer_leaf
+from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
 from .scalar import cast, clone_body
 
@@ -141,27 +142,23 @@ def _plane_reduction(x: Expr, axes: list[int]) -> Callable[[Ctx, Operation, str,
     return lower
 
 
-#: functions whose second evaluation per element costs more than a store and a load:
-#: softmax's exp(x - m), read by its sum and again by its division, took 8.3 ms at
-#: 4096 x 1024 on one AMD Zen 3 thread evaluated twice, 5.4 computed once
-COSTLY = frozenset({"exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow"})
-
-
 def _costly(v: Value) -> bool:
-    """Whether ``v``'s elements come from a ``COSTLY`` function: its producer is one, or
-    has one in the body that computes ``v`` (a fused reduction's epilogue, the body of
-    any other fused op)."""
+    """Whether ``v``'s elements come from a transcendental function (``TRANSCENDENTAL_FNS``),
+    whose second evaluation per element costs more than a store and a load: its producer
+    is one, or has one in the body that computes ``v`` (a fused reduction's epilogue,
+    the body of any other fused op). Softmax's exp(x - m), read by its sum and again by
+    its division, took 8.3 ms at 4096 x 1024 on one AMD Zen 3 thread evaluated twice,
+    7.1-7.6 computed once."""
     if not isinstance(v, OpResult):
         return False
     op = v.op
     regions = op.regions[1:] if op.name == "tensor.fused_reduce" else op.regions
     names = [op.name] + [inner.name for r in regions for blk in r.blocks for inner in blk.ops]
-    return any(name.split(".", 1)[-1] in COSTLY for name in names)
+    return any(name.split(".", 1)[-1] in TRANSCENDENTAL_FNS for name in names)
 
 
 @lowering("tensor.fused_reduce")
 def _fused_reduce(ctx: Ctx, op: Operation) -> list[Lowered]:
-    from .expr import MapExpr
     # an operand the epilogue reads again, computed by a transcendental function, is
     # computed once, into a buffer (row by row, in L1 when fuse-parallel merges the loops)
     again = op.regions[1].blocks[0].args if len(op.regions) == 2 else []
@@ -185,7 +182,6 @@ def _fused_reduce(ctx: Ctx, op: Operation) -> list[Lowered]:
         assert not isinstance(r, Value)
         results.append(r if keep else _drop_axes(ctx, r, axes))
     if len(op.regions) == 2:
-        from .expr import MapExpr
         epi = op.regions[1].blocks[0]
         n_out = len(op.results) - len(kinds)
         for j in range(n_out):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ...diagnostics import WiaError
 from ...dtypes import DType
+from ...ir.ops_elementwise import TRANSCENDENTAL_FNS
 from .builder import KernelBuilder
 from .isa import float_literal, info
 from .scalar_rem import RemainderEmitter
@@ -35,7 +36,6 @@ FLOAT_CMP = {"oeq": "eq", "one": "ne", "une": "neu", "olt": "lt", "ole": "le",
              "ogt": "gt", "oge": "ge"}
 INT_CMP = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge"}
 ROUNDING = {"floor": "rmi", "ceil": "rpi", "rint": "rni"}
-TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "pow")
 PRED_FN = {"add": "or", "max": "or", "or": "or", "mul": "and", "min": "and", "and": "and"}
 
 
@@ -111,7 +111,7 @@ class ScalarEmitter(RemainderEmitter):
             kb.emit(f"cvt.{ROUNDING[fn]}.{t}.{t} {out}, {regs[0]}")
         elif fn == "rem":
             return self.fremainder(t, regs[0], regs[1])
-        elif fn in TRANSCENDENTAL:  # f_exp (f32, f16/bf16 computed in f32) or d_exp (f64)
+        elif fn in TRANSCENDENTAL_FNS:  # f_exp (f32, f16/bf16 computed in f32) or d_exp (f64)
             return getattr(self, f"{'d' if dtype is DType.F64 else 'f'}_{fn}")(*regs)
         else:
             raise WiaError(f"the PTX backend has no '{fn}' for {dtype} values")
