@@ -41,7 +41,8 @@ def test_few_rows_through_the_helper(dtype: str, config: int) -> None:
     cases = 0
     # fewer than DIRECT_ROW_TILES tiles of MR rows (18 and 24) read B in place, then packed;
     # k = 600: two k blocks (the second adds into C)
-    for m in (1, 2, 3, 5, 6, 7, 8, 9, 13, 17, 18, 19, 24, 25):
+    # and every tail size below MR (one call of a kernel of exactly those rows)
+    for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 17, 18, 19, 23, 24, 25):
         for n in (1, 7, 16, 33, 129, 2051):
             for k in (1, 3, 4, 7, 33, 300, 600):
                 if (n == 2051 and k > 33) or (k == 600 and n > 33):

@@ -57,10 +57,9 @@ class GemmConfig:
 
 def ukernel_rows(mr: int) -> tuple[int, ...]:
     """The row counts of the micro-kernels a config with ``mr`` rows calls: ``mr``
-    itself, the tails below it (gemm.py's ``tail_rows``: 8, 4, 2, 1) and, beside an
-    ``mr`` of 8, 7 (conv_rows.py's ``multiply_blocks``, for row counts 7 divides)."""
-    return tuple(sorted({mr, *(r for r in (8, 4, 2, 1) if r < mr), *((7,) if mr == 8 else ())},
-                        reverse=True))
+    itself and every count below it, so a tail of rows is one call (gemm.py's
+    ``tail_rows``; conv_rows.py's ``multiply_blocks`` also calls 7 beside 8)."""
+    return tuple(range(mr, 0, -1))
 
 
 def ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
