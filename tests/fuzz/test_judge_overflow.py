@@ -87,3 +87,33 @@ def test_wrong_finite_value_is_a_mismatch() -> None:
     paths = _paths(SUM, "k", x=x)
     assert not any(m is not None for m in paths[0].free)
     assert _verdict(paths, [np.asarray(np.float32(7.0))]) == "mismatch"
+
+
+BRANCH = """
+kernel fz(input in0: f32[M, M], output out0: f32[M, M]) {
+    t1 = in0 @ transpose(in0);
+    if reduce_sum(t1) >= 0.5 {
+        cv3 = in0;
+    } else {
+        cv3 = in0[::-1];
+    }
+    out0 = cv3;
+}
+"""
+
+
+def test_a_branch_on_a_sum_that_overflows_in_some_order_goes_either_way() -> None:
+    # fuzz seed 9400000000809: t1 holds inf and four -1.9e38, whose sum is inf in
+    # one order and NaN (-inf + inf) in another; the condition decides nothing
+    x = np.array([[0.375, -0.375, 2.5521175e38], [-0.625, -1.5, -0.75], [0.875, 0.25, -0.75]],
+                 np.float32)
+    paths = _paths(BRANCH, "fz", in0=x)
+    assert len(paths) == 2
+    for got in (x, x[::-1]):
+        assert _verdict(paths, [got.copy()]) in ("ok", "ambiguous")
+    assert _verdict(paths, [x[[1, 0, 2]].copy()]) == "mismatch"
+
+
+def test_a_branch_on_a_sum_that_cannot_overflow_has_one_path() -> None:
+    x = np.array([[0.375, -0.375, 2.5], [-0.625, -1.5, -0.75], [0.875, 0.25, -0.75]], np.float32)
+    assert len(_paths(BRANCH, "fz", in0=x)) == 1

@@ -6,8 +6,8 @@ promotion, a wrong cast -- shows as a mismatch against the interpreter. The
 dtype rules are npvalues', the operators npops', the builtins npbuiltins'.
 
 Branches: an ``if`` or ``while`` condition computed by comparing inexact floats
-that lie within rounding of each other (``Val.near``) is a choice point: either
-branch is right. ``evaluate_paths`` runs the program once per combination of
+that lie within rounding of each other (``Val.near``), or a value that has no single
+right one (``Val.free``), is a choice point: either branch is right. ``evaluate_paths`` runs the program once per combination of
 choices (depth first, at most ``MAX_PATHS``) and returns every outcome; the
 judge accepts a target that matches any of them.
 
@@ -172,7 +172,12 @@ class Evaluator:
         if c.dtype != "bool" or c.data.ndim != 0:
             raise Unsupported(f"a condition of {c.dtype}{list(c.shape)}")
         natural = bool(c.data)
-        return self.choices.decide(natural) if c.near else natural
+        # either branch is right when the comparison was within rounding, or when it
+        # compared a value with no single right one (``free``: a float reduction that
+        # overflows in some order of its terms, so inf, -inf or NaN; seed 9400000000809
+        # branched on the sum of inf and four -1.9e38: inf in one order, NaN in another)
+        either = c.near or (c.free is not None and bool(np.any(c.free)))
+        return self.choices.decide(natural) if either else natural
 
     def _for(self, s: ast.For, env: dict[str, Val]) -> None:
         bounds = [self._int(x, env) if x is not None else d
