@@ -6,10 +6,11 @@ promotion, a wrong cast -- shows as a mismatch against the interpreter. The
 dtype rules are npvalues', the operators npops', the builtins npbuiltins'.
 
 Branches: an ``if`` or ``while`` condition computed by comparing inexact floats
-that lie within rounding of each other (``Val.near``), or a value that has no single
-right one (``Val.free``), is a choice point: either branch is right. ``evaluate_paths`` runs the program once per combination of
-choices (depth first, at most ``MAX_PATHS``) and returns every outcome; the
-judge accepts a target that matches any of them.
+that lie within rounding of each other (``Val.near``), or a value that has no
+single right one (``Val.free``), is a choice point: either branch is right.
+``evaluate_paths`` runs the program once per combination of choices (depth first,
+at most ``MAX_PATHS``) and returns every outcome; the judge accepts a target that
+matches any of them.
 
 Invariants: a construct the evaluator does not cover raises ``Unsupported``
 (reported by the fuzzer, never a silent pass); a run-time failure by the

@@ -72,6 +72,24 @@ def _fpow(b: B, x: ir.Value, y: ir.Value) -> ir.Value:
     return product if n > 0 else b.fdiv(one, product)
 
 
+def _extreme(b: B, x: ir.Value, y: ir.Value, larger: bool) -> ir.Value:
+    """NumPy's ``maximum`` (``larger``) or ``minimum``: NaN where either is NaN, else the
+    larger (smaller) value; NumPy keeps the first operand only where it is NaN or
+    strictly beyond the second, so equal values (-0.0 and 0.0) give the second.
+    Against a constant that is not NaN (relu, a clip's bounds) that rule is one
+    compare and select, which x86 emits as a single vmaxps / vminps where the
+    constant is not zero, and as a compare and a mask (vcmpnleps, vandps) where it
+    is. ``llvm.maximum`` (which also orders -0.0 below 0.0, unlike NumPy) took a NaN
+    compare and a blend besides on AVX2. Two variables keep ``llvm.maximum`` /
+    ``llvm.minimum``."""
+    beyond = ">" if larger else "<"
+    if (k := _constant_float(y)) is not None and k == k:
+        return b.select(b.fcmp_unordered(beyond, x, y), x, y)  # x NaN: unordered, x
+    if (k := _constant_float(x)) is not None and k == k:
+        return b.select(b.fcmp_ordered(beyond, x, y), x, y)  # y NaN: unordered, y
+    return m.intrinsic(b, "maximum" if larger else "minimum", [x, y])
+
+
 FLOAT: dict[str, Fn] = {
     "add": lambda b, x, y, r=False: b.fadd(x, y, flags=_flags(r)),
     "sub": lambda b, x, y, r=False: b.fsub(x, y, flags=_flags(False)),
@@ -79,8 +97,8 @@ FLOAT: dict[str, Fn] = {
     "div": lambda b, x, y, r=False: b.fdiv(x, y),
     "rem": lambda b, x, y, r=False: _frem(b, x, y),
     "pow": lambda b, x, y, r=False: _fpow(b, x, y),
-    "max": lambda b, x, y, r=False: m.intrinsic(b, "maximum", [x, y]),
-    "min": lambda b, x, y, r=False: m.intrinsic(b, "minimum", [x, y]),
+    "max": lambda b, x, y, r=False: _extreme(b, x, y, larger=True),
+    "min": lambda b, x, y, r=False: _extreme(b, x, y, larger=False),
     "neg": lambda b, x: b.fneg(x),
     "abs": lambda b, x: m.intrinsic(b, "fabs", [x]),
     "exp": m.exp,
@@ -90,7 +108,7 @@ FLOAT: dict[str, Fn] = {
     "tanh": m.tanh,
     "sigmoid": lambda b, x: b.fdiv(ir.Constant(x.type, 1.0),
                                    b.fadd(ir.Constant(x.type, 1.0), m.exp(b, b.fneg(x)))),
-    "relu": lambda b, x: m.intrinsic(b, "maximum", [x, ir.Constant(x.type, 0.0)]),
+    "relu": lambda b, x: _extreme(b, x, ir.Constant(x.type, 0.0), larger=True),
     "sin": lambda b, x: m.intrinsic(b, "sin", [x]),
     "cos": lambda b, x: m.intrinsic(b, "cos", [x]),
     "floor": lambda b, x: m.intrinsic(b, "floor", [x]),
