@@ -71,6 +71,9 @@ GEMV_ROWS = 4
 #: 551-580 -> 481-484, 12x1024x1024 and 8x512x2048 the same within the noise; but
 #: three whole tiles, 18x512x2048, 641-698 -> 731-732: so three tiles pack
 DIRECT_ROW_TILES = 3
+#: rows below which a micro-kernel tile keeps too few accumulator chains (2 x rows) to
+#: cover the FMA latency: 4 cycles x 2 FMA pipes on the hosts we run on
+LATENCY_ROWS = 4
 #: multiply-adds from which a matrix-vector product is split over the threads, by
 #: rows of B: each thread streams a contiguous part of B into a vector of its own,
 #: summed after (a split by columns read every row of B in strided pieces: 1 x 2048
@@ -115,17 +118,9 @@ def k_loop(b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, co
 
 def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, sizes: tuple[int, ...],
               kernel: Callable[[int], ir.Function], call: Callable[[ir.Function, ir.Value], None]) -> None:
-    """The rows ``[start, end)``, fewer than a full tile, with the fewest micro-kernel
-    calls: greedily, the largest of ``sizes`` (descending, ending in 1) that fits, so
-    with every count below MR (``ukernel_rows``) one call of exactly the tail's rows.
-    Each call streams its B panel again, and a tile below 4 rows keeps too few
-    accumulator chains to cover the FMA latency: a call costs about what a whole
-    tile does. Measured (AMD Zen 3, one thread, k = 256, n = 1024, one process),
-    4 + 2 + 1 -> one kernel per tail: with B read in place (``rows``' direct path)
-    3 rows 228-296 -> 104 us, 5 rows 216-273 -> 100, 9 rows 338-408 -> 185, 11 rows
-    299-370 -> 174 (12 rows: 160-175); packed, 33 and 35 rows cost 5-17 % more per
-    row than 36 before and 1-6 % after. The price: the "ukernels" helper compiles
-    in 207 ms instead of 118 (once per host; it is cached)."""
+    """The rows ``[start, end)``, fewer than a full tile, as micro-kernel calls of the
+    largest of ``sizes`` (descending, ending in 1) that fits, greedily (the int8
+    VNNI gemm, with ``binary_tails``; the float gemm has ``GemmBuilder.row_tiles``)."""
     at: ir.Value = start
     for rows in sizes:
         take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
@@ -269,9 +264,44 @@ class GemmBuilder:
         b.ret_void()
         return fn
 
-    def tail_rows(self, b: ir.IRBuilder, start: ir.Value, end: ir.Value,
+    def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, big: ir.Function,
+                  call: Callable[[ir.Function, ir.Value], None], name: str) -> None:
+        """Rows ``[lo, hi)`` of C as micro-kernel calls: whole tiles of MR rows (``big``),
+        then the rest in one call of exactly its rows (``ukernel_rows``). A rest below
+        LATENCY_ROWS (and at most MR - 2) joins the last whole tile, and the two run as
+        halves (6 + 2 -> 4 + 4, 6 + 1 -> 4 + 3): as many calls, none latency-bound.
+        A tile keeps 2 x rows accumulator chains, and below LATENCY_ROWS rows they
+        cannot cover the FMA latency, so such a call costs what LATENCY_ROWS rows do.
+        Measured (AMD Zen 3, one thread, k = 256, n = 1024, one process), tails of
+        4 + 2 + 1 -> one kernel per tail: with B read in place (``rows``' direct path:
+        each call streams the B panel again) 3 rows 228-296 -> 104 us, 5 rows 216-273
+        -> 100, 9 rows 338-408 -> 185, 11 rows 299-370 -> 174 (12 rows: 160-175);
+        packed, 33 and 35 rows cost 5-17 % more per row than 36 before and 1-6 %
+        after. The price: the "ukernels" helper compiles in 207 ms instead of 118
+        (once per host; it is cached). Then the borrowed halves, same host and shape,
+        alternating worktrees: 7 rows (6 + 1 -> 4 + 3) 221-234 -> 178-194 us, 15 ->
+        20-22 GFLOP/s by gemm_blocking.py; 8 rows (6 + 2 -> 4 + 4) 185-215 -> 169-172
+        us; 9, 31, 32 and 33 rows within the noise."""
+        mr = self.mr
+        count = b.sub(hi, lo)
+        rest = b.srem(count, _i(mr))
+        borrow = b.and_(b.and_(b.icmp_signed(">", rest, _i(0)),
+                               b.icmp_signed("<", rest, _i(min(LATENCY_ROWS, mr - 1)))),
+                        b.icmp_signed(">=", count, _i(mr)))
+        tail = b.select(borrow, b.add(rest, _i(mr)), rest)
+        whole_end = b.sub(hi, tail)
+        for_range(b, lo, whole_end, mr, lambda row: call(big, row), name)
+        first = b.select(borrow, b.sdiv(b.add(tail, _i(1)), _i(2)), tail)
+        self.call_rows(b, first, whole_end, call)
+        with b.if_then(borrow):
+            self.call_rows(b, b.sub(tail, first), b.add(whole_end, first), call)
+
+    def call_rows(self, b: ir.IRBuilder, rows: ir.Value, at: ir.Value,
                   call: Callable[[ir.Function, ir.Value], None]) -> None:
-        tail_rows(b, start, end, ukernel_rows(self.mr)[1:], self.ukernel, call)
+        """One call of the kernel of exactly ``rows`` rows (1 to MR - 1; none for 0)."""
+        for r in ukernel_rows(self.mr)[1:]:
+            with b.if_then(b.icmp_signed("==", rows, _i(r))):
+                call(self.ukernel(r), at)
 
     def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
         undef = ir.Constant(vt, ir.Undefined)
@@ -364,9 +394,7 @@ class GemmBuilder:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
-                full_end = b.sub(m, b.srem(m, _i(self.mr)))
-                for_range(b, _i(0), full_end, self.mr, lambda row: call(big, row), "dr")
-                self.tail_rows(b, full_end, m, call)
+                self.row_tiles(b, _i(0), m, big, call, "dr")
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
                 self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
@@ -469,14 +497,13 @@ class GemmBuilder:
                         row_stride: ir.Value | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
         those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
-        ``valid_end``): MC-row blocks of MR-row micro-kernel calls, leftovers by
-        ``tail_rows``. Shared by gemm (B panels) and conv2d (patch panels).
+        ``valid_end``): MC-row blocks of micro-kernel calls (``row_tiles``). Shared by
+        gemm (B panels) and conv2d (patch panels).
         ``panel_at(col)``: where column ``col``'s panel starts (default: the panels of
         ``packed`` in order, ``kc`` rows each); ``row_stride``: elements between its
         rows (default NR, a packed panel's)."""
         def per_ic(ic: ir.Value) -> None:
             iend = imin(b, b.add(ic, _i(self.mc)), m)
-            full_end = b.sub(iend, b.srem(b.sub(iend, ic), _i(self.mr)))
 
             def per_col(col: ir.Value) -> None:
                 panel = panel_at(col) if panel_at is not None else \
@@ -487,8 +514,7 @@ class GemmBuilder:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr)])
-                for_range(b, ic, full_end, self.mr, lambda r: call(big, r), "ir")
-                self.tail_rows(b, full_end, iend, call)
+                self.row_tiles(b, ic, iend, big, call, "ir")
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
         for_range(b, _i(0), m, self.mc, per_ic, "ic")
 
