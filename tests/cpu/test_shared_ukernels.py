@@ -55,7 +55,7 @@ def test_the_ukernels_helper_defines_every_row_count_its_drivers_call(mr: int) -
 
 @pytest.mark.parametrize("mr", [6, 8])
 def test_the_gemm_calls_a_kernel_of_every_tail_size(mr: int) -> None:
-    # a tail of t < mr rows is one call of the t-row kernel, not 4 + 2 + 1 (gemm.tail_rows):
+    # a tail of t < mr rows is one call of the t-row kernel, not 4 + 2 + 1 (gemm.py's row_tiles):
     # tiles below 4 rows are latency-bound, each call costs what 4 rows would
     cfg = GemmConfig(mr=mr, vector_bits=128)
     declared = functions(library_ir(spec("gemm", config=cfg)), "declare")

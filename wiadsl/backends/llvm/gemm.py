@@ -116,24 +116,21 @@ def k_loop(b: ir.IRBuilder, p0: ir.Value, init: list[ir.Value], kc: ir.Value, co
     return p, list(accs)
 
 
-def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, sizes: tuple[int, ...],
+def tail_rows(b: ir.IRBuilder, start: ir.Value, end: ir.Value, mr: int,
               kernel: Callable[[int], ir.Function], call: Callable[[ir.Function, ir.Value], None]) -> None:
-    """The rows ``[start, end)``, fewer than a full tile, as micro-kernel calls of the
-    largest of ``sizes`` (descending, ending in 1) that fits, greedily (the int8
-    VNNI gemm, with ``binary_tails``; the float gemm has ``GemmBuilder.row_tiles``)."""
+    """The fewer-than-``mr`` rows ``[start, end)`` with few micro-kernel calls from few
+    kernels (``kernel(8)``, then 4, 2 and 1 rows, each below ``mr``), for the int8 VNNI
+    gemm, which compiles its kernels into its own module (the float gemm's shared ones
+    cover every row count: ``GemmBuilder.row_tiles``). The sizes add up to 15, every
+    tail of an ``mr`` up to 16 (GemmConfig's limit)."""
     at: ir.Value = start
-    for rows in sizes:
+    for rows in (8, 4, 2, 1):
+        if rows >= mr:
+            continue
         take = b.icmp_signed(">=", b.sub(end, at), _i(rows))
         with b.if_then(take):
             call(kernel(rows), at)
         at = b.add(at, b.select(take, _i(rows), _i(0)))
-
-
-def binary_tails(mr: int) -> tuple[int, ...]:
-    """8, 4, 2 and 1 rows below ``mr``: at most four calls for any tail of an ``mr`` up
-    to 16 (the limit of GemmConfig), from few kernels (for helpers that compile
-    their micro-kernels into their own module)."""
-    return tuple(r for r in (8, 4, 2, 1) if r < mr)
 
 
 class GemmBuilder:

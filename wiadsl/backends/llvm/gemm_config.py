@@ -58,7 +58,7 @@ class GemmConfig:
 def ukernel_rows(mr: int) -> tuple[int, ...]:
     """The row counts of the micro-kernels a config with ``mr`` rows calls: ``mr``
     itself and every count below it, so a tail of rows is one call (gemm.py's
-    ``tail_rows``; conv_rows.py's ``multiply_blocks`` also calls 7 beside 8)."""
+    ``GemmBuilder.row_tiles``; conv_rows.py's ``multiply_blocks`` also calls 7 beside 8)."""
     return tuple(range(mr, 0, -1))
 
 

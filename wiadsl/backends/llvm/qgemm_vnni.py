@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, binary_tails, imin, k_loop, tail_rows
+from .gemm import _i, imin, k_loop, tail_rows
 from .qgemm import PACK_BYTES, QGemmBuilder, _declare
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_QGEMM_A, scratch, scratch_done
@@ -268,7 +268,7 @@ class VnniQGemmBuilder(QGemmBuilder):
                     crow = b.gep(c, [b.add(b.mul(i, ldc), jr)], source_etype=I32)
                     b.call(kernel, [arow, kq, panel, crow, ldc, kcq, valid, load_c, cj])
                 for_range(b, _i(0), full_end, self.mr, lambda i: call(big, i), "ir")
-                tail_rows(b, full_end, m, binary_tails(self.mr), self.ukernel, call)
+                tail_rows(b, full_end, m, self.mr, self.ukernel, call)
             for_range(b, _i(0), n, nr, per_jr, "jr")
         for_range(b, _i(0), kq, self.kcq, per_pc, "pc")
         self.zero_when_empty(b, c, m, n, k, ldc)
