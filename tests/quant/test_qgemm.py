@@ -44,14 +44,30 @@ def test_loop_ir_uses_qgemm_and_no_widened_copy():
 def test_one_row_reads_b_in_place():
     """CHECK: the driver calls wia.qgemm.gemv when m == 1 (B not packed: it cost twice
     the product); its multiplies are i16 (exact for i8 x i8), its sums i32."""
-    from wiadsl.backends.llvm.compile import lower_kernel
-    from wiadsl.passes import optimize
-    module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
-    text = lower_kernel(module, "mm", [(1, 64), (64, 40)]).llvm_ir
+    from wiadsl.backends.llvm.library_ir import library_ir
+    text = library_ir({"kind": "qgemm", "variant": "pmaddwd"})
     gemv = text.split('define internal void @"wia.qgemm.gemv"')[1].split("\n}")[0]
     assert "mul i16" in gemv and "sext i16" in gemv and "add i32" in gemv
     driver = text.split('define internal void @"wia.qgemm"(')[1].split("\n}")[0]
     assert 'call void @"wia.qgemm.gemv"' in driver
+
+
+def test_a_kernel_calls_the_int8_gemm_helper_of_its_host():
+    """CHECK: a kernel's int8 product is a call of the helper (compiled once per host,
+    library.py), the variant its features choose; a frozen B is packed by the helper's
+    prepack and read by its packed driver."""
+    from wiadsl.backends.llvm.compile import lower_kernel
+    from wiadsl.backends.llvm.qgemm import qgemm_variant
+    from wiadsl.passes import optimize
+    module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
+    lowered = lower_kernel(module, "mm", [(8, 64), (64, 40)])
+    variant = qgemm_variant()
+    assert f'declare void @"wia.lib.qgemm.{variant}"' in lowered.llvm_ir
+    assert 'define internal void @"wia.qgemm' not in lowered.llvm_ir
+    assert {"kind": "qgemm", "variant": variant} in lowered.libraries
+    frozen = lower_kernel(module, "mm", [(8, 64), (64, 40)], frozen=frozenset({1}))
+    assert f'call void @"wia.lib.qgemm_prepack.{variant}"' in frozen.llvm_ir
+    assert f'call void @"wia.lib.qgemm_packed.{variant}"' in frozen.llvm_ir
 
 
 def madd_instructions(features: set[str]) -> tuple[str, ...]:
@@ -76,11 +92,10 @@ def test_madd_instructions_follow_the_host_features():
 def test_micro_kernel_is_the_hosts_multiply_add():
     """The micro-kernel is the host's multiply-add: ``vpdpbusd`` on a VNNI host,
     ``vpmaddwd`` elsewhere (whichever the host's features allow)."""
-    from wiadsl.backends.llvm.compile import build, lower_kernel
+    from wiadsl.backends.llvm.library_ir import optimized
+    from wiadsl.backends.llvm.qgemm import qgemm_variant
     from wiadsl.backends.llvm.target import jit_machine
-    from wiadsl.passes import optimize
-    module = optimize(wiadsl.jit(SRC, kernel="mm").ir_for(), 3)
-    asm = jit_machine().emit_assembly(build(lower_kernel(module, "mm", [(64, 64), (64, 64)])))
+    asm = jit_machine().emit_assembly(optimized({"kind": "qgemm", "variant": qgemm_variant()}))
     allowed = madd_instructions(set(host().features.split(",")))
     counts = {name: asm.count(name) for name in allowed}
     assert sum(counts.values()) >= 8, counts  # the 4 x 2 (or 8 x 2) register block, at least once

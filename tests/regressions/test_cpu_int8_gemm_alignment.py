@@ -56,7 +56,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 from wiadsl.backends.llvm.library import ensure_loaded
-from wiadsl.backends.llvm.qgemm import ARGS, qgemm_function
+from wiadsl.backends.llvm.qgemm import ARGS, qgemm_builder
 from wiadsl.backends.llvm.target import host, load_module, optimize, parse_and_verify
 
 LEVEL = {level}
@@ -65,7 +65,7 @@ mod.triple = host().triple
 fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), ARGS), "wia_probe_qgemm_o{level}")
 b = ir.IRBuilder(fn.append_basic_block("entry"))
 libraries = []  # the helpers it calls (its packing buffers: scratch.py)
-b.call(qgemm_function(mod, {features!r}, libraries=libraries), list(fn.args))
+b.call(qgemm_builder(mod, {features!r}, libraries).driver(), list(fn.args))
 b.ret_void()
 llmod = parse_and_verify(str(mod))
 optimize(llmod, LEVEL)
@@ -310,7 +310,9 @@ def test_the_audit_sees_a_missing_alignment() -> None:
 
 def _helper_ir() -> dict[str, str]:
     from wiadsl.backends.llvm.gemm import GemmConfig
+    from wiadsl.backends.llvm.library import QGEMM_KINDS
     from wiadsl.backends.llvm.library_ir import library_ir
+    from wiadsl.backends.llvm.qgemm import QGEMM_VARIANTS
     from wiadsl.backends.llvm.target import host
     bits = host().vector_bits
     configs = [GemmConfig(vector_bits=b, nv=nv, mr=4) for b in (128, 256, 512) if b <= bits for nv in (1, 2, 3)]
@@ -323,6 +325,9 @@ def _helper_ir() -> dict[str, str]:
             for stride in ((1, 1), (2, 2), (3, 1)):
                 out[f"conv {dtype} {cfg.label()} {stride}"] = library_ir(
                     {"kind": "conv", "dtype": dtype, "config": cfg.as_dict(), "stride": list(stride)})
+    for variant in QGEMM_VARIANTS:  # the int8 GEMM helpers of every host kind
+        for kind in QGEMM_KINDS:
+            out[f"{kind} {variant}"] = library_ir({"kind": kind, "variant": variant})
     return out
 
 
@@ -349,7 +354,7 @@ def _kernel_ir() -> dict[str, str]:
 
 def test_every_vector_access_states_its_alignment() -> None:
     """No vector load or store in the emitted LLVM IR (helpers for several gemm
-    configs and conv strides, int8 GEMM kernels, vectorized elementwise, reductions,
+    configs and conv strides, the int8 GEMM helpers, int8 GEMM kernels, vectorized elementwise, reductions,
     f16) leaves its alignment to LLVM's default (the whole vector)."""
     seen = 0
     for name, text in {**_helper_ir(), **_kernel_ir()}.items():
@@ -362,8 +367,11 @@ def test_every_vector_access_states_its_alignment() -> None:
 
 def test_int8_rows_of_b_are_loaded_byte_aligned() -> None:
     """The loads of issue 17 itself: rows of B (``<16 x i8>`` for pmaddwd pairs, ``<16 x
-    i8>`` or ``<32 x i8>`` for VNNI quads, as the host selects), alignment 1."""
-    text = _kernel_ir()["qgemm "]
+    i8>`` or ``<32 x i8>`` for VNNI quads, as the host selects), alignment 1: in the
+    int8 GEMM helper the host's kernels call."""
+    from wiadsl.backends.llvm.library_ir import library_ir
+    from wiadsl.backends.llvm.qgemm import qgemm_variant
+    text = library_ir({"kind": "qgemm", "variant": qgemm_variant()})
     rows = [align for line, align in vector_accesses(text) if re.search(r"load <(16|32) x i8>", line)]
     assert rows and set(rows) == {1}
 

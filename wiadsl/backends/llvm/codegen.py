@@ -625,7 +625,7 @@ def frozen_operand(e: FunctionEmitter, op: Operation, buffer: int, scalars: tupl
 
 @handles("loop.qgemm")
 def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
-    from .qgemm import qgemm_function
+    from .library_ir import declare_qgemm
     ta, tc = op.operand_types[0], op.operand_types[2]
     assert isinstance(ta, TensorType) and isinstance(tc, TensorType)
     a, b, c = (e.buf(v) for v in op.operands[:3])
@@ -634,7 +634,7 @@ def _qgemm(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     frozen = frozen_operand(e, op, 1, B_PLACEMENT)
     if frozen:  # B never changes: packed once, kept
         bp = prepacked_qb(e, bp, n, k, ldb)
-    e.b.call(qgemm_function(e.mod.ll, prepacked=frozen, libraries=e.mod.libraries),
+    e.b.call(declare_qgemm(e.mod.ll, e.mod.libraries, "qgemm_packed" if frozen else "qgemm"),
              [e.element_ptr(a, ta, ao), bp, e.element_ptr(c, tc, co), m, n, k, lda, ldb, ldc])
     return []
 

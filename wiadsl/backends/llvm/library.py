@@ -30,13 +30,16 @@ which every gemm and conv helper calls: it is loaded before them. So are the
 micro-kernels of a dtype and config ("ukernels", gemm.py's ``ukernel``), which
 every gemm and conv driver calls: one object per process, not a copy per driver
 (``dependencies``).
+So is the int8 GEMM (qgemm.py: its driver, its driver on a B packed once, and that
+packing; ``QGEMM_KINDS``), one per variant of the host (``qgemm_variant``).
 
 Invariants:
 - A symbol determines its code: ``wia.lib.<kind>.<dtype>.<config label>[.s<sh>x<sw>]``
   (the plane kernels: ``[.<geometry tag>]``, depthwise.py's ``Geometry.tag``)
   (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``MAX_THREADS``;
   the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``;
-  ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels).
+  ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels,
+  ``wia.lib.<qgemm kind>.<variant>`` for the int8 GEMM).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
   fresh process) calls ``ensure_loaded`` first, so no symbol is unresolved.
@@ -112,6 +115,8 @@ def symbol(spec: Spec) -> str:
         return ARENA_PREFIX + "alloc"
     if spec["kind"] == "call":
         return f"wia.lib.call.{ObjectLayout(**spec['layout']).label()}"
+    if spec["kind"] in QGEMM_KINDS:
+        return f"wia.lib.{spec['kind']}.{spec['variant']}"
     cfg = GemmConfig(**spec["config"])
     if spec["kind"] == "ukernels":  # named by the kernel of MR rows, which it defines
         return ukernel_symbol(spec["dtype"], cfg, cfg.mr)
@@ -153,12 +158,18 @@ PLANE_KINDS = ("depthwise", "maxpool")
 #: Helpers whose objects call no other helper (the rest, the gemm and conv drivers and
 #: their packing, call the scratch buffers and the micro-kernels).
 _STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", *PLANE_KINDS)
+#: The int8 GEMM (qgemm.py; its variant on a B packed once, and that packing), one per
+#: variant (``qgemm_variant``, from the host's features): 60-100 ms of LLVM work, which
+#: every kernel with an int8 product paid for its own copy
+QGEMM_KINDS = ("qgemm", "qgemm_packed", "qgemm_prepack")
 
 
 def dependencies(spec: Spec) -> list[Spec]:
     """The helpers ``spec``'s object calls: loaded before it, so its symbols resolve."""
     if spec["kind"] in _STANDALONE:
         return []
+    if spec["kind"] in QGEMM_KINDS:  # its packing buffers; its micro-kernels are its own
+        return [SCRATCH_SPEC]
     ukernels = {"kind": "ukernels", "dtype": spec["dtype"], "config": spec["config"]}
     return [SCRATCH_SPEC, ukernels]
 
@@ -174,18 +185,19 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     run time within the noise of alternating processes: matmul f32 from 7x7x7 to
     1024^3 and f64 300x200x310, conv2d 3x3 at strides 1 and 2 and 1x1, ResNet-18 at
     one and two threads; the one-row products (gemv) read 0-6 % slower in some runs.
-    (Not so the int8 gemm, qgemm.py: compiled into the kernel at -O3 it is specialized
-    to static shapes and its packing loops vectorized by LLVM; as a helper without
-    IR passes 256x512x512 took 10 % longer, 33x129x77 25 %.) The micro-kernels they
+    (Not so the int8 gemm, qgemm.py, whose packing loops LLVM vectorizes: without IR
+    passes 256x512x512 took 10 % longer, 33x129x77 25 %. Its helpers get the kernel
+    modules' pipeline, below, and ran as fast as the copy each kernel compiled for its
+    static shapes, 6x5x3 excepted: 1.4 us a call instead of 1.2.) The micro-kernels they
     call ("ukernels") are written so too. The small ones (the pool, the call helper,
     the scratch buffers): -O3. The arena: -O2 without vectorizing or unrolling (its
     loops visit a call's few buffers; vectorized at -O3 it took 45 ms to compile
-    instead of 21, and a kernel's first call waits for it). The plane kernels: the -O2
-    pipeline without the unroller, as kernel modules get (compile.py's
+    instead of 21, and a kernel's first call waits for it). The plane kernels and the
+    int8 gemm: the -O2 pipeline without the unroller, as kernel modules get (compile.py's
     ``KERNEL_SPEED_LEVEL``), which their scalar index arithmetic needs."""
     if spec["kind"] == "arena":
         return (2, False, False)
-    if spec["kind"] in PLANE_KINDS:  # as in the kernel modules they came from (compile.py)
+    if spec["kind"] in PLANE_KINDS + QGEMM_KINDS:  # as in the kernel modules they came from
         return (2, False, True)
     return (3, True, True) if spec["kind"] in ("pool", "call", "scratch") else (0, False, False)
 

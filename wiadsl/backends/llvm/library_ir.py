@@ -17,6 +17,7 @@ from .library import (
     ARENA_SPEC,
     PLANE_KINDS,
     POOL_SPEC,
+    QGEMM_KINDS,
     SCRATCH_SPEC,
     SCRATCH_SYMBOL,
     Spec,
@@ -25,6 +26,8 @@ from .library import (
     symbol,
 )
 from .parallel import SLOT_SYMBOL, pool_glue, pool_module
+from .qgemm import ARGS as QGEMM_ARGS
+from .qgemm import qgemm_builder, qgemm_variant
 from .runtime import arena_module
 from .scratch import scratch_module
 from .types import I1, I64, PREPACK_TYPE, PTR
@@ -36,7 +39,9 @@ _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_T
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
           "conv_rows_prepack": PREPACK_TYPE,
           "depthwise": ir.FunctionType(ir.VoidType(), DEPTHWISE_ARGS),
-          "maxpool": ir.FunctionType(ir.VoidType(), POOL_ARGS)}
+          "maxpool": ir.FunctionType(ir.VoidType(), POOL_ARGS),
+          "qgemm": ir.FunctionType(ir.VoidType(), QGEMM_ARGS),
+          "qgemm_packed": ir.FunctionType(ir.VoidType(), QGEMM_ARGS), "qgemm_prepack": PREPACK_TYPE}
 #: Winograd F(m x m, 3x3) helpers (conv_winograd.py), m = 2 and 4: the driver on a packed
 #: transform, the packing, and the driver that transforms a weight per call
 WINOGRAD_KINDS = {f"conv_wino{m}{role}": (m, role) for m in (2, 4)
@@ -53,12 +58,21 @@ def declare(mod: ir.Module, specs: list[Spec], kind: str, dtype: DType,
         spec["stride"] = [int(stride[0]), int(stride[1])]
     if geometry is not None:
         spec["geometry"] = geometry.as_spec()
+    return _declare_spec(mod, specs, spec)
+
+
+def declare_qgemm(mod: ir.Module, specs: list[Spec], kind: str) -> ir.Function:
+    """``declare`` of an int8 GEMM helper (``QGEMM_KINDS``): this host's variant."""
+    return _declare_spec(mod, specs, {"kind": kind, "variant": qgemm_variant()})
+
+
+def _declare_spec(mod: ir.Module, specs: list[Spec], spec: Spec) -> ir.Function:
     name = symbol(spec)
     if spec not in specs:
         specs.append(spec)
     fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, _TYPES[kind], name)
+        fn = ir.Function(mod, _TYPES[spec["kind"]], name)
     return fn
 
 
@@ -82,6 +96,9 @@ def library_ir(spec: Spec) -> str:
         return str(mod)
     if spec["kind"] == "arena":
         arena_module(mod)
+        return str(mod)
+    if spec["kind"] in QGEMM_KINDS:
+        _qgemm_helper(mod, spec)
         return str(mod)
     dtype = DType(spec["dtype"])
     with use_config(GemmConfig(**spec["config"])):
@@ -117,6 +134,17 @@ def library_ir(spec: Spec) -> str:
     return str(mod)
 
 
+def _qgemm_helper(mod: ir.Module, spec: Spec) -> None:
+    """The int8 GEMM's driver (or packing) under ``symbol(spec)``: a thunk that calls
+    the builder's internal function (LLVM inlines it: its only caller)."""
+    builder = qgemm_builder(mod, variant=spec["variant"])
+    body = builder.prepack() if spec["kind"] == "qgemm_prepack" else builder.driver(spec["kind"] == "qgemm_packed")
+    thunk = ir.Function(mod, _TYPES[spec["kind"]], symbol(spec))
+    b = ir.IRBuilder(thunk.append_basic_block("entry"))
+    b.call(body, list(thunk.args))
+    b.ret_void()
+
+
 def optimized(spec: Spec) -> llvm.ModuleRef:
     """The helper's module, optimized as the JIT's copy is (``library.pipeline``)."""
     from .target import optimize, parse_and_verify
@@ -149,4 +177,5 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
         mod.link_in(parse_and_verify(str(glue)))
 
 
-__all__ = ["CONV_RANGE_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "library_ir", "link_into", "optimized"]
+__all__ = ["CONV_RANGE_TYPE", "CONV_TYPE", "GEMM_TYPE", "declare", "declare_qgemm", "library_ir", "link_into",
+           "optimized"]

@@ -82,12 +82,12 @@ def _panel_bytes(e: FunctionEmitter, dtype: DType, n: ir.Value, k: ir.Value) -> 
 
 def prepacked_qb(e: FunctionEmitter, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
                  ldb: ir.Value) -> ir.Value:
-    """The int8 gemm's B packed (its builder's ``prepack``, emitted in this module)."""
+    """The int8 gemm's B packed (its builder's ``prepack``, a library helper)."""
+    from .library_ir import declare_qgemm
     from .qgemm import qgemm_builder
 
-    builder = qgemm_builder(e.mod.ll, libraries=e.mod.libraries)
-    prepack = builder.prepack()
-    return once(e, builder.packed_bytes(e.b, n, k),
+    prepack = declare_qgemm(e.mod.ll, e.mod.libraries, "qgemm_prepack")
+    return once(e, qgemm_builder(e.mod.ll).packed_bytes(e.b, n, k),
                 lambda out: e.b.call(prepack, [b_ptr, out, n, k, ldb]))
 
 

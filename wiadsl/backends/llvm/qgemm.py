@@ -13,6 +13,8 @@ instruction on AVX2); the assembly check lives in tests/quant. A host with VNNI
 gets qgemm_vnni.py's ``vpdpbusd`` kernel instead (``qgemm_builder``): four
 products per lane, 2-3x this one's speed there. An AVX2 host without it runs a
 prepacked B of 7-bit values (a model's weights) with ``vpmaddubsw`` (qgemm_narrow.py).
+Each variant (``qgemm_variant``) is a helper compiled once per host (library.py);
+kernels call it.
 
 Invariants:
 - Exact integer arithmetic: i8 * i8 products and their pair sums fit in i32 (and
@@ -415,26 +417,35 @@ class QGemmBuilder:
         return fn
 
 
-def qgemm_builder(mod: ir.Module, features: str | None = None,
-                  libraries: list | None = None) -> QGemmBuilder:
-    """The int8 GEMM for a host with these LLVM ``features`` (default: this host's):
-    ``vpdpbusd`` where it has VNNI (qgemm_vnni.py); else ``pmaddwd`` pairs, and on an
-    AVX2 host ``vpmaddubsw`` for a prepacked B of 7-bit values (qgemm_narrow.py). Its
-    packing buffers come from the scratch helper (scratch.py), added to ``libraries``
-    (a kernel module's helper specs; without a list the caller loads it)."""
-    from .qgemm_narrow import NarrowWeightQGemmBuilder, narrow_capable
-    from .qgemm_vnni import VnniQGemmBuilder, vnni_bits
+#: The int8 GEMMs, by the host features that choose them (``qgemm_variant``)
+QGEMM_VARIANTS = ("vnni512", "vnni256", "narrowable", "pmaddwd")
+
+
+def qgemm_variant(features: str | None = None) -> str:
+    """Which int8 GEMM a host with these LLVM ``features`` (default: this host's) runs:
+    ``vpdpbusd`` of 512 or 256 bits where it has VNNI (qgemm_vnni.py); else ``pmaddwd``
+    pairs, and on an AVX2 host ``vpmaddubsw`` for a prepacked B of 7-bit values
+    ("narrowable", qgemm_narrow.py)."""
+    from .qgemm_narrow import narrow_capable
+    from .qgemm_vnni import vnni_bits
     if features is None:
         from .host import host
         features = host().features
     bits = vnni_bits(features)
     if bits:
-        return VnniQGemmBuilder(mod, bits, libraries)
-    return NarrowWeightQGemmBuilder(mod, libraries) if narrow_capable(features) else QGemmBuilder(mod, libraries)
+        return f"vnni{bits}"
+    return "narrowable" if narrow_capable(features) else "pmaddwd"
 
 
-def qgemm_function(mod: ir.Module, features: str | None = None, prepacked: bool = False,
-                   libraries: list | None = None) -> ir.Function:
-    """The ``wia.qgemm`` driver in ``mod`` (emitted once per module; ``prepacked``: its
-    variant on a B that ``qgemm_builder(...).prepack()`` packed)."""
-    return qgemm_builder(mod, features, libraries).driver(prepacked)
+def qgemm_builder(mod: ir.Module, features: str | None = None,
+                  libraries: list | None = None, variant: str | None = None) -> QGemmBuilder:
+    """The builder of the int8 GEMM ``variant`` (default: the one for these
+    ``features``, ``qgemm_variant``). Its packing buffers come from the scratch helper
+    (scratch.py), added to ``libraries`` (a kernel module's helper specs; without a
+    list the caller loads it)."""
+    from .qgemm_narrow import NarrowWeightQGemmBuilder
+    from .qgemm_vnni import VnniQGemmBuilder
+    variant = variant or qgemm_variant(features)
+    if variant.startswith("vnni"):
+        return VnniQGemmBuilder(mod, int(variant[len("vnni"):]), libraries)
+    return NarrowWeightQGemmBuilder(mod, libraries) if variant == "narrowable" else QGemmBuilder(mod, libraries)
