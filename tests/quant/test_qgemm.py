@@ -99,3 +99,29 @@ def test_micro_kernel_is_the_hosts_multiply_add():
     allowed = madd_instructions(set(host().features.split(",")))
     counts = {name: asm.count(name) for name in allowed}
     assert sum(counts.values()) >= 8, counts  # the 4 x 2 (or 8 x 2) register block, at least once
+
+
+@pytest.mark.parametrize("variant, cpu", [("vnni512", "sapphirerapids"), ("vnni256", "alderlake"),
+                                          ("narrowable", "haswell"), ("pmaddwd", "x86-64-v2")])
+def test_every_variants_helpers_compile_for_a_cpu_that_has_its_features(variant, cpu):
+    """CHECK: the int8 GEMM helpers of every host kind (built once per host, library.py)
+    optimize and compile for a CPU of that kind, exporting their symbols, whatever this
+    host is (emitted, not run); the VNNI drivers multiply with vpdpbusd on their width."""
+    import llvmlite.binding as llvm
+
+    from wiadsl.backends.llvm.library import QGEMM_KINDS, pipeline, symbol
+    from wiadsl.backends.llvm.library_ir import library_ir
+    from wiadsl.backends.llvm.target import _pass_builder, parse_and_verify
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_triple(host().triple).create_target_machine(cpu=cpu, opt=3)
+    for kind in QGEMM_KINDS:
+        spec = {"kind": kind, "variant": variant}
+        mod = parse_and_verify(library_ir(spec))
+        pb = _pass_builder(machine, *pipeline(spec))  # target.optimize's pipeline, on that CPU
+        pb.getModulePassManager().run(mod, pb)
+        asm = machine.emit_assembly(mod)
+        assert f"\n{symbol(spec)}:" in asm and f".globl\t{symbol(spec)}" in asm, kind
+        if variant.startswith("vnni") and kind != "qgemm_prepack":
+            register = "zmm" if variant == "vnni512" else "ymm"
+            assert any("vpdpbusd" in line and register in line for line in asm.splitlines()), kind
