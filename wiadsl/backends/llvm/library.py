@@ -162,6 +162,8 @@ _STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", *PLANE_KINDS)
 #: variant (``qgemm_variant``, from the host's features): 60-100 ms of LLVM work, which
 #: every kernel with an int8 product paid for its own copy
 QGEMM_KINDS = ("qgemm", "qgemm_packed", "qgemm_prepack")
+#: Helpers whose code depends on the host's L1 data cache (conv.py's ``reads_in_place``)
+_L1_KINDS = ("conv", "conv_range")
 
 
 def dependencies(spec: Spec) -> list[Spec]:
@@ -254,9 +256,9 @@ def _object(spec: Spec, name: str) -> bytes:
     """A helper's object code: from the compile cache or compiled (no lock held while
     LLVM works: other threads compile meanwhile). A helper's code depends only on its
     spec and THREADS, the compile-time cut of its parallel loops (and the CPU and
-    compiler version, which the cache key adds): a warm process reads it instead of
-    compiling it again (~0.5 s). A process with another CPU affinity (THREADS) builds
-    its own."""
+    compiler version, which the cache key adds; and for the convolutions the L1's
+    ways, caches.py): a warm process reads it instead of compiling it again (~0.5 s).
+    A process with another CPU affinity (THREADS) builds its own."""
     from ...runtime.cache import cached_object
 
     def build() -> bytes:
@@ -265,6 +267,10 @@ def _object(spec: Spec, name: str) -> bytes:
 
         return object_code(library_ir(spec), *pipeline(spec))
     identity = {**spec, "threads": THREADS, "pipeline": pipeline(spec)}
+    if spec["kind"] in _L1_KINDS:
+        from .caches import l1_data_ways
+
+        identity["l1_ways"] = l1_data_ways()
     return cached_object(name, json.dumps(identity, sort_keys=True), build)
 
 
