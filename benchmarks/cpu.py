@@ -3,6 +3,7 @@
 Usage (unset the OpenBLAS tuning variables for this command only, see README):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python benchmarks/cpu.py [--quick] [--markdown]
     PYTHONPATH=. python benchmarks/cpu.py --cold   # only the cold compiles, first thing in a new process
+    PYTHONPATH=. python benchmarks/cpu.py --cold --each   # and each kernel's own cold compile
 
 Prints one table: median times of both sides measured in this process, in
 alternating batches (a load change on a shared machine hits both sides), and the
@@ -34,6 +35,8 @@ QUICK = "--quick" in sys.argv
 COLD = "--cold" in sys.argv
 #: ``--markdown``: print the table as Markdown (what benchmarks/README.md holds)
 MARKDOWN = "--markdown" in sys.argv
+#: ``--each``: after the cold compile row, a row per example kernel
+EACH = "--each" in sys.argv
 ROWS: list[tuple[str, float, float, str]] = []
 
 SRC = """
@@ -258,8 +261,7 @@ def examples(rng: np.random.Generator) -> None:
 def cold_compile(label: str = "cold compile + first call") -> None:
     sys.path.insert(0, str(ROOT / "tests" / "cpu"))
     from programs import EXAMPLES, random_inputs  # type: ignore[import-not-found]
-    worst = ("", 0.0)
-    total, count = 0.0, 0
+    times: dict[str, float] = {}
     for path in EXAMPLES:
         mod = wiadsl.jit(path.read_text(), filename=str(path), target="cpu")
         for name, fn in mod.kernels.items():
@@ -267,11 +269,13 @@ def cold_compile(label: str = "cold compile + first call") -> None:
             clear_memory()
             t0 = time.perf_counter()
             fn(*inputs)
-            ms = (time.perf_counter() - t0) * 1e3
-            total, count = total + ms, count + 1
-            worst = max(worst, (f"{path.stem}.{name}", ms), key=lambda t: t[1])
-    note(label, f"mean {total / count:.0f} ms over {count} kernels, "
-         f"worst {worst[1]:.0f} ms ({worst[0]})")
+            times[f"{path.stem}.{name}"] = (time.perf_counter() - t0) * 1e3
+    worst = max(times, key=times.__getitem__)
+    note(label, f"mean {sum(times.values()) / len(times):.0f} ms over {len(times)} kernels, "
+         f"worst {times[worst]:.0f} ms ({worst})")
+    if EACH:
+        for kernel, ms in times.items():
+            note(f"  {kernel}", f"{ms:.0f} ms")
 
 
 if __name__ == "__main__":

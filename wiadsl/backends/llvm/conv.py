@@ -55,8 +55,12 @@ CHUNK_PIXELS = 128
 #: data cache (``reads_in_place``): 16 rows over a 12-way L1 (AMD Zen 5) read faster in
 #: place than packed, over an 8-way one (Zen 3) 20-28 % slower
 IN_PLACE_ROWS_PER_WAY = 4 / 3
-#: output channels up to which panels are read in place however their rows fall
-IN_PLACE_CHANNELS = 32
+#: output channels up to which panels are read in place however their rows fall: few
+#: row tiles reuse a panel, too few to repay packing it. One AMD Zen 3 thread, 1x1 at
+#: 32x32 or 64x64 (planes in one set), batch 4 or 1, in place -> packed: 32 -> 16
+#: channels 97-129 -> 143-146 us, 32 -> 24 at 64x64 162-206 -> 207-226; 64 -> 16 the
+#: same; but 64 -> 32 570-587 -> 370-390 and 128 -> 32 1057-1062 -> 698-701
+IN_PLACE_CHANNELS = 24
 
 
 def in_place_set_rows() -> int:
