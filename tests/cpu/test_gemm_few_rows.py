@@ -62,6 +62,34 @@ def test_few_rows_through_the_helper(dtype: str, config: int) -> None:
     assert cases > 500
 
 
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_few_rows_of_a_on_rows_of_b_in_one_l1_set(dtype: str, config: int) -> None:
+    """B's rows a multiple of 4 KiB apart (``ldb`` of 1024 f32 or 512 f64, and twice
+    that): a panel of more rows than the L1 keeps in one set, read by more than one
+    tile, is copied first (``crowded``); fewer rows or one tile read it in place. Both
+    sides of each, with ragged panels, two k blocks and ``acc``, against NumPy."""
+    gemm = helper(dtype, CONFIGS[config])
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    rtol = 1e-4 if dtype == "f32" else 1e-12
+    rows = 4096 // np.dtype(np_dtype).itemsize
+    rng = np.random.default_rng(11)
+    for ldb in (rows, 2 * rows):
+        for m in (2, 5, 6, 7, 9, 13, 16, 17):
+            for k in (3, 11, 64, 600):
+                for n in (ldb, ldb - 5, 40):
+                    for acc in (False, True):
+                        a = rng.standard_normal((m, k)).astype(np_dtype)
+                        b = rng.standard_normal((k, ldb)).astype(np_dtype)
+                        c = rng.standard_normal((m, n + 3)).astype(np_dtype)
+                        before = c.copy()
+                        gemm(a.ctypes.data, b.ctypes.data, c.ctypes.data, m, n, k, k, ldb, n + 3, acc)
+                        want = a @ b[:, :n] + (before[:, :n] if acc else 0)
+                        np.testing.assert_allclose(c[:, :n], want, rtol=rtol, atol=rtol * 10,
+                                                   err_msg=f"ldb={ldb} m={m} n={n} k={k} acc={acc}")
+                        np.testing.assert_array_equal(c[:, n:], before[:, n:])
+
+
 @pytest.mark.parametrize("k,n", [(4100, 70), (600, 1000), (17, 20000), (1030, 257)])
 def test_a_long_matrix_vector_product_split_by_rows_of_b(k: int, n: int) -> None:
     """Above GEMV_PARALLEL one row of A splits B's rows over the threads (parts summed

@@ -1,5 +1,6 @@
-"""The host's L1 data cache (backends/llvm/caches.py) and the convolution choice that
-depends on it: how many rows of a 1x1 panel sharing one L1 set are still read in place."""
+"""The host's L1 data cache (backends/llvm/caches.py) and the choice that depends on
+it: how many rows of a panel sharing one L1 set are still read in place (gemm.py's
+few rows of A, conv.py's 1x1 convolutions)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from wiadsl.backends.llvm import caches, conv, library
+from wiadsl.backends.llvm import caches, library
 from wiadsl.backends.llvm.gemm_config import default_config
 
 
@@ -50,13 +51,13 @@ def test_no_sysfs_is_the_default(tmp_path, sysfs):
 def test_rows_sharing_a_set_scale_with_the_ways(monkeypatch, ways, rows):
     """16 rows of a panel in one set: in place on a 12-way L1, packed on an 8-way one
     (16 -> 64 channels at 32x32 measured both ways, conv.py)."""
-    monkeypatch.setattr(conv, "l1_data_ways", lambda: ways)
-    assert conv.in_place_set_rows() == rows
+    monkeypatch.setattr(caches, "l1_data_ways", lambda: ways)
+    assert caches.set_rows() == rows
 
 
-def test_a_convolution_helper_names_the_l1_it_was_built_for(monkeypatch):
-    """Its code depends on the L1 (``reads_in_place``): a host with another L1 must not
-    load it from a shared cache; a helper that does not depend on it keeps one key."""
+def test_helpers_that_read_panels_in_place_name_the_l1_they_were_built_for(monkeypatch):
+    """Their code depends on the L1 (``set_rows``): a host with another L1 must not load
+    it from a shared cache; a helper that does not depend on it keeps one key."""
     seen = {}
 
     def capture(name, identity, build):
@@ -64,10 +65,11 @@ def test_a_convolution_helper_names_the_l1_it_was_built_for(monkeypatch):
         return b""
     monkeypatch.setattr("wiadsl.runtime.cache.cached_object", capture)
     config = default_config().as_dict()
-    for kind in ("conv", "gemm"):
-        spec = {"kind": kind, "dtype": "f32", "config": config, **({"stride": [1, 1]} if kind == "conv" else {})}
+    specs = [{"kind": "conv", "dtype": "f32", "config": config, "stride": [1, 1]},
+             {"kind": "gemm", "dtype": "f32", "config": config},
+             {"kind": "gemm_packed", "dtype": "f32", "config": config}]
+    for spec in specs:
         library._object(spec, library.symbol(spec))
-    (conv_name,) = (n for n in seen if ".conv." in n)
-    (gemm_name,) = (n for n in seen if ".gemm." in n)
-    assert seen[conv_name]["l1_ways"] == caches.l1_data_ways()
-    assert "l1_ways" not in seen[gemm_name]
+    conv_name, gemm_name, packed_name = (library.symbol(spec) for spec in specs)
+    assert seen[conv_name]["l1_ways"] == seen[gemm_name]["l1_ways"] == caches.l1_data_ways()
+    assert "l1_ways" not in seen[packed_name]  # B prepacked: no panel read in place

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .caches import l1_data_ways
+from .caches import one_set, set_rows
 from .gemm import GemmBuilder, _i, imax, imin
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
@@ -51,22 +51,12 @@ NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, 
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 #: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
 CHUNK_PIXELS = 128
-#: panel rows read in place that may all share one L1 set, per way of the host's L1
-#: data cache (``reads_in_place``): 16 rows over a 12-way L1 (AMD Zen 5) read faster in
-#: place than packed, over an 8-way one (Zen 3) 20-28 % slower
-IN_PLACE_ROWS_PER_WAY = 4 / 3
 #: output channels up to which panels are read in place however their rows fall: few
 #: row tiles reuse a panel, too few to repay packing it. One AMD Zen 3 thread, 1x1 at
 #: 32x32 or 64x64 (planes in one set), batch 4 or 1, in place -> packed: 32 -> 16
 #: channels 97-129 -> 143-146 us, 32 -> 24 at 64x64 162-206 -> 207-226; 64 -> 16 the
 #: same; but 64 -> 32 570-587 -> 370-390 and 128 -> 32 1057-1062 -> 698-701
 IN_PLACE_CHANNELS = 24
-
-
-def in_place_set_rows() -> int:
-    """Panel rows read in place that may share one L1 set on this host (10 with an
-    8-way L1, 16 with a 12-way one)."""
-    return int(l1_data_ways() * IN_PLACE_ROWS_PER_WAY)
 
 
 class ConvBuilder(GemmBuilder):
@@ -180,7 +170,7 @@ class ConvBuilder(GemmBuilder):
         """Whether the micro-kernel reads the patch panels in place rather than packed:
         a 1x1 kernel at stride 1 on an unpadded input (K row ci is input plane ci),
         unless the panel's rows all fall in one L1 set (planes a multiple of 4 KiB
-        apart) and there are many of them (a K block above ``in_place_set_rows``) and
+        apart) and there are many of them (a K block above caches.py's ``set_rows``) and
         many output channels reuse the panel (above IN_PLACE_CHANNELS). Measured at one
         thread (AMD Zen 5, a 12-way L1), packed -> in place: 64 -> 16 channels at 32x32
         90 -> 55 us, 16 -> 64 at 32x32 72 -> 52, 512 -> 128 at 16x16 152 -> 136, 128 ->
@@ -191,10 +181,9 @@ class ConvBuilder(GemmBuilder):
         201-225 and 232-299 in place)."""
         unit = b.and_(b.icmp_signed("==", khw, _i(1)),
                       b.and_(b.icmp_signed("==", hp, ho), b.icmp_signed("==", wp, wo)))
-        plane_bytes = b.mul(b.mul(ho, wo), _i(self.size))
-        one_set = b.icmp_signed("==", b.srem(plane_bytes, _i(4096)), _i(0))
-        crowded = b.and_(one_set, b.and_(b.icmp_signed(">", kcb, _i(in_place_set_rows())),
-                                         b.icmp_signed(">", o, _i(IN_PLACE_CHANNELS))))
+        crowded = b.and_(one_set(b, b.mul(b.mul(ho, wo), _i(self.size))),
+                         b.and_(b.icmp_signed(">", kcb, _i(set_rows())),
+                                b.icmp_signed(">", o, _i(IN_PLACE_CHANNELS))))
         return b.and_(unit, b.not_(crowded))
 
     def pixels(self) -> ir.Function:

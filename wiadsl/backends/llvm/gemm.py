@@ -15,8 +15,9 @@ vectors, so the k loop is pure FMAs on independent accumulators. Column tails
 use masked loads/stores; leftover rows run 4-, 2- and 1-row micro-kernels.
 Few rows of A (fewer than ``DIRECT_ROW_TILES`` x MR: inference at small batch) would
 not repay packing B, which each row block reuses: then the micro-kernel reads B's
-rows in place (only a ragged last panel is packed), and one row is a matrix-vector
-product (``gemv``) that streams B row by row into C.
+rows in place (only a ragged last panel is packed, and a panel whose rows crowd one
+L1 set is copied), and one row is a matrix-vector product (``gemv``) that streams B
+row by row into C.
 Above ``PARALLEL_FLOPS`` the columns (the rows, when there are too few columns)
 are cut into ``CHUNKS`` chunks per thread for ``parallel.parallel_for``: a column
 chunk packs only its own B panels, so nothing is packed twice, and there is no
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
+from .caches import one_set, set_rows
 from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     CHUNKS,
     KC,
@@ -69,7 +71,16 @@ GEMV_ROWS = 4
 #: runs, packed -> in place: 8x768x768 258-317 -> 186-215 us, 12x768x768 329-403 ->
 #: 216, 16x768x768 308-335 -> 260-304, 16x512x1000 282-308 -> 231-235, 12x512x2048
 #: 551-580 -> 481-484, 12x1024x1024 and 8x512x2048 the same within the noise; but
-#: three whole tiles, 18x512x2048, 641-698 -> 731-732: so three tiles pack
+#: three whole tiles, 18x512x2048, 641-698 -> 731-732: so three tiles pack. B's rows
+#: a multiple of 4 KiB apart all fall in one L1 set: when a K block has more of them
+#: than the L1 keeps (caches.py's ``set_rows``) and more than one tile reads them, each
+#: panel is copied before its tiles. One Zen 3 thread, medians of 4 alternating
+#: processes (each a minimum of 60 pairs of calls), in place -> copied: 7x256x2048
+#: 351 -> 226 us, 7x512x2048 598 -> 411, 8x512x2048 662 -> 449, 12x256x2048 245 -> 240,
+#: 12x512x2048 521 -> 519, 16x256x2048 351 -> 283, 16x512x2048 711 -> 610,
+#: 16x1024x4096 3514 -> 3373; 16x64x1024 40-64 -> 33-37 (three runs). In place is
+#: bimodal (the L2 is physically indexed: some runs' pages do not collide there), its
+#: best runs 5-22 % under the copy's at 7, 8, 12 and 16 rows of 512-deep blocks.
 DIRECT_ROW_TILES = 3
 #: rows below which a micro-kernel tile keeps too few accumulator chains (2 x rows) to
 #: cover the FMA latency: 4 cycles x 2 FMA pipes on the hosts we run on
@@ -371,6 +382,10 @@ class GemmBuilder:
         nc_max = max(self.nr, NC // self.nr * self.nr)
         kcb = self.k_block(b, k)
         few = b.icmp_signed("<", m, _i(DIRECT_ROW_TILES * self.mr))
+        # B's rows in one L1 set, more than it keeps, and more than one tile to read them
+        crowded = b.and_(b.and_(one_set(b, b.mul(ldb, _i(self.size))),
+                                b.icmp_signed(">", kcb, _i(set_rows()))),
+                         b.icmp_signed(">", m, _i(self.mr)))
         # as many panels as the call packs (few rows: the tail one), not a whole NC x KC
         # block: glibc consolidates its free lists on every free of 64 KiB or more
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
@@ -379,7 +394,8 @@ class GemmBuilder:
         big = self.ukernel(self.mr)
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
-            # (each tile of MR rows reads the panel again, from L1 or L2)
+            # (each tile of MR rows reads the panel again, from L1 or L2; a panel whose
+            # rows crowd one L1 set is copied first, ``crowded``)
             kc = imin(b, b.sub(k, pc), kcb)
             load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
             whole = b.sub(n, b.srem(n, _i(self.nr)))
@@ -391,7 +407,13 @@ class GemmBuilder:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
-                self.row_tiles(b, _i(0), m, big, call, "dr")
+                with b.if_else(crowded) as (copied, in_place):
+                    with copied:
+                        end = b.add(col, _i(self.nr))
+                        self.pack(b, bm, ldb, pc, kc, col, end, n, packed)
+                        self.multiply_panels(b, a, lda, pc, kc, packed, col, end, n, c, ldc, m, load_c, big)
+                    with in_place:
+                        self.row_tiles(b, _i(0), m, big, call, "dr")
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
                 self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)

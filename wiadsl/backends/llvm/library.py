@@ -162,8 +162,8 @@ _STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", *PLANE_KINDS)
 #: variant (``qgemm_variant``, from the host's features): 60-100 ms of LLVM work, which
 #: every kernel with an int8 product paid for its own copy
 QGEMM_KINDS = ("qgemm", "qgemm_packed", "qgemm_prepack")
-#: Helpers whose code depends on the host's L1 data cache (conv.py's ``reads_in_place``)
-_L1_KINDS = ("conv", "conv_range")
+#: Helpers whose code depends on the host's L1 data cache (caches.py's ``set_rows``)
+_L1_KINDS = ("gemm", "conv", "conv_range")
 
 
 def dependencies(spec: Spec) -> list[Spec]:
