@@ -3,7 +3,8 @@ cross output rows (one masked load per row part), rows narrower than a vector
 (per-lane loads), strides (per-lane loads), f64 (4-lane vectors), ragged last panels, pixel chunks split
 over the pool, equal K blocks, channel counts that leave 4/2/1-row tails, and 1x1
 kernels at stride 1 whose patch panels are the input planes, read in place (a ragged
-last panel packed), or packed when many long panels would share one L1 set."""
+last panel packed), or copied a panel at a time (packed, with many channels) when their
+rows would crowd one L1 set."""
 
 from __future__ import annotations
 
@@ -109,8 +110,10 @@ def test_repeated_calls_are_stable(mod):
 @pytest.mark.parametrize("shape,o", [
     ((2, 16, 7, 9), 33),     # in place, a ragged last panel (63 pixels), 4/2/1-row tails
     ((3, 5, 1, 1), 7),       # one pixel per image: only the packed tail
-    ((1, 64, 32, 32), 40),   # planes 4 KiB apart, K 64, 40 channels: packed
-    ((1, 64, 32, 32), 32),   # the same planes, few channels: in place
+    ((1, 64, 32, 32), 40),   # planes 4 KiB apart, K 64 in one L1 set: each panel copied
+    ((1, 8, 32, 32), 40),    # the same planes, K 8: in place
+    ((1, 64, 32, 32), 100),  # more channels than one row block: the block's panels packed
+    ((1, 600, 32, 32), 20),  # copied panels over two K blocks of 300 (the second accumulates)
     ((1, 300, 16, 16), 33),  # two K blocks of 150 rows, 1 KiB planes: in place
     ((1, 64, 57, 57), 70),   # in place, split over the pool
 ])
@@ -120,8 +123,8 @@ def test_unit_kernels_read_their_input_in_place(mod, shape, o):
     check(mod.c10(x, w), ref(x, w, (1, 1), 0))
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 33, 16, 16), (1, 20, 33, 1)])
-def test_f64_unit_kernels(mod, shape):
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 33, 16, 16), (1, 20, 33, 1), (2, 33, 16, 32)])
+def test_f64_unit_kernels(mod, shape):  # 16x32 f64 planes are 4 KiB apart: copied panels
     x = rng.standard_normal(shape)
     w = rng.standard_normal((19, shape[1], 1, 1))
     check(mod.d10(x, w), ref(x, w, (1, 1), 0))

@@ -27,6 +27,9 @@ a vector inside one row is two masked loads and an even-lane shuffle. Otherwise
 (other strides, rows narrower than a vector) each lane is loaded from its own
 offset and inserted into the vector.
 The loop over K rows is innermost, so each vector's case is decided once.
+A 1x1 kernel at stride 1 on an unpadded input needs no gathering (K row ci is input
+plane ci): its panels are read in place, or copied one at a time where their rows
+would crowd one L1 set (``panel_reads``).
 
 Invariants: reads stay inside the padded image (loops/conv.py); every y element
 of the image is written exactly once per K block (the first stores, later ones
@@ -51,12 +54,6 @@ NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, 
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 #: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
 CHUNK_PIXELS = 128
-#: output channels up to which panels are read in place however their rows fall: few
-#: row tiles reuse a panel, too few to repay packing it. One AMD Zen 3 thread, 1x1 at
-#: 32x32 or 64x64 (planes in one set), batch 4 or 1, in place -> packed: 32 -> 16
-#: channels 97-129 -> 143-146 us, 32 -> 24 at 64x64 162-206 -> 207-226; 64 -> 16 the
-#: same; but 64 -> 32 570-587 -> 370-390 and 128 -> 32 1057-1062 -> 698-701
-IN_PLACE_CHANNELS = 24
 
 
 class ConvBuilder(GemmBuilder):
@@ -165,26 +162,34 @@ class ConvBuilder(GemmBuilder):
                     with scattered:
                         lanes()
 
-    def reads_in_place(self, b: ir.IRBuilder, khw: ir.Value, hp: ir.Value, wp: ir.Value,
-                       ho: ir.Value, wo: ir.Value, o: ir.Value, kcb: ir.Value) -> ir.Value:
-        """Whether the micro-kernel reads the patch panels in place rather than packed:
-        a 1x1 kernel at stride 1 on an unpadded input (K row ci is input plane ci),
-        unless the panel's rows all fall in one L1 set (planes a multiple of 4 KiB
-        apart) and there are many of them (a K block above caches.py's ``set_rows``) and
-        many output channels reuse the panel (above IN_PLACE_CHANNELS). Measured at one
-        thread (AMD Zen 5, a 12-way L1), packed -> in place: 64 -> 16 channels at 32x32
-        90 -> 55 us, 16 -> 64 at 32x32 72 -> 52, 512 -> 128 at 16x16 152 -> 136, 128 ->
-        128 at 56x56 425 -> 405; but 256 -> 256 at 32x32 589 -> 689 and 64 -> 256 at
-        64x64 592 -> 711. On AMD Zen 3 (an 8-way L1), 16 -> 64 at 32x32 ran 143-197 us
-        packed against 190-230 in place (alternating processes; in the ONNX mobilenet_v2
-        fixture, batch 4, its two such layers 171-232 and 168-178 us packed against
-        201-225 and 232-299 in place)."""
+    def panel_reads(self, b: ir.IRBuilder, khw: ir.Value, hp: ir.Value, wp: ir.Value,
+                    ho: ir.Value, wo: ir.Value, o: ir.Value, kcb: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(in place, copied): how a 1x1 kernel at stride 1 on an unpadded input (K row
+        ci of the patches is input plane ci) gets its patch panels; neither: packed with
+        the block's other panels, as every other convolution. In place, unless the
+        panel's rows all fall in one L1 set (planes a multiple of 4 KiB apart) and there
+        are more of them than the L1 keeps (a K block above caches.py's ``set_rows``):
+        then each panel is copied right before its row tiles read it, while the output
+        channels are one block of rows (at most MC: the tiles of all of them read the
+        copy); more channels pack the block (their row blocks each read all of its
+        panels). Measured at one thread (AMD Zen 5, a 12-way L1), packed -> in place:
+        64 -> 16 channels at 32x32 90 -> 55 us, 16 -> 64 at 32x32 72 -> 52, 512 -> 128 at
+        16x16 152 -> 136, 128 -> 128 at 56x56 425 -> 405; but 256 -> 256 at 32x32 589 ->
+        689 and 64 -> 256 at 64x64 592 -> 711. On AMD Zen 3 (an 8-way L1), with a
+        residual add, minimum of 9 batches in 3 alternating processes, in place or
+        packed (stop 49's rule) -> copied: 64 -> 16 channels at 32x32, batch 4, 264-288
+        -> 170-213 us (in place), 32 -> 16 102-139 -> 91-116 (in place), 64 -> 32 378-404
+        -> 279-422 (packed), 128 -> 32 705-715 -> 521-585 (packed), 64 -> 16 at 64x64
+        214-223 -> 189-195 (in place), 32 -> 24 at 64x64 204-214 -> 164-170 (in place);
+        16 -> 64 the same; but 256 -> 256 at 32x32 6880-7237 -> 7569-7822 and 64 -> 256
+        at 64x64 2216-2278 -> 2408-2606 (packed), so many channels still pack."""
         unit = b.and_(b.icmp_signed("==", khw, _i(1)),
                       b.and_(b.icmp_signed("==", hp, ho), b.icmp_signed("==", wp, wo)))
         crowded = b.and_(one_set(b, b.mul(b.mul(ho, wo), _i(self.size))),
-                         b.and_(b.icmp_signed(">", kcb, _i(set_rows())),
-                                b.icmp_signed(">", o, _i(IN_PLACE_CHANNELS))))
-        return b.and_(unit, b.not_(crowded))
+                         b.icmp_signed(">", kcb, _i(set_rows())))
+        in_place = b.and_(unit, b.not_(crowded))
+        copied = b.and_(b.and_(unit, crowded), b.icmp_signed("<=", o, _i(self.mc)))
+        return in_place, copied
 
     def pixels(self) -> ir.Function:
         """``conv.pixels(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
@@ -213,7 +218,7 @@ class ConvBuilder(GemmBuilder):
         nblk = imax(b, b.sdiv(b.add(span, _i(self.nb - 1)), _i(self.nb)), _i(1))
         blk = b.sdiv(b.add(span, b.sub(nblk, _i(1))), nblk)
         blk = self.round_up(b, blk)
-        unit = None if (self.sh, self.sw) != (1, 1) else self.reads_in_place(b, khw, hp, wp, ho, wo, o, kcb)
+        reads = None if (self.sh, self.sw) != (1, 1) else self.panel_reads(b, khw, hp, wp, ho, wo, o, kcb)
         # one block's panels at this K block (not NB x KC: see gemm's rows)
         packed = scratch(self.mod, b, None, SLOT_CONV_PACK,
                          b.add(b.mul(b.mul(blk, kcb), _i(self.size)), _i(64)))
@@ -227,9 +232,9 @@ class ConvBuilder(GemmBuilder):
             # division, then stepped) for the pixels that are packed: all of them,
             # or with panels read in place only a ragged last panel's
             whole = b.add(pb, b.mul(b.sdiv(b.sub(pe, pb), _i(self.nr)), _i(self.nr)))
-            first = b.sub(whole, pb) if unit is not None else _i(0)
-            if unit is not None:
-                first = b.select(unit, first, _i(0))
+            first = b.sub(whole, pb) if reads is not None else _i(0)
+            if reads is not None:
+                first = b.select(reads[0], first, _i(0))
             at = b.add(pb, first)
             b.store(b.sdiv(at, wo), koh)
             b.store(b.srem(at, wo), kow)
@@ -272,14 +277,29 @@ class ConvBuilder(GemmBuilder):
                     self.pack_vector(b, x, kbase, kc, dst, b.gep(offs, [rel], source_etype=I64),
                                      b.gep(ows, [rel], source_etype=I64), b.sub(pe, p0), wo, wp)
                 load_c = b.icmp_signed(">", pc, _i(0))
-                if unit is None:
+
+                def pack_all() -> None:
                     for_range(b, pb, pend, self.w, pack_v, "pv")
                     self.multiply_panels(b, w, k, pc, kc, packed, pb, pe, pe, y, ldc, o, load_c, big)
+                if reads is None:
+                    pack_all()
                     return
+
+                def copy_each(col: ir.Value) -> None:  # one panel of planes, then its tiles
+                    end = b.add(col, _i(self.nr))
+                    self.pack(b, x, ldc, pc, kc, col, end, pe, packed)
+                    self.multiply_panels(b, w, k, pc, kc, packed, col, end, pe, y, ldc, o, load_c, big)
                 # a 1x1 kernel at stride 1, unpadded: K row ci of the patches is input
-                # plane ci itself, so whole panels are read in place (rows ldc apart);
-                # only the ragged last one is packed
-                with b.if_else(unit) as (in_place, packing):
+                # plane ci itself, so whole panels are read in place (rows ldc apart; only
+                # the ragged last one is packed) or copied one by one (``panel_reads``)
+                in_place_reads, copied = reads
+                with b.if_else(in_place_reads) as (in_place, other):
+                    with other:
+                        with b.if_else(copied) as (copying, packing):
+                            with copying:
+                                for_range(b, pb, pend, self.nr, copy_each, "pj")
+                            with packing:
+                                pack_all()
                     with in_place:
                         self.multiply_panels(
                             b, w, k, pc, kc, packed, pb, whole, pe, y, ldc, o, load_c, big,
@@ -291,9 +311,6 @@ class ConvBuilder(GemmBuilder):
                                 b, w, k, pc, kc, packed, whole, pe, pe, y, ldc, o, load_c, big,
                                 panel_at=lambda col: b.gep(packed, [b.mul(b.sub(col, pb), kc)],
                                                            source_etype=self.et))
-                    with packing:
-                        for_range(b, pb, pend, self.w, pack_v, "pv")
-                        self.multiply_panels(b, w, k, pc, kc, packed, pb, pe, pe, y, ldc, o, load_c, big)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             for_range(b, p_lo, p_hi, blk, per_block, "pb")
