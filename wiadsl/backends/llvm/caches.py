@@ -2,8 +2,9 @@
 
 The one such choice: a micro-kernel that reads a panel's rows in place (gemm.py's
 few rows of A, conv.py's 1x1 convolutions) finds them all in one L1 set when they
-lie a multiple of 4 KiB apart. ``set_rows`` says how many such rows may still be
-read in place; a panel with more is copied (packed) first.
+lie a multiple of ``SET_BYTES`` apart. ``set_rows`` says how many such rows may
+still be read in place; a panel with more is copied (packed) first. (No llvmlite
+here: a warm start reads the ways for the helpers' cache identity.)
 
 Read from Linux's description of CPU 0's caches (``/sys/devices/system/cpu/cpu0/
 cache/index*``: level, type, ways of associativity). Where that is missing or
@@ -18,10 +19,11 @@ from __future__ import annotations
 import os
 from functools import cache
 
-from llvmlite import ir
-
 SYSFS = "/sys/devices/system/cpu/cpu0/cache"
 DEFAULT_WAYS = 8
+#: rows a multiple of this many bytes apart fall in one L1 set (the L1s we meet have 64
+#: sets of 64-byte lines)
+SET_BYTES = 4096
 #: panel rows in one L1 set read in place, per way of the L1: 16 rows over a 12-way L1
 #: (AMD Zen 5) read faster in place than packed, over an 8-way one (Zen 3) 20-28 %
 #: slower (conv.py's 16 -> 64 channels at 32x32)
@@ -53,16 +55,9 @@ def set_rows() -> int:
     return int(l1_data_ways() * ROWS_PER_WAY)
 
 
-def one_set(b: ir.IRBuilder, row_bytes: ir.Value) -> ir.Value:
-    """Whether rows ``row_bytes`` apart all fall in one L1 set (a multiple of 4 KiB:
-    the L1s we meet have 64 sets of 64-byte lines)."""
-    return b.icmp_signed("==", b.srem(row_bytes, ir.Constant(row_bytes.type, 4096)),
-                         ir.Constant(row_bytes.type, 0))
-
-
 def _read(folder: str, name: str) -> str:
     with open(os.path.join(folder, name)) as f:
         return f.read().strip()
 
 
-__all__ = ["DEFAULT_WAYS", "ROWS_PER_WAY", "l1_data_ways", "one_set", "set_rows"]
+__all__ = ["DEFAULT_WAYS", "ROWS_PER_WAY", "SET_BYTES", "l1_data_ways", "set_rows"]

@@ -43,8 +43,8 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .caches import one_set, set_rows
-from .gemm import GemmBuilder, _i, imax, imin
+from .caches import set_rows
+from .gemm import GemmBuilder, _i, imax, imin, one_set
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_CONV_PACK, scratch, scratch_done

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .caches import one_set, set_rows
+from .caches import SET_BYTES, set_rows
 from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     CHUNKS,
     KC,
@@ -90,6 +90,11 @@ LATENCY_ROWS = 4
 #: summed after (a split by columns read every row of B in strided pieces: 1 x 2048
 #: x 2048 ran 233 -> 212 us on 2 threads, where OpenBLAS's 215 -> 129)
 GEMV_PARALLEL = 1 << 18
+
+
+def one_set(b: ir.IRBuilder, row_bytes: ir.Value) -> ir.Value:
+    """Whether rows ``row_bytes`` apart all fall in one L1 set (caches.py)."""
+    return b.icmp_signed("==", b.srem(row_bytes, _i(SET_BYTES)), _i(0))
 
 
 def imin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
