@@ -2,11 +2,12 @@
 against ONNX Runtime, with and without Winograd's F(2x2, 3x3) and F(4x4, 3x3)
 (loops/conv.py's ``winograd_tile``, backends/llvm/conv_winograd.py).
 
-    PYTHONPATH=. python benchmarks/conv_layers.py [--threads 1,2] [--rounds 7]
+    PYTHONPATH=. python benchmarks/conv_layers.py [--threads 1,2] [--rounds 7] [--layers 64x32x16x1x1,...]
 
 The layers are ResNet-18's 3x3 stride-1 stages (where Winograd applies) and, for
 reference, one of its stride-2 layers and a 1x1 downsample (where it does not: both
-columns are the same code). "direct" is the same import compiled with the rule's
+columns are the same code); ``--layers`` names others, ``CxHxOxKxS`` each (input
+channels, plane, output channels, kernel, stride). "direct" is the same import compiled with the rule's
 channel minimum raised out of reach (the convolution then runs as it did before:
 conv.py's pixel panels or conv_rows.py). All three run in this process on the same
 input, in interleaved rounds at each thread count, and their outputs are checked
@@ -83,11 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--layers", default="", help="CxHxOxKxS layers instead of ResNet-18's")
     args = p.parse_args(argv)
+    layers = [tuple(int(v) for v in spec.split("x")) for spec in args.layers.split(",") if spec] or LAYERS
     print("| layer (C, plane, O, kernel, stride) | threads | direct | winograd | onnxruntime "
           "| direct / winograd | ort / winograd |")
     print("|---|---|---|---|---|---|---|")
-    for layer in LAYERS:
+    for layer in layers:
         model = layer_model(*layer)
         x = np.random.default_rng(1).standard_normal((1, layer[0], layer[1], layer[1])).astype(np.float32)
         ours = {"direct": compiled(model, x, False), "winograd": compiled(model, x, True)}
