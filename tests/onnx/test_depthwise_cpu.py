@@ -66,6 +66,10 @@ DEPTHWISE = {
     "c1_1x1_s1": ((3, 1, 1, 1), 3, 1, 1, [1, 1, 1, 1]),
     "c33_7x33_s2": ((1, 33, 7, 33), 3, 2, 1, [1, 1, 1, 1]),
     "c7_33x7_asym_s2": ((3, 7, 33, 7), 3, 2, 1, [0, 1, 1, 0]),
+    # stride 2: taps 2i and 2i + 1 share a pair of loads (five taps: three pairs, the last
+    # one's odd lanes unused; four taps: two pairs), ragged segments at both edges
+    "c5_17x19_k5_s2": ((2, 5, 17, 19), 5, 2, 1, [2, 2, 2, 2]),
+    "c3_16x16_k4_s2_asym": ((1, 3, 16, 16), 4, 2, 1, [1, 1, 2, 2]),
     "c7_13x11_s3_dil2": ((1, 7, 13, 11), 3, 3, 2, [2, 1, 0, 1]),
     "c7_9x9_5x5_flat_dil": ((1, 7, 9, 9), 5, 1, 2, [4, 4, 4, 4]),
     "c33_2x2_s1_flat": ((1, 33, 2, 2), 3, 1, 1, [1, 1, 1, 1]),

@@ -22,8 +22,9 @@ structures:
             y[oh*wo + ow0 ...] = acc                              (masked in the last segment)
         (a block loads each input row's columns once for all its output rows)
 
-  Column stride 1 is one masked load per tap; 2 is two masked loads of the 2W
-  columns from the first and the even lanes; any other stride loads lane by lane.
+  Column stride 1 is one masked load per tap; 2 is a pair of masked loads of 2W
+  columns whose even lanes are one tap and odd lanes the next (dilation 1; else the
+  even lanes of a pair per tap); any other stride loads lane by lane.
 - flat (stride 1 and an output as wide as the input, narrower than W: the 4x4 and
   2x2 planes of a network's last stages): W consecutive output pixels p = oh*wo + ow
   across rows read the W consecutive input elements p + (i*dh - pt)*wd + j*dw - pl,
@@ -180,7 +181,7 @@ class DepthwiseBuilder:
     def row_planes(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value, wstride: ir.Value,
                    h: ir.Value, wd: ir.Value, ho: ir.Value, wo: ir.Value, planes: ir.Value) -> None:
         """The rows structure (module docstring)."""
-        (kh, kw), (sh, sw), (dh, dw), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
+        (kh, kw), (sh, sw), (dh, _), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
         pooling = self.combine == "max"
         # a row of zeros for the tap rows outside the input (masked loads read only
@@ -196,8 +197,7 @@ class DepthwiseBuilder:
         def segment(ow0: ir.Value) -> None:
             n = b.sub(wo, ow0)  # lanes < n are output columns
             live = b.icmp_signed("<", self.lanes(b, _i(0), 1, self.w), self.lanes(b, n, 0, self.w))
-            loads = [self.column_loads(b, b.add(b.mul(ow0, _i(sw)), _i(j * dw - pl)), n, live, wd)
-                     for j in range(kw)]
+            columns = self.tap_columns(b, b.sub(b.mul(ow0, _i(sw)), _i(pl)), n, live, wd)
             full = b.icmp_signed(">=", n, _i(self.w))
 
             def plane(k: ir.Value) -> None:
@@ -216,7 +216,7 @@ class DepthwiseBuilder:
                         at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
                         # a pool's windows lie inside the input (the op's contract)
                         row = at if pooling else b.select(b.icmp_unsigned("<", ih, h), at, zero_row)
-                        values = [loads[j](row) for j in range(kw)]
+                        values = columns(row)
                         for r in range(count):
                             i, rem = divmod(off - r * sh, dh)
                             if rem or not 0 <= i < kh:
@@ -285,6 +285,41 @@ class DepthwiseBuilder:
             for_range(b, _i(0), planes, 1, plane, "plane")
         for_range(b, _i(0), total, self.w, chunk, "px")
 
+    def tap_columns(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
+        """A function of a row pointer: the segment's vector for each tap column j (input
+        columns col0 + j * dw + l * sw for lane l, zero where masked off). At stride 2
+        and dilation 1, taps 2i and 2i + 1 are the even and odd lanes of one pair of
+        loads (from column col0 + 2i): two masked loads fewer per row of a 3x3 window."""
+        (_, kw), sw, dw = self.g.kernel, self.g.stride[1], self.g.dilation[1]
+        if sw != 2 or dw != 1:
+            loads = [self.column_loads(b, b.add(col0, _i(j * dw)), n, live, wd) for j in range(kw)]
+            return lambda row: [load(row) for load in loads]
+        pairs = [self.column_pair(b, b.add(col0, _i(2 * i)), b.mul(n, _i(2)), wd) for i in range((kw + 1) // 2)]
+        lanes = [ir.Constant(ir.VectorType(I32, self.w), [2 * lane + odd for lane in range(self.w)])
+                 for odd in (0, 1)]
+
+        def columns(row: ir.Value) -> list[ir.Value]:
+            loaded = [pair(row) for pair in pairs]
+            return [b.shuffle_vector(*loaded[j // 2], lanes[j % 2]) for j in range(kw)]
+        return columns
+
+    def column_pair(self, b: ir.IRBuilder, col0: ir.Value, count: ir.Value, wd: ir.Value):
+        """A function of a row pointer: the row's 2W columns from col0 as two vectors,
+        the source lanes s < ``count`` inside the row [0, wd) loaded, the rest zero."""
+        mask_t = ir.VectorType(I1, self.w)
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, mask_t, self.vt])
+        align, zero = ir.Constant(I32, self.size), ir.Constant(self.vt, [0.0] * self.w)
+        masks = [b.and_(self.in_range(b, self.lanes(b, b.add(col0, _i(half * self.w)), 1, self.w), _i(0), wd),
+                        b.icmp_signed("<", self.lanes(b, _i(half * self.w), 1, self.w), self.lanes(b, count, 0, self.w)))
+                 for half in (0, 1)]
+
+        def pair(row: ir.Value) -> tuple[ir.Value, ir.Value]:
+            at = b.gep(row, [col0], source_etype=self.et)
+            return (b.call(mload, [at, align, masks[0], zero]),
+                    b.call(mload, [b.gep(at, [_i(self.w)], source_etype=self.et), align, masks[1], zero]))
+        return pair
+
     def column_loads(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
         """A function of a row pointer: the segment's W lanes of one tap column (input
         column col0 + l * sw for lane l), zero where masked off."""
@@ -296,22 +331,10 @@ class DepthwiseBuilder:
         if sw == 1:
             mask = b.and_(live, self.in_range(b, self.lanes(b, col0, 1, self.w), _i(0), wd))
             return lambda row: b.call(mload, [b.gep(row, [col0], source_etype=self.et), align, mask, zero])
-        if sw == 2:
-            # source lanes s of [0, 2W): s < 2n - 1 (the last output's column) and in the row
-            cols = [self.lanes(b, b.add(col0, _i(half * self.w)), 1, self.w) for half in (0, 1)]
-            last = b.sub(b.mul(n, _i(2)), _i(1))
-            masks = [b.and_(self.in_range(b, c, _i(0), wd),
-                            b.icmp_signed("<", self.lanes(b, _i(half * self.w), 1, self.w),
-                                          self.lanes(b, last, 0, self.w)))
-                     for half, c in enumerate(cols)]
+        if sw == 2:  # the even lanes of a pair; source lanes s < 2n - 1 (the last output's column)
+            pair = self.column_pair(b, col0, b.sub(b.mul(n, _i(2)), _i(1)), wd)
             even = ir.Constant(ir.VectorType(I32, self.w), [2 * lane for lane in range(self.w)])
-
-            def pair(row: ir.Value) -> ir.Value:
-                at = b.gep(row, [col0], source_etype=self.et)
-                lo = b.call(mload, [at, align, masks[0], zero])
-                hi = b.call(mload, [b.gep(at, [_i(self.w)], source_etype=self.et), align, masks[1], zero])
-                return b.shuffle_vector(lo, hi, even)
-            return pair
+            return lambda row: b.shuffle_vector(*pair(row), even)
         cols_v = self.lanes(b, col0, sw, self.w)
         mask = b.and_(live, self.in_range(b, cols_v, _i(0), wd))
         # other strides: lane by lane from a clamped column (selected to zero when off)
