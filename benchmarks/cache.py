@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 def child(path: str) -> None:
     """Run every kernel of ``path`` once; print what its first call cost."""
     import wiadsl
-    from wiadsl.runtime import cache_key
-    from wiadsl.runtime.cache import STATS
+    from wiadsl.cache import key as cache_key
+    from wiadsl.cache.entries import STATS
 
     # One compiler version for both processes: other engineers edit this live tree
     # meanwhile, and a changed source file would (rightly) change every key.
@@ -74,7 +74,7 @@ def child(path: str) -> None:
 
 
 def run(path: Path, folder: str) -> dict:
-    from wiadsl.runtime.cache_key import compiler_version
+    from wiadsl.cache.key import compiler_version
 
     env = dict(os.environ, WIADSL_CACHE_DIR=folder, PYTHONPATH=str(ROOT),
                WIADSL_BENCH_VERSION=compiler_version())

@@ -35,8 +35,8 @@ import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import wiadsl  # noqa: E402
+from wiadsl.cache import entries as cache  # noqa: E402
 from wiadsl.loops import conv  # noqa: E402
-from wiadsl.runtime import cache  # noqa: E402
 
 #: (input channels, plane, output channels, kernel, stride)
 LAYERS = [(64, 56, 64, 3, 1), (128, 28, 128, 3, 1), (256, 14, 256, 3, 1), (512, 7, 512, 3, 1),

@@ -28,8 +28,8 @@ os.environ["WIADSL_CACHE"] = "0"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import wiadsl  # noqa: E402
+from wiadsl.cache.entries import clear_memory  # noqa: E402
 from wiadsl.runtime.binding import bind_call  # noqa: E402
-from wiadsl.runtime.cache import clear_memory  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 COLD = "--cold" in sys.argv

@@ -36,7 +36,7 @@ def _private_compile_cache():
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty cache folder and a cleared in-memory cache, for one test."""
-    from wiadsl.runtime import cache
+    from wiadsl.cache import entries as cache
 
     folder = tmp_path / "wiadsl-cache"
     monkeypatch.setenv("WIADSL_CACHE_DIR", str(folder))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import wiadsl
-from wiadsl.runtime.signature import ParamSpec
+from wiadsl.signature import ParamSpec
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "language.md"
 BLOCKS = re.findall(r"^```wia\n(.*?)^```", DOC.read_text(encoding="utf-8"), re.S | re.M)

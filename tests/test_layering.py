@@ -1,8 +1,10 @@
 """The package layering ARCHITECTURE.md describes, checked from the import statements.
 
 A lower layer never imports a higher one: the IR knows nothing of the language,
-the frontend knows the IR but no pass, backend or runtime, and ONNX import sits
-above the frontend and the runtime (only the CLI and the top-level API use it).
+the frontend knows the IR but no pass, backend or runtime, the compile cache knows
+no backend and no runtime, the backends never import the runtime (the jit API
+above them: they implement backends/contract.py), and ONNX import sits above the
+frontend and the runtime (only the CLI and the top-level API use it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wiadsl"
 ALLOWED = {
     "ir": {"diagnostics", "dtypes", "lazy", "records"},
     "frontend": {"diagnostics", "dtypes", "ir", "lazy", "records", "resources"},
-    "onnx": {"diagnostics", "dtypes", "frontend", "ir", "records", "runtime"},
+    "cache": {"__version__", "diagnostics", "dtypes", "forking", "ir", "records", "resources",
+              "signature"},
+    # tune: its stored records only (``tune.records``: the autotuner's gemm configs)
+    "backends": {"cache", "diagnostics", "dtypes", "forking", "ir", "lazy", "loops", "passes",
+                 "records", "signature", "tune"},
+    "onnx": {"backends", "cache", "diagnostics", "dtypes", "frontend", "ir", "records", "runtime",
+             "signature"},
 }
 #: package -> the only packages that may import it
 IMPORTED_ONLY_BY = {"onnx": {"__init__", "tools"}}

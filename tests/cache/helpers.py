@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 import wiadsl
-from wiadsl.runtime import cache_store
-from wiadsl.runtime.cache_key import compiler_version
+from wiadsl.cache import store as cache_store
+from wiadsl.cache.key import compiler_version
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,8 +40,8 @@ def kernel_entries() -> list:
 #: Child process: compile and run axpy on the CPU, print its outputs and cache stats.
 CHILD = """
 import json, sys, numpy as np, wiadsl
-from wiadsl.runtime import cache_key
-from wiadsl.runtime.cache import STATS
+from wiadsl.cache import key as cache_key
+from wiadsl.cache.entries import STATS
 cache_key.compiler_version = lambda: {version!r}  # other engineers edit the tree meanwhile
 sys.path.insert(0, {tests!r})
 from cache.helpers import AXPY

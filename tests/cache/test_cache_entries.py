@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 import wiadsl
-from wiadsl.runtime import cache, cache_store
-from wiadsl.runtime.cache_store import CorruptEntry
+from wiadsl.backends.llvm.keys import cached_object
+from wiadsl.cache import entries as cache
+from wiadsl.cache import store as cache_store
+from wiadsl.cache.store import CorruptEntry
 
 from .helpers import AXPY, axpy_call, kernel_entries
 
@@ -108,9 +110,9 @@ def test_cached_object_builds_once_then_hits():
     def build():
         built.append(1)
         return b"\x7fELF helper code"
-    assert cache.cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
+    assert cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
     cache.clear_memory()
-    assert cache.cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
+    assert cached_object("wia.lib.test", "spec-1", build) == b"\x7fELF helper code"
     assert len(built) == 1 and cache.STATS.disk_hits == 1
-    cache.cached_object("wia.lib.test", "spec-2", build)
+    cached_object("wia.lib.test", "spec-2", build)
     assert len(built) == 2

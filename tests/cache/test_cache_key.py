@@ -8,12 +8,13 @@ import wiadsl
 from wiadsl import records
 from wiadsl.backends.llvm.backend import CpuKernel
 from wiadsl.backends.llvm.gemm import GemmConfig, default_config
+from wiadsl.backends.llvm.keys import cpu_key_parts
+from wiadsl.cache.cli import cache_info, cache_why
+from wiadsl.cache.key import compiler_version, diff_components
 from wiadsl.dtypes import DType
 from wiadsl.ir.parser import parse_module
 from wiadsl.ir.printer import print_module
 from wiadsl.passes import default_pipeline
-from wiadsl.runtime.cache_cli import cache_info, cache_why
-from wiadsl.runtime.cache_key import compiler_version, cpu_key_parts, diff_components
 
 from .helpers import AXPY, SOFTMAX
 
@@ -81,6 +82,21 @@ def test_compiler_version_changes_the_key():
     assert changed(base, records.replace(base, version=base.version + "+1")) == ["version"]
 
 
+def test_the_target_names_the_toolchain_and_the_version_does_not():
+    """llvmlite and LLVM make the CPU's code: the CPU backend keys on them (kernels,
+    helpers and the source-level key alike); the cache's own version is the
+    compiler's alone (the cache layer knows no backend)."""
+    import llvmlite
+
+    from wiadsl.backends.llvm.backend import BACKEND
+    from wiadsl.backends.llvm.host import llvm_host
+
+    toolchain = f"llvmlite {llvmlite.__version__} LLVM {llvm_host().llvm_version}"
+    assert parts().target.endswith(toolchain) and parts().target.startswith("cpu ")
+    assert toolchain in BACKEND.cache_host()
+    assert "llvmlite" not in compiler_version() and "LLVM" not in compiler_version()
+
+
 def test_cpu_and_target_change_the_key():
     base = parts()
     assert changed(base, records.replace(base, cpu="other")) == ["cpu"]
@@ -109,11 +125,11 @@ def test_why_names_the_changed_stdlib_callee():
 
 
 def test_clear_removes_everything(cache_dir):
-    from wiadsl.runtime.cache_cli import cache_clear
+    from wiadsl.cache.cli import cache_clear
 
     wiadsl.jit(AXPY, kernel="axpy", target="cpu")(np.ones(3, np.float32), np.ones(3, np.float32),
                                                   np.float32(1))
-    from wiadsl.runtime import cache_store
+    from wiadsl.cache import store as cache_store
 
     files = [p for p in cache_store.root().rglob("*") if p.is_file()]
     assert len(files) >= 3  # the object, the source index and its specialization

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import wiadsl
+from wiadsl.cache import entries as cache
+from wiadsl.cache import store as cache_store
+from wiadsl.cache.limit import cache_limit, parse_size, prune
 from wiadsl.diagnostics import WiaUsageError
-from wiadsl.runtime import cache, cache_store
-from wiadsl.runtime.cache_limit import cache_limit, parse_size, prune
 
 
 def _kernel(k: int):
@@ -112,7 +113,7 @@ def wiac_in_cache(cache_dir):
 
 
 def test_a_store_walks_the_folder_only_when_the_limit_may_be_reached(cache_dir, monkeypatch):
-    from wiadsl.runtime import cache_limit
+    from wiadsl.cache import limit as cache_limit
 
     walks = []
     real = cache_limit._evictable

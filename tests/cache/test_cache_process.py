@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wiadsl.runtime import cache_store
+from wiadsl.cache import store as cache_store
 
 from .helpers import finish, kernel_entries, run_child
 

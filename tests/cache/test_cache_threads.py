@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from wiadsl.runtime import cache
-from wiadsl.runtime.cache_key import KeyParts
+from wiadsl.backends.llvm.keys import cached_object
+from wiadsl.cache import entries as cache
+from wiadsl.cache.key import KeyParts
 
 
 def parts(name: str) -> KeyParts:
@@ -144,7 +145,7 @@ def test_a_helper_compiles_while_a_kernel_compile_holds_the_lock(monkeypatch) ->
         return b"helper object"
 
     def compile_kernel(stages):
-        helper = threading.Thread(target=cache.cached_object,
+        helper = threading.Thread(target=cached_object,
                                   args=("wia.lib.test.overlap", "{}", build_helper),
                                   name="helper-builder", daemon=True)
         helper.start()
@@ -156,5 +157,5 @@ def test_a_helper_compiles_while_a_kernel_compile_holds_the_lock(monkeypatch) ->
     run_all([lambda: out.append(cache.get_or_compile(parts("with-helper"), compile_kernel,
                                                      lambda o, m: o)[0])])
     assert out == [b"kernel"] and helper_threads == ["helper-builder"]
-    assert cache.cached_object("wia.lib.test.overlap", "{}", build_helper) == b"helper object"
+    assert cached_object("wia.lib.test.overlap", "{}", build_helper) == b"helper object"
     assert helper_threads == ["helper-builder"]  # the second ask was a memory hit

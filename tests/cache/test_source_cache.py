@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import wiadsl
-from wiadsl.runtime import cache_store, source_cache
+from wiadsl.cache import sources as source_cache
+from wiadsl.cache import store as cache_store
 
 from .helpers import finish, run_child
 
@@ -28,8 +29,8 @@ kernel k(input x: f32[N], input i: i64, output y: f32[N]) {
 #: Child: jit the file at argv-like PATH, call k, report results, stats, loaded modules.
 CHILD = """
 import json, sys, numpy as np, wiadsl
-from wiadsl.runtime import cache_key
-from wiadsl.runtime.cache import STATS
+from wiadsl.cache import key as cache_key
+from wiadsl.cache.entries import STATS
 cache_key.compiler_version = lambda: {version!r}
 path = PATH_HERE
 mod = wiadsl.jit_file(path)
@@ -139,7 +140,7 @@ def test_import_closure_reads_every_candidate(tmp_path):
 
 def test_signatures_round_trip(cache_dir):
     from wiadsl.frontend.compile import compile_source
-    from wiadsl.runtime.signature import signature_of
+    from wiadsl.signature import signature_of
 
     src = ("kernel k(input x: f32[N, 4], input t: tensor, input s: i8, output y: f32[N, 4],"
            " output z: tensor) { y = x; z = t; }")

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 
 from wiadsl.dtypes import DType
-from wiadsl.runtime.signature import KernelSignature
+from wiadsl.signature import KernelSignature
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.wia"))

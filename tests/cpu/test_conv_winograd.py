@@ -15,10 +15,10 @@ import pytest
 
 import wiadsl
 from wiadsl.backends.llvm.compile import lower_kernel
+from wiadsl.cache import entries as cache
 from wiadsl.ir import parse_module, print_module
 from wiadsl.loops import conv
 from wiadsl.loops.conv import winograd_tile
-from wiadsl.runtime import cache
 
 BIASED = """
 kernel c(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], input b: f32[O, 1, 1],

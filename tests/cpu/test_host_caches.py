@@ -63,7 +63,7 @@ def test_helpers_that_read_panels_in_place_name_the_l1_they_were_built_for(monke
     def capture(name, identity, build):
         seen[name] = json.loads(identity)
         return b""
-    monkeypatch.setattr("wiadsl.runtime.cache.cached_object", capture)
+    monkeypatch.setattr("wiadsl.backends.llvm.keys.cached_object", capture)
     config = default_config().as_dict()
     specs = [{"kind": "conv", "dtype": "f32", "config": config, "stride": [1, 1]},
              {"kind": "gemm", "dtype": "f32", "config": config},

@@ -17,7 +17,8 @@ from wiadsl.backends.llvm import partition as part_module
 from wiadsl.backends.llvm.compile import lower_kernel
 from wiadsl.backends.llvm.partition import partition
 from wiadsl.backends.llvm.target import parse_private
-from wiadsl.runtime import cache, cache_store
+from wiadsl.cache import entries as cache
+from wiadsl.cache import store as cache_store
 
 #: a kernel with outlined functions (its parallel rows) besides the entry and itself
 EXAMPLE = next(p for p in EXAMPLES if p.name == "layernorm_softmax.wia")

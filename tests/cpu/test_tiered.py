@@ -53,7 +53,7 @@ def test_first_call_interprets_then_native_code_takes_over(fresh_cache, shape) -
 def test_a_cached_shape_never_interprets(fresh_cache) -> None:
     args = inputs(7, 33, 5)
     wiadsl.jit(SOURCE, "scaled_mm")(*args)  # compiles and stores the code
-    from wiadsl.runtime import cache
+    from wiadsl.cache import entries as cache
 
     cache.clear_memory()  # a new process: the code is on disk only
     fn = wiadsl.jit(SOURCE, "scaled_mm", tiered=True)

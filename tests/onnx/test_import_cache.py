@@ -21,15 +21,15 @@ require_onnx()
 import onnx  # noqa: E402
 
 from tests.onnx import models  # noqa: E402
+from wiadsl.cache import store as cache_store  # noqa: E402
 from wiadsl.onnx import import_cache  # noqa: E402
 from wiadsl.onnx.importer import INLINE_LIMIT, import_onnx, load_onnx  # noqa: E402
-from wiadsl.runtime import cache_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, sys, numpy as np, wiadsl
-from wiadsl.runtime.cache import STATS
+from wiadsl.cache.entries import STATS
 feeds = dict(np.load(sys.argv[2]))
 y = wiadsl.load_onnx(sys.argv[1])(**feeds)
 print(json.dumps({"y": np.asarray(y).tolist(), "onnx": "onnx" in sys.modules,

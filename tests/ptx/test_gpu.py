@@ -14,7 +14,7 @@ import pytest
 
 from tests.reference.numpy_ref import round_to_tf32
 from wiadsl.frontend.compile import compile_source
-from wiadsl.runtime.signature import signature_of
+from wiadsl.signature import signature_of
 
 from .corpus import OPS, SIZES, make_inputs
 from .helpers import EXAMPLE_SHAPES, example_kernels, gpu_jit, jit_kernel

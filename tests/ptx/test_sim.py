@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wiadsl.frontend.compile import compile_source
-from wiadsl.runtime.signature import signature_of
+from wiadsl.signature import signature_of
 
 from .corpus import OPS, SIZES, make_inputs
 from .helpers import EXAMPLE_SHAPES, example_kernels, jit_kernel

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from wiadsl.backends.llvm.parallel import THREADS
-from wiadsl.runtime.cache import OnceTable
+from wiadsl.cache.entries import OnceTable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,7 +190,7 @@ for t in threads:
     t.start()
 join_all(threads, 240)
 assert not errors, errors
-from wiadsl.runtime.cache import STATS
+from wiadsl.cache.entries import STATS
 print("ok", STATS.as_dict())
 """
 
@@ -226,7 +226,7 @@ def test_one_compile_per_key_from_many_threads() -> None:
     code = JOIN + textwrap.dedent("""
     import numpy as np
     import wiadsl
-    from wiadsl.runtime.cache import STATS
+    from wiadsl.cache.entries import STATS
 
     SRC = "kernel f(input x: f32[N], output y: f32[N]) { y = x * 3.0 - 1.0; }"
     x = np.arange(33, dtype=np.float32)

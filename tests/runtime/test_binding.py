@@ -6,7 +6,7 @@ import pytest
 from wiadsl.diagnostics import WiaCallError
 from wiadsl.dtypes import DType
 from wiadsl.runtime.binding import bind_call
-from wiadsl.runtime.signature import KernelSignature, ParamSpec
+from wiadsl.signature import KernelSignature, ParamSpec
 
 MATMUL = KernelSignature("matmul", (
     ParamSpec("A", False, DType.F32, ("M", "K")),

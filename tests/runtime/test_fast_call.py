@@ -288,7 +288,7 @@ def test_the_steady_state_is_one_native_call(add):
     got = fast((a, b))
     np.testing.assert_array_equal(got, a + b)
     assert fast((a, b)) is not got  # a fresh array per call
-    from wiadsl.runtime.backend import NOT_RUN
+    from wiadsl.backends.contract import NOT_RUN
 
     raw = np.zeros(17, np.uint8)
     unaligned = raw[1:].view(np.float32)

@@ -7,9 +7,9 @@ every time.
 
 - Key: SHA-256 over the model's serialized bytes, the import's arguments (``dims``,
   the kernel name, the inline limit) and the compiler version, which digests the
-  importer's own sources (runtime/cache_key.py). A model file's digest is memoized
+  importer's own sources (cache/key.py). A model file's digest is memoized
   under its stat (``file_digest``), as the compiler version's digest of the sources is.
-- Value: one checksummed entry (cache_store's format) at ``v1/onnx/<key>.wobj``:
+- Value: one checksummed entry (cache/store.py's format) at ``v1/onnx/<key>.wobj``:
   the ``ImportedModel``'s source, names, opset and boundary dtypes as JSON, then its
   weights' bytes, each at a multiple of ``ALIGN`` from a 64-byte aligned start.
 
@@ -18,7 +18,7 @@ Invariants:
   weights and boundary dtypes that NumPy names itself (not ml_dtypes' bfloat16),
   and no tensor in an external file (the model's bytes would not identify it).
 - A missing, damaged or unreadable entry is a miss; a failed write only costs the
-  next process the slow path. The cache's size bound (cache_limit.py) covers it.
+  next process the slow path. The cache's size bound (cache/limit.py) covers it.
 - The weights come back as read-only views of the entry's bytes: they never
   change after the import (module.py's invariant), and nothing is copied.
 """
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime import cache_store
-from ..runtime.cache_key import compiler_version, sha256
-from ..runtime.cache_limit import enforce, touch
+from ..cache import store as cache_store
+from ..cache.key import compiler_version, sha256
+from ..cache.limit import enforce, touch
 from .imported import ImportedModel
 
 FORMAT = 1
@@ -47,7 +47,7 @@ def model_key(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
               inline_limit: int) -> str | None:
     """The key of importing the model whose bytes have SHA-256 ``digest``; None when
     the disk cache is off."""
-    from ..runtime.cache import disk_enabled
+    from ..cache.entries import disk_enabled
 
     if not disk_enabled():
         return None

@@ -280,7 +280,7 @@ def _digest(model: ModelLike) -> tuple[bytes | None, bytes | None]:
     """SHA-256 of the bytes ``model`` was given as or is stored in, None for a
     ModelProto (or a path that cannot be read: ``load_model`` reports it); and the
     file's bytes if they were read to hash them."""
-    from ..runtime.cache_store import checksum
+    from ..cache.store import checksum
     from . import import_cache
 
     if isinstance(model, (bytes, bytearray)):

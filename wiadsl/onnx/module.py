@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.contract import NOT_RUN
+from ..cache.sources import load_signatures, store_signatures
 from ..diagnostics import WiaCallError
 from ..records import record
-from ..runtime.backend import NOT_RUN, get_backend
+from ..runtime.backend import get_backend
 from ..runtime.binding import bind_call
 from ..runtime.jit import (
     DEFAULT_TARGET,
@@ -37,8 +39,7 @@ from ..runtime.jit import (
     python_signature,
     source_key_for,
 )
-from ..runtime.signature import KernelSignature, signature_of
-from ..runtime.source_cache import load_signatures, store_signatures
+from ..signature import KernelSignature, signature_of
 from .imported import ImportedModel
 from .storage import from_kernel, to_kernel
 

@@ -29,8 +29,8 @@ from llvmlite import ir
 from ..backends.llvm.gemm import THREADS
 from ..backends.llvm.loader import symbol_address
 from ..backends.llvm.target import host, load_module, optimize, parse_and_verify
-from ..runtime import cache_store
-from ..runtime.cache_key import sha256
+from ..cache import store as cache_store
+from ..cache.key import sha256
 
 F32, I64, PTR = ir.FloatType(), ir.IntType(64), ir.PointerType()
 CHAINS = 12

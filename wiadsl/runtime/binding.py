@@ -16,10 +16,11 @@ from typing import Protocol, cast
 
 import numpy as np
 
+from ..backends.contract import check_distinct_buffers
 from ..diagnostics import WiaCallError, a_or_an
 from ..dtypes import DType, from_numpy
 from ..records import record
-from .signature import KernelSignature, ParamSpec
+from ..signature import KernelSignature, ParamSpec
 
 
 @record
@@ -81,19 +82,6 @@ def bind_call(sig: KernelSignature, args: tuple, kwargs: dict) -> BoundCall:
             check_distinct_buffers(bound.out_buffers, param.name, buffer)
             bound.out_buffers[param.name] = buffer
     return bound
-
-
-def check_distinct_buffers(buffers: dict[str, np.ndarray | None], name: str,
-                           buffer: np.ndarray) -> None:
-    """Refuse ``buffer`` for output ``name`` when it shares memory with the buffer of
-    an output already in ``buffers``: both results cannot be delivered in one
-    buffer (before issue 17 the call was accepted and one output held the other)."""
-    for other, taken in buffers.items():
-        # output buffers are C-contiguous, so overlapping bounds are shared memory
-        if taken is not None and taken.size and buffer.size and np.may_share_memory(taken, buffer):
-            same = "the same buffer" if taken is buffer else "overlapping buffers"
-            raise WiaCallError(f"outputs '{other}' and '{name}' were given {same}; "
-                               "pass a separate buffer for each output")
 
 
 def _match_arguments(sig: KernelSignature, args: tuple, kwargs: dict) -> dict[str, object]:

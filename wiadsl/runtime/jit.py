@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import numpy as np
 
+from ..backends.contract import NOT_RUN, Backend, CompiledKernel
+from ..cache.sources import load_signatures, store_signatures
 from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
 from ..records import record
-from .backend import NOT_RUN, Backend, CompiledKernel, get_backend
+from ..signature import KernelSignature, ParamSpec, signature_of
+from .backend import get_backend
 from .binding import BoundCall, bind_call
-from .signature import KernelSignature, ParamSpec, signature_of
-from .source_cache import load_signatures, store_signatures
 
 if TYPE_CHECKING:
     from ..frontend.compile import CompiledSource
@@ -101,7 +102,7 @@ class KernelFunction:
     backend: Backend
     options: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
-    #: the source-level cache key (source_cache.py), when the backend can use one
+    #: the source-level cache key (cache/sources.py), when the backend can use one
     source_key: str | None = None
     _specializations: dict[tuple, CompiledKernel] = field(default_factory=dict, repr=False)
     #: call plans by argument shapes, and the last one used (see the module docstring)
@@ -508,7 +509,7 @@ def jit(source: str, kernel: str | None = None, target: str = DEFAULT_TARGET,
 
 class LazySource:
     """A source that parses and checks on first use: a hit in the source-level cache
-    (source_cache.py) builds the kernels from their stored signatures and never needs
+    (cache/sources.py) builds the kernels from their stored signatures and never needs
     the frontend, unless a call misses there too."""
 
     def __init__(self, text: str, filename: str):
@@ -528,7 +529,7 @@ class LazySource:
     def files(self) -> dict[str, str]:
         """Name -> text of the source and every file it may import (error spans); read
         once, not once per specialization."""
-        from .source_cache import import_closure
+        from ..cache.sources import import_closure
 
         return {self.filename: self.text, **import_closure(self.text, self.filename)}
 
@@ -543,8 +544,8 @@ def source_key_for(backend: Backend, source: LazySource, target: str,
     host = getattr(backend, "cache_host", None)
     if host is None:
         return None
-    from .cache import disk_enabled
-    from .source_cache import source_key
+    from ..cache.entries import disk_enabled
+    from ..cache.sources import source_key
 
     if not disk_enabled():
         return None

@@ -15,7 +15,7 @@ import argparse
 
 from ..diagnostics import WiaError
 from ..ir import parse_module, run_func
-from ..runtime.signature import KernelSignature
+from ..signature import KernelSignature
 from .check import compare, kernel_inputs, reference_outputs
 from .pipeline import PassStep, pass_steps, pipeline_passes
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..diagnostics import WiaError, WiaUsageError
 from ..runtime.backend import TARGETS, get_backend
-from ..runtime.signature import KernelSignature, ParamSpec
+from ..signature import KernelSignature, ParamSpec
 from .cli import UsageArgumentParser
 from .emit import symbolic_dims
 from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_USER, guarded
@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_check(args: argparse.Namespace) -> int:
     from ..frontend.compile import compile_source
-    from ..runtime.signature import signature_of
+    from ..signature import signature_of
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = [t for t in targets if t not in TARGETS]

@@ -305,7 +305,7 @@ def _print_remarks(job: CompileJob) -> None:
 
 def _cache_command(argv: list[str]) -> int:
     """``wiac cache info | clear | prune [SIZE] | why KERNEL``."""
-    from ..runtime.cache_cli import cache_clear, cache_info, cache_prune, cache_why
+    from ..cache.cli import cache_clear, cache_info, cache_prune, cache_why
 
     if argv[:1] == ["info"] and len(argv) == 1:
         print(cache_info())

@@ -24,7 +24,7 @@ from typing import Any
 from ..diagnostics import WiaUsageError
 from ..dtypes import DType
 from ..ir import ModuleOp, print_module
-from ..runtime.signature import KernelSignature, signature_of
+from ..signature import KernelSignature, signature_of
 from .features import require
 from .pipeline import OptOptions, optimize_ir
 

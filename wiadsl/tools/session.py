@@ -274,7 +274,7 @@ class Session:
 
 def describe_decl(chunk: Chunk, sigs: dict[str, ast.Kernel]) -> str:
     if chunk.kind == "kernel":
-        from ..runtime.signature import signature_of
+        from ..signature import signature_of
 
         return f"kernel {signature_of(sigs[chunk.name]).describe()}"
     if chunk.kind == "import":

@@ -14,7 +14,7 @@ from typing import TextIO
 import numpy as np
 
 from ..diagnostics import WiaUsageError
-from ..runtime.signature import KernelSignature
+from ..signature import KernelSignature
 from .tuner import TuneResult, autotune
 
 

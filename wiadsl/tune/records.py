@@ -24,9 +24,9 @@ import numpy as np
 
 from ..backends.llvm.gemm_config import GemmConfig
 from ..backends.llvm.host import host
+from ..cache import store as cache_store
+from ..cache.key import function_digests, sha256
 from ..records import record
-from ..runtime import cache_store
-from ..runtime.cache_key import function_digests, sha256
 
 if TYPE_CHECKING:  # a warm start (issue 21) looks records up without the IR's modules
     from ..ir.module import ModuleOp
@@ -64,7 +64,7 @@ def record_dir(rid: str) -> Path:
 
 def records_fingerprint() -> str:
     """A digest of every measurement file's name, size and time: the source-level
-    cache (runtime/source_cache.py) keys a specialization's gemm config on it, so a
+    cache (cache/sources.py) keys a specialization's gemm config on it, so a
     new measurement makes the next process look the config up again."""
     folder = cache_store.root() / "tune"
     if not folder.is_dir():
@@ -112,7 +112,7 @@ def tuned_config(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]
                  dtypes: Sequence[np.dtype]) -> GemmConfig | None:
     """The best measured config of this specialization, or None (untuned, no gemm,
     or the disk cache is off)."""
-    from ..runtime.cache import disk_enabled
+    from ..cache.entries import disk_enabled
 
     if not disk_enabled() or not gemm_ops(module):
         return None

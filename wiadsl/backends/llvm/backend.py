@@ -28,7 +28,7 @@ Invariants:
   calls run concurrently (the argument arrays come from the pool). With the
   ``tiered`` option a worker thread takes that lock to compile a shape, and waits
   under it only for the first interpreted call at that shape, which never takes it.
-- Compiles go through the compile cache (``wiadsl.runtime.cache``): the key is
+- Compiles go through the compile cache (``wiadsl.cache``): the key is
   taken from the unoptimized IR, so a hit skips the tensor passes, lowering and
   LLVM; the gemm config is the explicit ``config``, else the autotuner's best
   for this (kernel, shapes, dtypes, CPU), else the default.
@@ -47,16 +47,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...cache.entries import get_or_compile, is_cached
+from ...cache.key import KeyParts
+from ...cache.log import Stages
+from ...cache.sources import load_spec, spec_key, store_spec
 from ...diagnostics import SourceFile, Span, WiaRuntimeError, WiaUsageError
 from ...records import record
-from ...runtime import source_cache
-from ...runtime.backend import NOT_RUN
-from ...runtime.binding import check_distinct_buffers
-from ...runtime.cache import get_or_compile, is_cached
-from ...runtime.cache_key import KeyParts, cpu_key_parts
-from ...runtime.cache_log import Stages
+from ..contract import NOT_RUN, check_distinct_buffers
 from .fastcall import MISS, UNDELIVERED
 from .gemm_config import GemmConfig, default_config
+from .keys import cpu_key_parts, cpu_text, target_text
 from .layout import Layout
 from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
@@ -64,7 +64,7 @@ from .tiered import MAX_STEPS, TierUp
 
 if TYPE_CHECKING:
     from ...ir.module import ModuleOp
-    from ...runtime.signature import KernelSignature
+    from ...signature import KernelSignature
 
 _LIBC = ctypes.CDLL(None)
 _FREE = _LIBC.free
@@ -429,7 +429,7 @@ def _load(obj: bytes, meta: dict[str, Any]) -> Loaded:
 
 @record(frozen=True)
 class SourceLevel:
-    """What the source-level cache (runtime/source_cache.py) needs to find this
+    """What the source-level cache (cache/sources.py) needs to find this
     kernel's specializations without its IR: the source key, the kernel's output
     names and the texts of its source files (for the spans of runtime errors)."""
 
@@ -647,7 +647,7 @@ class CpuKernel:
         stages = Stages()
         with stages.stage("key"):
             spec = self._spec_key(pattern, dtypes)
-            known = source_cache.load_spec(spec) if spec is not None else None
+            known = load_spec(spec) if spec is not None else None
             found = _stored_spec(known) if known is not None else None
         if on_miss is not None and spec is not None and known is None:
             # nothing was ever stored for this source and shape: a compile, whose IR
@@ -676,7 +676,7 @@ class CpuKernel:
                                        "objects": [len(o) for o in objects]}
         loaded, record = get_or_compile(parts, compile_fn, _load, stages)
         if spec is not None and found is None:
-            source_cache.store_spec(spec, {"parts": parts.components(),
+            store_spec(spec, {"parts": parts.components(),
                                            "config": None if config is None else config.as_dict()})
         state = EntryState(loaded.layout.state) if loaded.layout.state else None
         return Code(loaded, pattern, record["ms"], record["source"], self._errors(loaded.layout),
@@ -701,7 +701,7 @@ class CpuKernel:
             return None
         from ...tune.records import records_fingerprint
 
-        return source_cache.spec_key(self.source_level.key, self.kernel, pattern, dtypes,
+        return spec_key(self.source_level.key, self.kernel, pattern, dtypes,
                                      records_fingerprint())
 
 
@@ -789,16 +789,14 @@ class CpuBackend:
     specialize_shapes = False  # one CpuKernel serves every shape (shape_policy.py)
 
     def cache_host(self) -> str:
-        """The host's part of a source-level cache key: its triple, CPU and features."""
-        from .host import host
-
-        h = host()
-        return f"{h.triple} {h.cpu} {h.features}"
+        """The host's part of a source-level cache key: the triple and toolchain, the
+        CPU and its features (keys.py)."""
+        return f"{target_text()} {cpu_text()}"
 
     def compile_lazily(self, lazy_ir: Any, kernel: str, options: dict[str, Any], key: str,
                        signature: KernelSignature, files: dict[str, str]) -> CpuKernel:
         """``compile`` for a kernel whose IR ``lazy_ir()`` makes only when the
-        source-level cache misses (``key``: runtime/source_cache.py)."""
+        source-level cache misses (``key``: cache/sources.py)."""
         compiled = self.compile(None, kernel, options)
         compiled.lazy_ir = lazy_ir
         compiled.source_level = SourceLevel(key, tuple(p.name for p in signature.outputs), files)

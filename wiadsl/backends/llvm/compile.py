@@ -24,13 +24,13 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from ...cache.log import Stages
 from ...diagnostics import Span, WiaIRError
 from ...ir.module import ModuleOp
 from ...ir.types import IRType, ScalarType, TensorType
 from ...ir.verifier import verify
 from ...loops import lower_module
 from ...loops.passes import default_loop_pipeline, run_loop_passes
-from ...runtime.cache_log import Stages
 from .codegen import ModuleEmitter, slot_count
 from .destinations import result_allocations
 from .gemm import GemmConfig, use_config

@@ -26,9 +26,9 @@ import os
 from functools import cache
 from pathlib import Path
 
+from ...cache.store import atomic_write, new_sha256, root
 from ...diagnostics import WiaUsageError
 from ...records import as_dict, record
-from ...runtime.cache_store import atomic_write, new_sha256, root
 
 #: The /proc/cpuinfo fields of the first processor that decide LLVM's answer.
 CPUINFO_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")

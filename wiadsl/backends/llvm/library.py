@@ -61,9 +61,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from ...cache.entries import OnceTable
 from ...forking import child_safe_lock
 from ...records import as_dict
-from ...runtime.cache import OnceTable
 from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
 from .gemm_config import GemmConfig, ukernel_symbol
@@ -259,7 +259,7 @@ def _object(spec: Spec, name: str) -> bytes:
     compiler version, which the cache key adds; and for the convolutions the L1's
     ways, caches.py): a warm process reads it instead of compiling it again (~0.5 s).
     A process with another CPU affinity (THREADS) builds its own."""
-    from ...runtime.cache import cached_object
+    from .keys import cached_object
 
     def build() -> bytes:
         from .library_ir import library_ir

@@ -23,7 +23,7 @@ Protocol, one ``TierUp`` per (kernel, shape):
   and the code lands in the cache for the next process.
 - A child forked mid-compile does not inherit the worker: its kernels' locks, their
   tiers and the compile cache's locks and flights start afresh there (backend.py,
-  runtime/cache.py), and its own calls start their own compiles.
+  cache/entries.py), and its own calls start their own compiles.
 """
 
 from __future__ import annotations

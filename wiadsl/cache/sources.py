@@ -1,6 +1,6 @@
 """The source-level compile cache (issue 21): a warm process skips the compiler.
 
-The per-specialization key (``cache_key.KeyParts``) is taken from the lowered IR,
+The per-specialization key (``key.KeyParts``) is taken from the lowered IR,
 so finding it means parsing, checking and lowering the source. This layer keys
 on what that IR is a function of, readable without the compiler:
 
@@ -20,7 +20,7 @@ Invariants:
   The import regex may find more names than the parser would (``import`` in a
   comment): extra files only make the key stricter.
 - Any damaged, unreadable or mismatched file is a miss (the slow path runs and
-  rewrites it); writes are atomic (``cache_store.atomic_write``) and a failed
+  rewrites it); writes are atomic (``store.atomic_write``) and a failed
   write only costs the next process the slow path.
 - Nothing here imports the frontend, the passes or the code generators.
 """
@@ -35,10 +35,10 @@ from typing import Any
 
 from ..dtypes import DTYPE_NAMES
 from ..resources import stdlib_dir
-from . import cache_store
-from .cache_key import sha256
-from .cache_limit import enforce, touch
-from .signature import KernelSignature, ParamSpec
+from ..signature import KernelSignature, ParamSpec
+from . import store
+from .key import sha256
+from .limit import enforce, touch
 
 _IMPORT = re.compile(r"\bimport\s+([A-Za-z_]\w*)\s*;")
 FORMAT = 1
@@ -77,7 +77,7 @@ def source_key(text: str, filename: str, target: str, options: dict[str, Any],
                host: str) -> str | None:
     """The key of compiling ``text`` for ``target``; None when an option has no stable
     text form (an object: the slow path, uncached at this level)."""
-    from .cache_key import compiler_version
+    from .key import compiler_version
 
     try:
         opts = json.dumps(options, sort_keys=True)
@@ -93,7 +93,7 @@ def source_key(text: str, filename: str, target: str, options: dict[str, Any],
 
 
 def _path(kind: str, key: str) -> Path:
-    return cache_store.root() / kind / key[:2] / f"{key}.json"
+    return store.root() / kind / key[:2] / f"{key}.json"
 
 
 def _read(kind: str, key: str) -> Any:
@@ -102,7 +102,7 @@ def _read(kind: str, key: str) -> Any:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    touch(path)  # used: the last to be evicted (cache_limit.py)
+    touch(path)  # used: the last to be evicted (limit.py)
     return data
 
 
@@ -110,7 +110,7 @@ def _write(kind: str, key: str, data: Any) -> None:
     raw = json.dumps(data, sort_keys=True).encode()
     try:
         # an index file: losing one costs a recompile, so no fsync
-        cache_store.atomic_write(_path(kind, key), raw, durable=False)
+        store.atomic_write(_path(kind, key), raw, durable=False)
     except OSError:
         return  # only the next process's start gets slower
     enforce(len(raw))

@@ -1,11 +1,11 @@
 """The compile cache (seed §5.9): in memory, then on disk, then compile.
 
 ``get_or_compile(parts, compile_fn, load_fn)`` is the one entry point a backend
-uses. ``parts`` (``cache_key.KeyParts``) is everything the compiled code
+uses. ``parts`` (``key.KeyParts``) is everything the compiled code
 depends on; its SHA-256 is the key. Lookup order:
 
 1. the process-wide memory table (key -> the loaded kernel): no I/O at all;
-2. the disk entry (``cache_store``): verified, then its object code is handed to
+2. the disk entry (``store``): verified, then its object code is handed to
    ``load_fn`` (no LLVM optimization or code generation: a warm process skips
    LLVM entirely);
 3. ``compile_fn(stages)`` -> ``(object code, metadata)``: loaded, stored on disk,
@@ -32,9 +32,9 @@ Threads (issue 17: eight threads calling one matmul on new shapes deadlocked):
 - A kernel's ``compile_fn`` runs under ``_COMPILE_LOCK`` (the tensor passes and
   lowering keep per-run state in module globals), a leaf lock: a compile takes no other lock (but the engine's)
   and waits for no flight, so no cycle can go through it. ``load_fn`` runs under
-  no lock of this module: it may obtain other keys (library.py's helpers do,
-  through ``cached_object``), also from a thread that native code called back
-  into Python (the thread pool's loader) while another thread compiles.
+  no lock of this module: it may obtain other keys (the CPU backend's helpers do,
+  through backends/llvm/keys.py's ``cached_object``), also from a thread that native
+  code called back into Python (the thread pool's loader) while another thread compiles.
 - Flights wait on flights only downwards (a kernel's load on its helpers, a
   helper on nothing), so they form no cycle either; a load that asks for the key
   it is itself obtaining gets a RuntimeError instead of waiting for itself.
@@ -53,11 +53,11 @@ from typing import Any, TypeVar
 
 from ..forking import child_safe_lock
 from ..records import as_dict, record
-from . import cache_store
-from .cache_key import KeyParts
-from .cache_limit import enforce, touch
-from .cache_log import Stages, log_compile, log_hit
-from .cache_store import CorruptEntry
+from . import store
+from .key import KeyParts
+from .limit import enforce, touch
+from .log import Stages, log_compile, log_hit
+from .store import CorruptEntry
 
 T = TypeVar("T")
 
@@ -90,9 +90,9 @@ STATS = CacheStats()
 _LOCK = child_safe_lock(globals(), "_LOCK")
 #: serializes the kernels' compile_fn (the tensor passes keep per-run state in module
 #: globals); a leaf: under it nothing is waited for and no lock is taken but the
-#: engine's own (target.py). Helpers (``cached_object``) compile outside it: their
-#: builds are LLVM in contexts of their own (target.object_code), so they run beside
-#: a kernel's compile.
+#: backend's own (the CPU's LLVM engine). A ``get_or_compile(..., exclusive=False)``
+#: (the CPU backend's helpers) compiles outside it: their builds are LLVM in contexts
+#: of their own, so they run beside a kernel's compile.
 _COMPILE_LOCK = child_safe_lock(globals(), "_COMPILE_LOCK", threading.RLock)
 
 
@@ -205,7 +205,7 @@ def is_cached(parts: KeyParts) -> bool:
     key = parts.digest()
     if key in _KERNELS:
         return True
-    return disk_enabled() and cache_store.entry_path(key).is_file()
+    return disk_enabled() and store.entry_path(key).is_file()
 
 
 def get_or_compile(parts: KeyParts, compile_fn: Callable[[Stages], tuple[bytes, dict[str, Any]]],
@@ -255,36 +255,17 @@ def _obtain(parts: KeyParts, key: str, compile_fn: Callable[[Stages], tuple[byte
     return loaded, "compiled"
 
 
-def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes:
-    """Object code of a helper (say, a gemm driver shared by many kernels) whose code
-    depends only on ``identity`` text, the CPU and the compiler version: from memory,
-    from disk, or ``build()`` (then stored). Same guarantees as ``get_or_compile``."""
-    from ..backends.llvm.host import host
-    from .cache_key import sha256
-
-    h = host()
-    parts = KeyParts(kernel=name, functions=((name, sha256(identity)),), shapes="", dtypes="",
-                     target=f"cpu {h.triple}", cpu=f"{h.cpu} {h.features}", flags="helper",
-                     pipeline="helper", gemm="")
-
-    def compile_fn(stages: Stages) -> tuple[bytes, dict[str, Any]]:
-        with stages.stage("build"):
-            return build(), {"helper": identity}
-    obj, _ = get_or_compile(parts, compile_fn, lambda raw, meta: raw, exclusive=False)
-    return obj
-
-
 def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, Any]], T],
                stages: Stages) -> T | None:
     try:
         with stages.stage("read"):
-            entry = cache_store.read(key)
+            entry = store.read(key)
     except (CorruptEntry, OSError) as exc:
         _damaged(parts.kernel, key, str(exc))
         return None
     if entry is None:
         return None
-    touch(cache_store.entry_path(key))  # used: the last to be evicted (cache_limit.py)
+    touch(store.entry_path(key))  # used: the last to be evicted (limit.py)
     if entry.meta.get("components") != parts.components():
         _damaged(parts.kernel, key, "its key components do not match the lookup")
         return None
@@ -299,26 +280,26 @@ def _from_disk(parts: KeyParts, key: str, load_fn: Callable[[bytes, dict[str, An
 def _damaged(kernel: str, key: str, why: str) -> None:
     _count("corrupt")
     warnings.warn(f"compile cache entry {key[:12]} of kernel '{kernel}' is damaged: {why}; "
-                  f"recompiling and replacing it ({cache_store.entry_path(key)})",
+                  f"recompiling and replacing it ({store.entry_path(key)})",
                   WiaCacheWarning, stacklevel=5)
-    cache_store.remove(key)
+    store.remove(key)
 
 
 def _store(key: str, meta: dict[str, Any], obj: bytes, stages: Stages) -> None:
     try:
         with stages.stage("store"):
-            path = cache_store.write(key, meta, obj)
+            path = store.write(key, meta, obj)
             enforce(path.stat().st_size)  # the size limit (WIADSL_CACHE_MAX): LRU goes first
         _count("stores")
     except OSError as exc:
         _count("store_errors")
         warnings.warn(f"could not write the compile cache entry {key[:12]} "
-                      f"({cache_store.entry_path(key)}): {exc}", WiaCacheWarning, stacklevel=5)
+                      f"({store.entry_path(key)}): {exc}", WiaCacheWarning, stacklevel=5)
 
 
 def _record(key: str, source: str, stages: Stages) -> dict[str, Any]:
     return {"key": key, "source": source, "ms": stages.total, "stages": dict(stages.ms)}
 
 
-__all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning", "cached_object",
+__all__ = ["STATS", "CacheStats", "Flight", "OnceTable", "WiaCacheWarning",
            "clear_memory", "disk_enabled", "get_or_compile", "is_cached"]

@@ -6,11 +6,15 @@ can say which one changed between two entries of a kernel:
 - ``callee @f``: the same for every other function of the module (stdlib and
   user ``func``s the kernel calls, after lowering);
 - ``shapes``, ``dtypes``: the input specialization;
-- ``target``, ``cpu``: the triple, and the host CPU name plus its features;
+- ``target``, ``cpu``: the backend, its triple and toolchain (for the CPU: the
+  llvmlite and LLVM versions), and the host CPU name plus its features;
 - ``flags``, ``pipeline``: backend options (``opt_level``) and the pass pipeline;
 - ``gemm``: the matmul micro-kernel config (autotuned or default);
-- ``version``: the compiler itself (``wiadsl.__version__``, a digest of the
-  compiler's sources, and the llvmlite / LLVM versions).
+- ``version``: the compiler itself (``wiadsl.__version__`` and a digest of the
+  compiler's sources).
+
+A backend builds its keys (the CPU's: backends/llvm/keys.py); nothing here knows
+a backend.
 
 Invariants: the digest is SHA-256 of the components serialized with sorted keys,
 so equal parts give equal keys in every process; any change of a component gives
@@ -21,15 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..records import record
-from .cache_store import new_sha256
+from .store import new_sha256
 
 if TYPE_CHECKING:
     from ..ir.module import ModuleOp
@@ -46,14 +47,11 @@ def sha256(data: str | bytes) -> str:
 
 @cache
 def compiler_version() -> str:
-    """``wiadsl`` version + digest of its code-generating sources + llvmlite/LLVM versions."""
-    import llvmlite
-
+    """``wiadsl`` version + digest of its code-generating sources (a backend's own
+    toolchain, say llvmlite and LLVM, is in its ``target`` component)."""
     from .. import __version__
-    from ..backends.llvm.host import llvm_host
 
-    return (f"wiadsl {__version__} src {_sources_digest()[:16]} llvmlite {llvmlite.__version__} "
-            f"LLVM {llvm_host().llvm_version}")
+    return f"wiadsl {__version__} src {_sources_digest()[:16]}"
 
 
 def _source_files() -> list[tuple[str, str]]:
@@ -84,18 +82,18 @@ def _sources_digest() -> str:
     """SHA-256 over the sources' names and contents. A warm start (issue 21) reads the
     digest from a memo keyed by every file's name, size, inode and modification time,
     so it stats the files instead of reading them; any edit changes the stat key."""
-    from . import cache_store
+    from . import store
 
     files = _source_files()
     stats = []
     for rel, path in files:
         st = os.stat(path)
         stats.append([rel, st.st_size, st.st_ino, st.st_mtime_ns])
-    memo = cache_store.root() / "version-memo" / f"{sha256(json.dumps(stats))}.txt"
+    memo = store.root() / "version-memo" / f"{sha256(json.dumps(stats))}.txt"
     try:
         digest = memo.read_text()
         if len(digest) == 64:
-            from .cache_limit import touch
+            from .limit import touch
 
             touch(memo)
             return digest
@@ -107,7 +105,7 @@ def _sources_digest() -> str:
             h.update(rel.encode() + b"\0" + f.read() + b"\0")
     digest = h.hexdigest()
     try:
-        cache_store.atomic_write(memo, digest.encode())
+        store.atomic_write(memo, digest.encode())
     except OSError:
         pass  # the next process hashes the files again
     return digest
@@ -160,25 +158,6 @@ def function_digests(module: ModuleOp, kernel: str) -> tuple[tuple[str, str], ..
 
     funcs = sorted(module.funcs, key=lambda f: (f.name != kernel, f.name))
     return tuple((f.name, sha256(print_func(f))) for f in funcs)
-
-
-def cpu_key_parts(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
-                  dtypes: Sequence[np.dtype], level: int, pipeline: str, gemm: str) -> KeyParts:
-    """The key of ``kernel`` of the (unoptimized) ``module`` on the CPU backend."""
-    from ..backends.llvm.host import host
-
-    h = host()
-    return KeyParts(
-        kernel=kernel,
-        functions=function_digests(module, kernel),
-        shapes=json.dumps([list(s) for s in shapes]),
-        dtypes=",".join(str(np.dtype(d)) for d in dtypes),
-        target=f"cpu {h.triple}",
-        cpu=f"{h.cpu} {h.features}",
-        flags=f"opt_level={level}",
-        pipeline=pipeline,
-        gemm=gemm,
-    )
 
 
 def diff_components(old: dict[str, str], new: dict[str, str]) -> list[str]:

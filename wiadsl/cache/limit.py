@@ -25,7 +25,7 @@ from pathlib import Path
 from ..diagnostics import WiaUsageError
 from ..forking import child_safe_lock
 from ..records import record
-from . import cache_store
+from . import store
 
 DEFAULT_LIMIT = 512 << 20
 LOW_WATER = 0.8
@@ -70,7 +70,7 @@ class PruneReport:
 
 
 def _evictable() -> list[tuple[float, int, Path]]:
-    root = cache_store.root()
+    root = store.root()
     if not root.is_dir():
         return []
     found = []
@@ -120,7 +120,7 @@ def enforce(written: int) -> None:
     limit = cache_limit()
     if limit <= 0:
         return
-    key = (str(cache_store.root()), limit)
+    key = (str(store.root()), limit)
     with _allowance_lock:
         left = _allowances.get(key)
         if left is not None and left > written:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ..dtypes import DTYPE_NAMES, DType
-from ..records import record
+from .dtypes import DTYPE_NAMES, DType
+from .records import record
 
 if TYPE_CHECKING:
-    from ..frontend import ast
+    from .frontend import ast
 
 
 @record(frozen=True)
@@ -69,7 +69,7 @@ def signature_of(kernel: ast.Kernel) -> KernelSignature:
 
 
 def _param_spec(param: ast.Param) -> ParamSpec:
-    from ..frontend import ast  # lazy: a warm start reads signatures from the cache
+    from .frontend import ast  # lazy: a warm start reads signatures from the cache
 
     declared = param.type
     is_output = param.direction == "output"

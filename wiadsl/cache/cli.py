@@ -8,7 +8,7 @@ Each function returns the text to print (the CLI owns printing and exit codes):
 - ``cache_why(kernel)``: which key components differ between the newest entry
   of ``kernel`` and the entry made before it ("why did it recompile?").
 
-Invariant: these functions only read or delete under ``cache_store.root()``;
+Invariant: these functions only read or delete under ``store.root()``;
 they never compile anything.
 """
 
@@ -19,16 +19,16 @@ import time
 from collections import Counter
 from typing import Any
 
-from . import cache_store
-from .cache import STATS
-from .cache_key import diff_components
+from . import store
+from .entries import STATS
+from .key import diff_components
 
 #: Components shown with their old and new values (the others are digests).
 _READABLE = ("shapes", "dtypes", "target", "cpu", "flags", "pipeline", "gemm", "version")
 
 
 def _entries_of(kernel: str | None = None) -> list[dict[str, Any]]:
-    metas = [e.meta | {"key": e.key} for _, e in cache_store.iter_entries() if e is not None]
+    metas = [e.meta | {"key": e.key} for _, e in store.iter_entries() if e is not None]
     return [m for m in metas if kernel is None or m.get("kernel") == kernel]
 
 
@@ -41,14 +41,14 @@ def _size(n: float) -> str:
 
 
 def cache_info() -> str:
-    root = cache_store.root()
+    root = store.root()
     files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
-    entries = list(cache_store.iter_entries())
+    entries = list(store.iter_entries())
     good = [e for _, e in entries if e is not None]
     per_kernel = Counter(e.meta.get("kernel", "?") for e in good)
     tune = root / "tune"
     records = [d for d in tune.iterdir() if d.is_dir()] if tune.is_dir() else []
-    lines = [f"cache folder: {cache_store.cache_dir()}",
+    lines = [f"cache folder: {store.cache_dir()}",
              f"entries: {len(good)} compiled kernels, {_size(sum(p.stat().st_size for p in files))} "
              f"on disk in {len(files)} files",
              f"damaged entries: {len(entries) - len(good)} (recompiled when next used)",
@@ -69,17 +69,17 @@ def cache_info() -> str:
 
 
 def cache_clear() -> str:
-    root = cache_store.root()
+    root = store.root()
     if not root.is_dir():
-        return f"cache folder {cache_store.cache_dir()} is empty"
+        return f"cache folder {store.cache_dir()} is empty"
     files = [p for p in root.rglob("*") if p.is_file()]
     freed = sum(p.stat().st_size for p in files)
     shutil.rmtree(root, ignore_errors=True)
-    return f"removed {len(files)} files ({_size(freed)}) from {cache_store.cache_dir()}"
+    return f"removed {len(files)} files ({_size(freed)}) from {store.cache_dir()}"
 
 
 def _limit_text() -> str:
-    from .cache_limit import cache_limit
+    from .limit import cache_limit
 
     limit = cache_limit()
     return _size(limit) if limit > 0 else "none"
@@ -87,7 +87,7 @@ def _limit_text() -> str:
 
 def cache_prune(size: str | None = None) -> str:
     """Evict least recently used files down to ``size`` (else the configured limit)."""
-    from .cache_limit import cache_limit, parse_size, prune
+    from .limit import cache_limit, parse_size, prune
 
     limit = parse_size(size, "wiac cache prune SIZE") if size is not None else cache_limit()
     if limit <= 0:
@@ -100,7 +100,7 @@ def cache_prune(size: str | None = None) -> str:
 def cache_why(kernel: str) -> str:
     metas = sorted(_entries_of(kernel), key=lambda m: m.get("created", 0.0))
     if not metas:
-        return f"no cache entries for kernel '{kernel}' in {cache_store.cache_dir()}"
+        return f"no cache entries for kernel '{kernel}' in {store.cache_dir()}"
     new = metas[-1]
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(new.get("created", 0)))
     head = f"kernel '{kernel}': newest entry {new['key'][:12]} ({when})"
