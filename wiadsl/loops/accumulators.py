@@ -35,12 +35,12 @@ from typing import ClassVar
 import numpy as np
 
 from ..diagnostics import WiaUsageError
+from ..ir.copying import clone_op
 from ..ir.core import Block, Operation, OpResult, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import ScalarType
 from ..passes.base import Pass, PassContext
 from ..records import record
-from ..rewrite.utils import clone_op
 from .counted import CountedLoop
 from .loop_edit import (
     Emit,

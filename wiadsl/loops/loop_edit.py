@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..ir.copying import clone_op
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ..ir.dominance import DominanceInfo
 from ..ir.module import FuncOp
 from ..ir.ops import create_op
 from ..ir.types import IRType
-from ..rewrite.utils import clone_op, erase_blocks
+from ..rewrite.utils import erase_blocks
 from .builder import I1, const_value
 from .counted import CountedLoop, find_counted_loops
 from .parallelize import natural_loop, predecessors

@@ -14,11 +14,11 @@ The fused op takes the root's ``loc`` (horizontal: the later op's).
 
 from __future__ import annotations
 
+from ..ir.copying import clone_op
 from ..ir.core import Operation, Value
 from ..ir.ops import create_op, op_class
 from ..ir.ops_fused import FusedElementwiseOp, new_body
 from ..ir.types import ScalarType, TensorType
-from ..rewrite.utils import clone_op
 from .fusion_body import cluster_inputs, is_fusible, kernel_name, make_body
 from .fusion_state import (
     FusionState,

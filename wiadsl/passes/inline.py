@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import WiaIRError
+from ..ir.copying import clone_op
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import create_op
 from ..records import record
-from ..rewrite.utils import clone_op
 from .base import Pass, PassContext, register_pass
 
 

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from ..backends.llvm.backend import CpuKernel
+from ..ir.copying import copy_module
 from ..ir.interpreter import run_func
 from . import counts, trace
 from .machine import Peaks, peaks
@@ -132,7 +133,7 @@ def profile(kernel: Any, *args: object, runs: int = 100, level: int = 3) -> Prof
         compiled = CpuKernel(unit, unit.funcs[0].name, level, passes=False)
         ms = median_ms(partial(compiled.run, values))
         stats.append(KernelStat(t.label, t.op.name, ms, counts.flops(t), counts.bytes_moved(t), found))
-    whole = CpuKernel(trace.copy(module), kernel.name, level)  # compiling optimizes its module
+    whole = CpuKernel(copy_module(module), kernel.name, level)  # compiling optimizes its module
     total = median_ms(lambda: whole.run(inputs))
     latency = []
     if runs:

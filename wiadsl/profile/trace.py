@@ -23,11 +23,11 @@ import numpy as np
 from ..diagnostics import WiaUsageError
 from ..dtypes import from_numpy
 from ..ir.builder import Builder
+from ..ir.copying import clone_op, copy_module
 from ..ir.core import Operation, Value
 from ..ir.interpreter import Interpreter, convert_arg
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import TensorType
-from ..rewrite.utils import clone_op
 from ..runtime.binding import bind_call
 
 #: Ops that move no data through a kernel of their own (views and constants).
@@ -69,19 +69,11 @@ def specialize(kernel: Any, args: Sequence[object]) -> tuple[ModuleOp, list[np.n
     return kernel.ir_for(generic), inputs
 
 
-def copy(module: ModuleOp) -> ModuleOp:
-    """An independent copy (through the canonical text, which the cache key hashes)."""
-    from ..ir.parser import parse_module
-    from ..ir.printer import print_module
-
-    return parse_module(print_module(module))
-
-
 def optimized(module: ModuleOp, level: int = 3) -> ModuleOp:
     """A copy of ``module`` after the CPU backend's tensor passes."""
     from ..backends.llvm.compile import tensor_passes
 
-    return tensor_passes(copy(module), level)
+    return tensor_passes(copy_module(module), level)
 
 
 class _Tracer(Interpreter):

@@ -28,9 +28,8 @@ import numpy as np
 
 from ..diagnostics import WiaUsageError
 from ..dtypes import DType, from_numpy
+from ..ir.copying import copy_module
 from ..ir.module import ModuleOp
-from ..ir.parser import parse_module
-from ..ir.printer import print_module
 from ..passes import PassManager, optimize
 from ..passes.remarks import Remark
 from ..records import record
@@ -94,7 +93,7 @@ class QuantizedKernel(KernelFunction):
             raise WiaUsageError(f"quantized kernel '{self.name}' was calibrated for tensor "
                                 f"parameters {self.generic}, called with {generic}")
         assert self.quantized is not None
-        return parse_module(print_module(self.quantized))  # a fresh copy per specialization
+        return copy_module(self.quantized)  # a fresh copy per specialization
 
 
 def _inputs(kernel: KernelFunction, sample: Sequence[Any] | Mapping[str, Any]) -> list[np.ndarray]:

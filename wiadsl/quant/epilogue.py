@@ -24,10 +24,10 @@ from collections.abc import Sequence
 
 from ..dtypes import DType
 from ..ir.builder import Builder
+from ..ir.copying import clone_op
 from ..ir.core import Block, Value
 from ..ir.ops import create_op
 from ..ir.types import ScalarType
-from ..rewrite.utils import clone_op
 
 F32, I32, I8 = ScalarType(DType.F32), ScalarType(DType.I32), ScalarType(DType.I8)
 RINT_MAGIC = 1.5 * 2.0 ** 23

@@ -1,8 +1,7 @@
-"""IR surgery shared by passes: cloning ops, erasing blocks, CFG edits.
+"""IR surgery shared by passes: erasing blocks, CFG edits (cloning ops is the
+IR's own: ``ir/copying.py``).
 
 Invariants:
-- ``clone_op`` maps operands through ``mapping`` (values not in it are kept),
-  clones regions recursively and records result -> clone in ``mapping``.
 - ``erase_blocks`` drops every reference of the blocks' ops first, so blocks
   that use each other's values can be erased together.
 """
@@ -10,45 +9,8 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from ..ir.core import Block, Operation, OpResult, Region, Value
-from ..ir.ops import op_class
-
-
-def clone_op(op: Operation, mapping: dict[int, Value],
-             block_map: dict[int, Block] | None = None) -> Operation:
-    """A detached copy of ``op`` reading mapped operands and targeting mapped blocks."""
-    def get(v: Value) -> Value:
-        return mapping.get(id(v), v)
-
-    succs = [((block_map or {}).get(id(s.block), s.block), [get(a) for a in s.args])
-             for s in op.successors]
-    regions = [clone_region(r, mapping) for r in op.regions]
-    new = op_class(op.name)([get(v) for v in op.operands], list(op.result_types),
-                            _copy_attrs(op.attributes), succs, regions,
-                            [r.name_hint for r in op.results])
-    new.loc = op.loc
-    for old, res in zip(op.results, new.results, strict=True):
-        mapping[id(old)] = res
-    return new
-
-
-def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, list) else v) for k, v in attrs.items()}
-
-
-def clone_region(region: Region, mapping: dict[int, Value]) -> Region:
-    blocks = []
-    for block in region.blocks:
-        nb = Block(block.arg_types, [a.name_hint for a in block.args], block.name_hint)
-        for a, na in zip(block.args, nb.args, strict=True):
-            mapping[id(a)] = na
-        blocks.append((block, nb))
-    for block, nb in blocks:
-        for op in block.ops:
-            nb.append(clone_op(op, mapping))
-    return Region([nb for _, nb in blocks])
+from ..ir.core import Block, Operation, OpResult, Value
 
 
 def erase_blocks(blocks: Iterable[Block]) -> None:

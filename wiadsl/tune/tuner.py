@@ -30,6 +30,7 @@ from ..backends.llvm.backend import CpuKernel
 from ..backends.llvm.gemm import GemmConfig, default_config
 from ..backends.llvm.host import host
 from ..diagnostics import WiaUsageError
+from ..ir.copying import copy_module
 from ..profile import trace
 from ..profile.machine import peaks
 from ..profile.timing import median_ms
@@ -106,12 +107,12 @@ def autotune(kernel: Any, *args: object, top_k: int = 8, level: int = 3,
     candidates = sorted(space.prune(space.generate(bits), gemms, bits), key=model.predict)
     todo = [c for c in candidates if c.label() not in earlier and c != base]
     bar = Progress(1 + min(top_k, len(todo)), out)
-    reference = CpuKernel(trace.copy(module), kernel.name, level, config=base).run(inputs)
+    reference = CpuKernel(copy_module(module), kernel.name, level, config=base).run(inputs)
     result = TuneResult(kernel.name, "+".join(sorted(set(ops))), gemms, base, math.inf, math.inf,
                         earlier=len(earlier))
 
     def measure(c: GemmConfig) -> None:
-        compiled = CpuKernel(trace.copy(module), kernel.name, level, config=c)
+        compiled = CpuKernel(copy_module(module), kernel.name, level, config=c)
         got = compiled.run(inputs)
         if not all(np.allclose(np.asarray(g), np.asarray(r), rtol=1e-3, atol=1e-4, equal_nan=True)
                    for g, r in zip(got, reference, strict=True)):

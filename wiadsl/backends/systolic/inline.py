@@ -7,7 +7,8 @@ inlined; the result verifies and computes what the original does.
 
 from __future__ import annotations
 
-from ...ir import ModuleOp, parse_module, print_module, verify
+from ...ir import ModuleOp, verify
+from ...ir.copying import copy_module
 from ...ir.module import FuncOp
 from ...passes.inline import inline_call
 
@@ -19,7 +20,7 @@ def _inlinable(callee: FuncOp | None, caller: FuncOp) -> bool:
 
 def inline_helpers(module: ModuleOp) -> ModuleOp:
     """A copy of ``module`` with every inlinable ``func.call`` replaced by the callee's ops."""
-    clone = parse_module(print_module(module))
+    clone = copy_module(module)
     changed = True
     while changed:
         changed = False

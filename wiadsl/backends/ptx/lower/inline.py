@@ -11,16 +11,15 @@ Invariants:
 from __future__ import annotations
 
 from ....diagnostics import WiaError
+from ....ir.copying import copy_module
 from ....ir.module import FuncOp, ModuleOp
-from ....ir.parser import parse_module
-from ....ir.printer import print_module
 from ....passes.base import PassContext
 from ....passes.inline import Inline
 
 
 def inlined_kernel(module: ModuleOp, kernel: str) -> FuncOp:
     """A copy of ``kernel`` with calls inlined (its module is a private copy)."""
-    copy = parse_module(print_module(module), filename="<ptx-copy>")
+    copy = copy_module(module)
     if kernel not in copy:
         known = ", ".join(f.name for f in copy.funcs if f.is_kernel) or "none"
         raise WiaError(f"no kernel named '{kernel}' in the module; kernels: {known}")
