@@ -73,7 +73,7 @@ class FuncVerifier:
         return self.fail(f"'{op.name}' op {message}", op=op)
 
     def block_name(self, block: Block) -> str:
-        # Naming walks the whole function: once per verification, not once per edge.
+        # Naming walks the whole function: only for an error message, and once.
         if self._names is None:
             self._names = (self._printer or FuncPrinter(self.func)).names
         return self._names.block(block)
@@ -102,14 +102,13 @@ class FuncVerifier:
                 raise self.op_fail(term, "branches to a block outside this function")
             if target is self.func.entry:
                 raise self.op_fail(term, "branches to the entry block")
-            name = self.block_name(target)
             if len(succ.args) != len(target.args):
-                raise self.op_fail(term, f"passes {len(succ.args)} values to {name}, which "
-                                         f"takes {len(target.args)}")
+                raise self.op_fail(term, f"passes {len(succ.args)} values to "
+                                         f"{self.block_name(target)}, which takes {len(target.args)}")
             for i, (value, arg) in enumerate(zip(succ.args, target.args, strict=False)):
                 if value.type != arg.type:
-                    raise self.op_fail(term, f"passes {value.type} as argument {i} of {name}, "
-                                             f"which is {arg.type}")
+                    raise self.op_fail(term, f"passes {value.type} as argument {i} of "
+                                             f"{self.block_name(target)}, which is {arg.type}")
 
     def check_op(self, op: Operation) -> None:
         try:
@@ -135,11 +134,11 @@ class FuncVerifier:
 
     def check_dominance(self) -> None:
         dom = DominanceInfo(self.func)
-        printer = self._printer or FuncPrinter(self.func)
         for op in self.func.walk():
             for value in op.all_operands:
                 if not dom.value_dominates(value, op):
-                    raise self.op_fail(op, f"operand {printer.names.value(value)} does not "
+                    names = (self._printer or FuncPrinter(self.func)).names
+                    raise self.op_fail(op, f"operand {names.value(value)} does not "
                                            f"dominate this use")
 
 

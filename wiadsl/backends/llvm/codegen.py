@@ -92,9 +92,14 @@ class ModuleEmitter:
         #: included: every call site of a callee gets cells of its own (a function
         #: merged from several layers is called with each layer's weights)
         self.cell_totals: dict[str, int] = {}
+        #: per kernel, its allocations that may take the caller's output buffers
+        #: (destinations.py: alloc op id -> tensor result index)
+        self.destinations: dict[str, dict[int, int]] = {}
         for f in order:
             told = len(self.libraries)
             emitter = FunctionEmitter(self, f)
+            if f.is_kernel:
+                self.destinations[f.name] = emitter.destinations
             emitter.emit()
             if straight_line_glue(self.functions[f.name]):
                 self.functions[f.name].attributes.update({"optnone", "noinline"})

@@ -32,7 +32,6 @@ from ...ir.verifier import verify
 from ...loops import lower_module
 from ...loops.passes import default_loop_pipeline, run_loop_passes
 from .codegen import ModuleEmitter, slot_count
-from .destinations import result_allocations
 from .gemm import GemmConfig, use_config
 from .host import host
 from .layout import Layout
@@ -107,7 +106,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     return LoweredKernel(emitter.ll, emitter.messages, list(func.arg_types),
                          list(func.result_types), loops, libraries,
                          dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
-                         sorted(set(result_allocations(func).values())), {"wia_entry", kfn.name})
+                         sorted(set(emitter.destinations.get(kernel, {}).values())), {"wia_entry", kfn.name})
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
