@@ -184,7 +184,8 @@ class LoopBuilder:
         """``for iv in range(lo, hi, step)`` carrying ``inits``; returns the final values.
 
         ``body(lb, iv, iters)`` emits the body at ``lb``'s insertion point and
-        returns the next iteration values. A trip count known to be 0 emits nothing.
+        returns the next iteration values. A trip count known to be 0 emits nothing;
+        one known to be 1 emits the body once, with ``iv`` = ``lo``, and no loop.
         ``parallel`` (only without ``inits``) marks the header's ``cond_br`` with the
         unit attribute ``parallel``: a promise that iterations write disjoint memory
         and read nothing another iteration writes (the ``parallelize`` pass relies on it).
@@ -193,6 +194,10 @@ class LoopBuilder:
         clo, chi = const_value(lo), const_value(hi)
         if clo is not None and chi is not None and int(chi) <= int(clo):
             return list(inits)
+        if clo is not None and chi is not None and int(chi) - int(clo) <= step:
+            # one iteration: its body, inline (a loop costs LLVM ~1-5 ms of optimization
+            # whatever its trip count: a batch of one image, a 3x3 kernel's padding column)
+            return list(body(self, lo, list(inits)))
         types = [INDEX, *(v.type for v in inits)]
         header = self.new_block(types, "loop")
         body_block = self.new_block((), "body")
