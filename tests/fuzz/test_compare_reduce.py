@@ -90,3 +90,7 @@ def test_working_precision_of_a_program():
     assert working_precision(case("kernel k(input x: f32[N], output y: f64[N]) { y = cast(x, f16); }")) == "f16"
     assert working_precision(case("kernel k(input x: f32[N], output y: f64[N]) { y = x; }")) == "f32"
     assert working_precision(case("kernel k(input x: i32[N], output y: i32[N]) { y = x; }")) is None
+    # dequantize's result is f32 whatever the program names (fuzz seed 10300000000918:
+    # an f64 output of an i64 times an f32 rsqrt, 1 ulp of f32 apart on two paths)
+    dq = "kernel k(input q: i32[N], output y: f64[N]) { t = cast(q, i64); t *= rsqrt(dequantize(q, 0.5, 0) + 1); y = t; }"
+    assert working_precision(case(dq)) == "f32"

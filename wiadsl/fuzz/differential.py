@@ -197,11 +197,20 @@ def _judge(target: str, ref: Outcome, got: Outcome, precision: str | None) -> Ve
     return Verdict(target, "ok" if diff.ok else "mismatch", diff.reason)
 
 
+#: builtins whose float result has a dtype of its own, whatever their arguments'
+#: (LANGUAGE.md: ``dequantize`` -> f32, and ``fake_quant`` is dequantize(quantize(x)))
+IMPLICIT_FLOAT = {"dequantize": "f32", "fake_quant": "f32"}
+
+
 def working_precision(case: FuzzCase) -> str | None:
     """The least precise float dtype the program names (a parameter type or a cast
-    target): every float it computes is at best that exact (compare.py)."""
+    target) or computes implicitly (``IMPLICIT_FLOAT``: an f64 output of ``x *
+    rsqrt(dequantize(q))`` is only as exact as the f32 rsqrt, fuzz seed 10300000000918):
+    every float it computes is at best that exact (compare.py)."""
     names = {getattr(node, "dtype", None) for _, node in walk(case.program)}
     names |= {node.id for _, node in walk(case.program) if isinstance(node, ast.Name)}
+    names |= {IMPLICIT_FLOAT[node.name] for _, node in walk(case.program)
+              if isinstance(node, ast.Call) and node.name in IMPLICIT_FLOAT}
     return next((d for d in LANGUAGE_RTOL if d in names), None)
 
 
