@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import typing
@@ -61,8 +62,10 @@ class Pass(ABC):
     @classmethod
     def from_options(cls, options: dict[str, str]) -> Pass:
         """Build from ``key=value`` texts; each value is converted to its field's type."""
+        if not options:  # most pipeline items: no fields to look up
+            return cls()
         fields = {f.name: f for f in record_fields(cls)}
-        hints = typing.get_type_hints(cls)
+        hints = _field_types(cls)
         kwargs: dict[str, Any] = {}
         for key, text in options.items():
             if key not in fields:
@@ -81,6 +84,14 @@ class Pass(ABC):
                     if isinstance(value, bool) else str(value)
                 opts.append(f"{f.name}={shown}")
         return self.name + ("{" + ",".join(opts) + "}" if opts else "")
+
+
+@functools.cache
+def _field_types(cls: type[Pass]) -> dict[str, Any]:
+    """A pass class's resolved field annotations (``typing.get_type_hints`` evaluates
+    every annotation's text again on each call: ~0.3 ms, per pass of every compile's
+    pipeline before it was kept)."""
+    return typing.get_type_hints(cls)
 
 
 def register_pass(cls: type[Pass]) -> type[Pass]:
