@@ -183,14 +183,12 @@ class ConvRowsBuilder(ConvBuilder):
         (a_blocks, lda, kcb), (panels, k), (tile, cols) = a, w, c
 
         def multiply(builder: ConvRowsBuilder) -> None:
-            big = builder.ukernel(builder.mr)
-
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
                 block = b.gep(a_blocks, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
                 builder.multiply_panels(
                     b, block, lda, _i(0), kc, panels, _i(0), cols, cols, tile, cols, m,
-                    b.icmp_signed(">", pc, _i(0)), big,
+                    b.icmp_signed(">", pc, _i(0)),
                     panel_at=lambda col: b.gep(panels, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
                                                source_etype=self.et))
             for_range(b, _i(0), k, kcb, per_pc, "pc")

@@ -277,10 +277,12 @@ class GemmBuilder:
         b.ret_void()
         return fn
 
-    def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, big: ir.Function,
+    def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value,
+                  kernel: Callable[[int], ir.Function],
                   call: Callable[[ir.Function, ir.Value], None], name: str) -> None:
-        """Rows ``[lo, hi)`` of C as micro-kernel calls: whole tiles of MR rows (``big``),
-        then the rest in one call of exactly its rows (``ukernel_rows``). A rest below
+        """Rows ``[lo, hi)`` of C as micro-kernel calls (``kernel(rows)``: the kernel of
+        that many rows, ``ukernel`` or conv.py's ``direct_ukernel``): whole tiles of MR
+        rows, then the rest in one call of exactly its rows (``ukernel_rows``). A rest below
         LATENCY_ROWS (and at most MR - 2) joins the last whole tile, and the two run as
         halves (6 + 2 -> 4 + 4, 6 + 1 -> 4 + 3): as many calls, none latency-bound.
         A tile keeps 2 x rows accumulator chains, and below LATENCY_ROWS rows they
@@ -303,18 +305,20 @@ class GemmBuilder:
                         b.icmp_signed(">=", count, _i(mr)))
         tail = b.select(borrow, b.add(rest, _i(mr)), rest)
         whole_end = b.sub(hi, tail)
+        big = kernel(mr)
         for_range(b, lo, whole_end, mr, lambda row: call(big, row), name)
         first = b.select(borrow, b.sdiv(b.add(tail, _i(1)), _i(2)), tail)
-        self.call_rows(b, first, whole_end, call)
+        self.call_rows(b, first, whole_end, kernel, call)
         with b.if_then(borrow):
-            self.call_rows(b, b.sub(tail, first), b.add(whole_end, first), call)
+            self.call_rows(b, b.sub(tail, first), b.add(whole_end, first), kernel, call)
 
     def call_rows(self, b: ir.IRBuilder, rows: ir.Value, at: ir.Value,
+                  kernel: Callable[[int], ir.Function],
                   call: Callable[[ir.Function, ir.Value], None]) -> None:
-        """One call of the kernel of exactly ``rows`` rows (1 to MR - 1; none for 0)."""
+        """One call of ``kernel`` of exactly ``rows`` rows (1 to MR - 1; none for 0)."""
         for r in ukernel_rows(self.mr)[1:]:
             with b.if_then(b.icmp_signed("==", rows, _i(r))):
-                call(self.ukernel(r), at)
+                call(kernel(r), at)
 
     def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
         undef = ir.Constant(vt, ir.Undefined)
@@ -335,7 +339,6 @@ class GemmBuilder:
         fn.linkage = "internal"
         a, pk, c, m, n, k, lda, _ldb, ldc, acc = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        big = self.ukernel(self.mr)
         kcb = self.k_block(b, k)
         nc_max = max(self.nr, NC // self.nr * self.nr)
 
@@ -349,7 +352,7 @@ class GemmBuilder:
                 def panel_at(col: ir.Value) -> ir.Value:  # panel col / NR, from row pc
                     return b.gep(pk, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
                                  source_etype=self.et)
-                self.multiply_panels(b, a, lda, pc, kc, pk, jc, jend, n, c, ldc, m, load_c, big,
+                self.multiply_panels(b, a, lda, pc, kc, pk, jc, jend, n, c, ldc, m, load_c,
                                      panel_at)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
@@ -396,7 +399,6 @@ class GemmBuilder:
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
         packed = scratch(self.mod, b, None, SLOT_GEMM_PACK,
                          b.add(b.mul(b.mul(cols, kcb), _i(self.size)), _i(64)))
-        big = self.ukernel(self.mr)
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
             # (each tile of MR rows reads the panel again, from L1 or L2; a panel whose
@@ -416,13 +418,13 @@ class GemmBuilder:
                     with copied:
                         end = b.add(col, _i(self.nr))
                         self.pack(b, bm, ldb, pc, kc, col, end, n, packed)
-                        self.multiply_panels(b, a, lda, pc, kc, packed, col, end, n, c, ldc, m, load_c, big)
+                        self.multiply_panels(b, a, lda, pc, kc, packed, col, end, n, c, ldc, m, load_c)
                     with in_place:
-                        self.row_tiles(b, _i(0), m, big, call, "dr")
+                        self.row_tiles(b, _i(0), m, self.ukernel, call, "dr")
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
                 self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
-                self.multiply_panels(b, a, lda, pc, kc, packed, whole, n, n, c, ldc, m, load_c, big)
+                self.multiply_panels(b, a, lda, pc, kc, packed, whole, n, n, c, ldc, m, load_c)
         one = b.icmp_signed("==", m, _i(1))
 
         def per_jc(jc: ir.Value) -> None:
@@ -433,7 +435,7 @@ class GemmBuilder:
                 self.pack(b, bm, ldb, pc, kc, jc, jend, n, packed)
                 load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
-                self.multiply_panels(b, a, lda, pc, kc, packed, jc, jend, n, c, ldc, m, load_c, big)
+                self.multiply_panels(b, a, lda, pc, kc, packed, jc, jend, n, c, ldc, m, load_c)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             with b.if_else(few) as (in_place, packing):
@@ -516,7 +518,6 @@ class GemmBuilder:
     def multiply_panels(self, b: ir.IRBuilder, a: ir.Value, lda: ir.Value, pc: ir.Value, kc: ir.Value,
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
                         c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
-                        big: ir.Function,
                         panel_at: Callable[[ir.Value], ir.Value] | None = None,
                         row_stride: ir.Value | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
@@ -538,7 +539,7 @@ class GemmBuilder:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr)])
-                self.row_tiles(b, ic, iend, big, call, "ir")
+                self.row_tiles(b, ic, iend, self.ukernel, call, "ir")
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
         for_range(b, _i(0), m, self.mc, per_ic, "ic")
 

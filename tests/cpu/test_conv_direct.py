@@ -1,0 +1,97 @@
+"""The direct stride-1 convolution (backends/llvm/conv.py's ``direct_tiles``): micro-kernels
+that read each tile's patch rows from the padded input instead of packing them. It is
+taken where output rows are whole tiles of NR pixels (16 on AVX2, 32 on AVX-512 for
+f32; half that for f64), so the widths below are multiples of 32 (every host takes it)
+besides widths that are not (the packed path), against NumPy: every row count of
+output channels (the micro-kernels of 1 to MR rows and the borrowed halves), kernels
+wider than 3x3, one input channel, the K and weight-size limits on either side, f64,
+a batch split over the pool and the fused epilogue. The IR tests check the kernel's
+structure: no packing buffer is read, and only the stride-1 helper has it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import wiadsl
+from wiadsl.backends.llvm.conv import DIRECT_WEIGHTS, ConvBuilder
+from wiadsl.dtypes import DType
+
+from .test_conv_padding import FUSED, check, ref, run
+
+rng = np.random.default_rng(23)
+
+
+def case(n: int, c: int, o: int, h: int, w: int, k: tuple[int, int] = (3, 3),
+         dtype: type = np.float32) -> None:
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    weight = rng.standard_normal((o, c, *k)).astype(dtype)
+    pad = (k[0] // 2, k[1] // 2)
+    check(run(x, weight, (1, 1), pad), ref(x, weight, (1, 1), pad))
+
+
+@pytest.mark.parametrize("o", [1, 2, 5, 6, 7, 8, 13, 16, 33])
+@pytest.mark.parametrize("c", [1, 3, 8])
+def test_output_channel_counts(c, o):
+    case(1, c, o, 5, 32)
+
+
+@pytest.mark.parametrize("w", [32, 64, 16, 48, 7, 33])
+def test_row_widths_direct_and_packed(w):
+    case(2, 4, 8, 3, w)
+
+
+@pytest.mark.parametrize("k", [(5, 5), (1, 3), (3, 1), (7, 7)])
+def test_kernel_shapes(k):
+    case(1, 3, 6, 9, 32, k)
+
+
+@pytest.mark.parametrize("c,o", [(56, 8), (57, 8), (32, DIRECT_WEIGHTS // 288), (32, DIRECT_WEIGHTS // 288 + 1)])
+def test_limits_on_either_side(c, o):
+    """K = 9 * 56 = 504 fits one K block (9 * 57 = 513 does not); O * K at the weight
+    limit and one row of output channels above it."""
+    case(1, c, o, 4, 32)
+
+
+def test_f64():
+    case(2, 5, 7, 6, 32, dtype=np.float64)
+    case(1, 3, 9, 4, 16, dtype=np.float64)
+
+
+def test_batch_over_threads_and_fused_epilogue():
+    mod = wiadsl.jit(FUSED, target="cpu")
+    x = rng.standard_normal((8, 3, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((8, 1, 1)).astype(np.float32)
+    check(mod.block(x, w, b), np.maximum(ref(x, w, (1, 1), (1, 1)) + b, 0))
+
+
+def helper_ir(stride: tuple[int, int]) -> str:
+    from llvmlite import ir
+    module = ir.Module("conv")
+    ConvBuilder(module, DType.F32, stride).pixels()
+    return str(module)
+
+
+def test_only_the_stride_one_helper_has_direct_kernels():
+    text = helper_ir((1, 1))
+    assert 'define internal void @"wia.conv.direct.f32.s1x1.' in text
+    assert "wia.conv.direct" not in helper_ir((2, 2))
+
+
+def test_direct_kernel_reads_the_input_not_a_packed_panel():
+    """The micro-kernel's B vectors are loaded from its ``x`` argument (the tile's window
+    corner) and there is one loop per window axis and input channel; nothing is stored
+    but the C tile."""
+    from llvmlite import ir
+    module = ir.Module("conv")
+    fn = ConvBuilder(module, DType.F32, (1, 1)).direct_ukernel(2)
+    text = str(fn)
+    assert [line.split(":")[0] for line in text.splitlines() if line.endswith(".head:")] == \
+        ["dc.head", "di.head", "dj.head"]
+    lines = text.splitlines()
+    stores = [line for line in lines if line.strip().startswith("store")]
+    fmas = [line for line in lines if "@\"llvm.fmuladd" in line]
+    assert fmas and len(stores) == len(fmas)  # each accumulator stored once, nothing else
+    assert "scratch" not in text
+
