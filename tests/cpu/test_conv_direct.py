@@ -46,10 +46,12 @@ def test_kernel_shapes(k):
     case(1, 3, 6, 9, 32, k)
 
 
-@pytest.mark.parametrize("c,o", [(56, 8), (57, 8), (32, DIRECT_WEIGHTS // 288), (32, DIRECT_WEIGHTS // 288 + 1)])
+@pytest.mark.parametrize("c,o", [(40, 8), (48, 8), (56, 8), (64, 8), (32, DIRECT_WEIGHTS // 288),
+                                 (32, DIRECT_WEIGHTS // 288 + 1)])
 def test_limits_on_either_side(c, o):
-    """K = 9 * 56 = 504 fits one K block (9 * 57 = 513 does not); O * K at the weight
-    limit and one row of output channels above it."""
+    """Patch rows and a weight row block that fill less or more than a 32 KiB L1 (48 or 56
+    input channels at 3x3; a 48 KiB one takes 64), and O * K at the weight limit and one
+    row of output channels above it."""
     case(1, c, o, 4, 32)
 
 

@@ -49,6 +49,11 @@ def l1_data_ways() -> int:
     return DEFAULT_WAYS
 
 
+def l1_data_bytes() -> int:
+    """The host's L1 data cache in bytes (``SET_BYTES`` per way: 32 KiB with 8 ways)."""
+    return SET_BYTES * l1_data_ways()
+
+
 def set_rows() -> int:
     """Panel rows that share one L1 set and are still read in place on this host (10
     with an 8-way L1, 16 with a 12-way one)."""
