@@ -15,6 +15,9 @@ import pytest
 
 import wiadsl
 from wiadsl.backends.llvm.conv import DIRECT_WEIGHTS, ConvBuilder
+from wiadsl.backends.llvm.gemm_config import default_config, ukernel_rows
+from wiadsl.backends.llvm.library import dependencies
+from wiadsl.backends.llvm.library_ir import library_ir
 from wiadsl.dtypes import DType
 
 from .test_conv_padding import FUSED, check, ref, run
@@ -75,10 +78,21 @@ def helper_ir(stride: tuple[int, int]) -> str:
     return str(module)
 
 
-def test_only_the_stride_one_helper_has_direct_kernels():
-    text = helper_ir((1, 1))
-    assert 'define internal void @"wia.conv.direct.f32.s1x1.' in text
-    assert "wia.conv.direct" not in helper_ir((2, 2))
+def test_the_stride_one_drivers_call_the_shared_direct_kernels():
+    """The drivers declare the direct micro-kernels (the "dukernels" helper defines them,
+    once for both stride-1 drivers, which list it among their dependencies)."""
+    assert 'declare void @"wia.lib.dukernel.f32.' in helper_ir((1, 1))
+    assert "dukernel" not in helper_ir((2, 2))
+    config = default_config().as_dict()
+    for kind in ("conv", "conv_range"):
+        deps = [d["kind"] for d in dependencies({"kind": kind, "dtype": "f32", "config": config,
+                                                 "stride": [1, 1]})]
+        assert "dukernels" in deps
+        assert "dukernels" not in [d["kind"] for d in dependencies(
+            {"kind": kind, "dtype": "f32", "config": config, "stride": [2, 2]})]
+    text = library_ir({"kind": "dukernels", "dtype": "f32", "config": config})
+    for rows in ukernel_rows(default_config().mr):
+        assert f'define void @"wia.lib.dukernel.f32.{default_config().label()}.{rows}"' in text
 
 
 def test_direct_kernel_reads_the_input_not_a_packed_panel():
@@ -87,7 +101,7 @@ def test_direct_kernel_reads_the_input_not_a_packed_panel():
     but the C tile."""
     from llvmlite import ir
     module = ir.Module("conv")
-    fn = ConvBuilder(module, DType.F32, (1, 1)).direct_ukernel(2)
+    fn = ConvBuilder(module, DType.F32, (1, 1), define_ukernels=True).direct_ukernel(2)
     text = str(fn)
     assert [line.split(":")[0] for line in text.splitlines() if line.endswith(".head:")] == \
         ["dc.head", "di.head", "dj.head"]
@@ -96,4 +110,3 @@ def test_direct_kernel_reads_the_input_not_a_packed_panel():
     fmas = [line for line in lines if "@\"llvm.fmuladd" in line]
     assert fmas and len(stores) == len(fmas)  # each accumulator stored once, nothing else
     assert "scratch" not in text
-

@@ -53,6 +53,7 @@ from llvmlite import ir
 from ...dtypes import DType
 from .caches import l1_data_bytes, set_rows
 from .gemm import GemmBuilder, _i, imax, imin, k_loop, one_set
+from .gemm_config import direct_ukernel_symbol
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_CONV_PACK, scratch, scratch_done
@@ -68,8 +69,9 @@ DIRECT_WEIGHTS = 16384
 
 
 class ConvBuilder(GemmBuilder):
-    def __init__(self, mod: ir.Module, dtype: DType, stride: tuple[int, int]):
-        super().__init__(mod, dtype)
+    def __init__(self, mod: ir.Module, dtype: DType, stride: tuple[int, int],
+                 define_ukernels: bool = False):
+        super().__init__(mod, dtype, define_ukernels=define_ukernels)
         self.sh, self.sw = stride
         self.tag = f"{self.suffix}.s{self.sh}x{self.sw}"
         self.nb = max(self.nr, NB // self.nr * self.nr)
@@ -179,13 +181,17 @@ class ConvBuilder(GemmBuilder):
         input itself: K row ``(ci, i, j)`` of NR consecutive pixels of one output row at
         stride 1 is the NR elements at ``x + ci*plane + i*wp + j``, where ``x`` is the
         tile's first pixel's window corner. No packing, no K blocks: the accumulators
-        start at zero and are stored once. (gemm.py's ``ukernel`` reads a packed panel.)"""
-        name = f"wia.conv.direct.{self.tag}.{mr}"
+        start at zero and are stored once. (gemm.py's ``ukernel`` reads a packed panel.)
+        Declared unless ``define_ukernels``: the "dukernels" helper defines them once for
+        both stride-1 drivers (``conv`` and ``conv_range``; a copy in each was a third of
+        their code)."""
+        name = direct_ukernel_symbol(self.suffix, self.config, mr)
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR] + [I64] * 6), name)
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")  # one copy, called per tile and row block
+        if not self.define_ukernels:
+            return fn
+        fn.attributes.add("noinline")  # linked into AOT output, still one copy
         a, lda, x, c, ldc, cin, kh, kw, plane, wp = fn.args
         for p in (a, x, c):
             p.add_attribute("noalias")

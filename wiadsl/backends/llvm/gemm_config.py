@@ -69,6 +69,13 @@ def ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
     return f"wia.lib.ukernel.{dtype}.{config.label()}.{rows}"
 
 
+def direct_ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
+    """The symbol of conv.py's ``rows``-row direct micro-kernel (a stride-1 convolution's
+    tile read from the padded input): one helper object defines them all ("dukernels"),
+    which the two stride-1 convolution drivers call."""
+    return f"wia.lib.dukernel.{dtype}.{config.label()}.{rows}"
+
+
 def default_config() -> GemmConfig:
     """The hand-tuned defaults: 8 x 2 vectors with AVX-512; 6 x 2 with AVX2, its k loop
     unrolled four times.

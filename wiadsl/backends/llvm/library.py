@@ -29,7 +29,8 @@ the per-thread scratch memory of the packing code (scratch.py, ``SCRATCH_SPEC``)
 which every gemm and conv helper calls: it is loaded before them. So are the
 micro-kernels of a dtype and config ("ukernels", gemm.py's ``ukernel``), which
 every gemm and conv driver calls: one object per process, not a copy per driver
-(``dependencies``).
+(``dependencies``); and so are the direct micro-kernels of the stride-1 convolutions
+("dukernels", conv.py's ``direct_ukernel``).
 So is the int8 GEMM (qgemm.py: its driver, its driver on a B packed once, and that
 packing; ``QGEMM_KINDS``), one per variant of the host (``qgemm_variant``).
 
@@ -39,6 +40,7 @@ Invariants:
   (``wia.lib.pool.parallel_for`` for the pool, whose spec records ``MAX_THREADS``;
   the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``;
   ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels,
+  ``wia.lib.dukernel.<dtype>.<config label>.<rows>`` for the direct ones,
   ``wia.lib.<qgemm kind>.<variant>`` for the int8 GEMM).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
@@ -66,7 +68,7 @@ from ...forking import child_safe_lock
 from ...records import as_dict
 from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
-from .gemm_config import GemmConfig, ukernel_symbol
+from .gemm_config import GemmConfig, direct_ukernel_symbol, ukernel_symbol
 from .loader import add_symbol, load
 from .threads import (
     LIMIT,
@@ -120,6 +122,8 @@ def symbol(spec: Spec) -> str:
     cfg = GemmConfig(**spec["config"])
     if spec["kind"] == "ukernels":  # named by the kernel of MR rows, which it defines
         return ukernel_symbol(spec["dtype"], cfg, cfg.mr)
+    if spec["kind"] == "dukernels":
+        return direct_ukernel_symbol(spec["dtype"], cfg, cfg.mr)
     name = f"wia.lib.{spec['kind']}.{spec['dtype']}.{cfg.label()}"
     if spec["kind"] in ("conv", "conv_range", "conv_rows"):
         sh, sw = spec["stride"]
@@ -157,7 +161,7 @@ def ensure_loaded(specs: list[Spec]) -> None:
 PLANE_KINDS = ("depthwise", "maxpool")
 #: Helpers whose objects call no other helper (the rest, the gemm and conv drivers and
 #: their packing, call the scratch buffers and the micro-kernels).
-_STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", *PLANE_KINDS)
+_STANDALONE = ("pool", "call", "scratch", "arena", "ukernels", "dukernels", *PLANE_KINDS)
 #: The int8 GEMM (qgemm.py; its variant on a B packed once, and that packing), one per
 #: variant (``qgemm_variant``, from the host's features): 60-100 ms of LLVM work, which
 #: every kernel with an int8 product paid for its own copy
@@ -173,6 +177,8 @@ def dependencies(spec: Spec) -> list[Spec]:
     if spec["kind"] in QGEMM_KINDS:  # its packing buffers; its micro-kernels are its own
         return [SCRATCH_SPEC]
     ukernels = {"kind": "ukernels", "dtype": spec["dtype"], "config": spec["config"]}
+    if spec["kind"] in ("conv", "conv_range") and list(spec["stride"]) == [1, 1]:  # conv.py's direct tiles
+        return [SCRATCH_SPEC, ukernels, {**ukernels, "kind": "dukernels"}]
     return [SCRATCH_SPEC, ukernels]
 
 

@@ -111,6 +111,11 @@ def library_ir(spec: Spec) -> str:
             for rows in ukernel_rows(builder.mr):
                 builder.ukernel(rows)  # external: the drivers' objects link against them
             return str(mod)
+        if spec["kind"] == "dukernels":
+            direct = ConvBuilder(mod, dtype, (1, 1), define_ukernels=True)
+            for rows in ukernel_rows(direct.mr):
+                direct.direct_ukernel(rows)
+            return str(mod)
         if spec["kind"] == "gemm":
             fn = GemmBuilder(mod, dtype).driver(symbol(spec))
         elif spec["kind"] == "gemm_packed":
@@ -160,7 +165,7 @@ def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
     points at it from the start: no loader outside this process)."""
     ukernels: list[Spec] = []
     for spec in specs:
-        ukernels += [d for d in dependencies(spec) if d["kind"] == "ukernels" and d not in ukernels]
+        ukernels += [d for d in dependencies(spec) if d["kind"] in ("ukernels", "dukernels") and d not in ukernels]
     for spec in specs + ukernels:
         if spec != SCRATCH_SPEC:
             mod.link_in(optimized(spec))
