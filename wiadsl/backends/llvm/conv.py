@@ -199,6 +199,8 @@ class ConvBuilder(GemmBuilder):
         nv = self.nr // self.w
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
         zero = ir.Constant(self.vt, [0.0] * self.w)
+        # the weight rows' starts, once (the IR is compiled without IR passes: no LICM)
+        rows = [b.gep(a, [b.mul(_i(r), lda)], source_etype=self.et) for r in range(mr)]
 
         def per_ci(ci: ir.Value, accs: list[ir.Value], _: int) -> list[ir.Value]:
             x_ci = b.gep(x, [b.mul(ci, plane)], source_etype=self.et)
@@ -214,8 +216,7 @@ class ConvBuilder(GemmBuilder):
                     q = b.add(q0, j)
                     nexts = []
                     for r in range(mr):
-                        xa = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), q)], source_etype=self.et), typ=self.et)
-                        xs = self.splat(b, xa, self.vt)
+                        xs = self.splat(b, b.load(b.gep(rows[r], [q], source_etype=self.et), typ=self.et), self.vt)
                         nexts += [b.call(fma, [xs, bvecs[v], accs[r * nv + v]]) for v in range(nv)]
                     return nexts
                 return k_loop(b, _i(0), accs, kw, 1, per_j, "dj")[1]
