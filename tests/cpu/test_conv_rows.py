@@ -10,6 +10,8 @@ tests of its own (test_conv_winograd.py)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -53,10 +55,11 @@ def reference(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
 # (images, channels in, plane, channels out, kernel, stride, padding), each above
 # rows_pays's multiply-adds: ResNet-18's 7x7 stage, channels that end inside a panel,
 # stride-2 planes, 1x1 kernels, a 16x16 plane (ROWS_PIXELS), a 5x5 kernel on 2 images,
-# a 17x17 kernel (rows of taps wider than a vector)
+# a 17x17 kernel (rows of taps wider than a vector), a 4x4 plane (too few pixels to
+# split over two threads: split by output channels, the last panel part full)
 CASES = [(1, 80, 7, 512, 3, 1, 1), (1, 75, 7, 520, 3, 1, 1), (4, 300, 14, 129, 3, 2, 1),
          (1, 700, 7, 512, 1, 1, 0), (4, 64, 16, 128, 3, 1, 1), (2, 75, 6, 260, 5, 1, 2),
-         (1, 700, 13, 512, 1, 2, 0), (1, 10, 7, 128, 17, 1, 8)]
+         (1, 700, 13, 512, 1, 2, 0), (1, 10, 7, 128, 17, 1, 8), (1, 300, 4, 520, 3, 1, 1)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -160,6 +163,37 @@ def test_layers_of_one_shape_keep_their_own_packed_weights(threads: int, winogra
     ((256, 256, 3, 3, 28, 28), False)])  # a plane of more than ROWS_PIXELS
 def test_which_convolutions_take_the_rows_layout(extents, pays) -> None:
     assert rows_pays(*extents) == pays
+
+
+def test_few_rows_split_by_output_channels() -> None:
+    """The driver (as IR text) runs its part on every row and a range of whole panels
+    of output channels when the rows are few, on a range of rows and every channel
+    otherwise, and on everything without threads."""
+    from llvmlite import ir
+
+    from wiadsl.backends.llvm.conv_rows import ConvRowsBuilder
+    from wiadsl.dtypes import DType
+
+    module = ir.Module("conv")
+    builder = ConvRowsBuilder(module, DType.F32, (1, 1))
+    builder.driver()
+    part = re.escape('call i32 @"wia.conv.rows.pixels.f32.s1x1"(')
+    worker = {kind: str(module.get_global(f"wia.conv.rows.pixels.f32.s1x1.{kind}"))
+              for kind in ("rows", "columns")}
+    # (ctx, row lo, row hi, column lo, column hi); the worker's (ctx, lo, hi) are %.1-%.3
+    assert re.search(part + r'ptr %"\.1", i64 %"\.2", i64 %"\.3", i64 0, i64 %"\.\d+"\)',
+                     worker["rows"])
+    assert re.search(part + r'ptr %"\.1", i64 0, i64 %"\.\d+", i64 %"\.2", i64 %"\.\d+"\)',
+                     worker["columns"])
+    driver = str(module.get_global("wia.conv.rows.f32.s1x1"))
+    # the pool splits the columns in whole panels, the rows in whole micro-kernel rows
+    # (with 8-row kernels, 7 or 8: a value)
+    assert re.search(r'pixels\.f32\.s1x1\.columns", i64\* %"\.\d+", i64 0, i64 %"\.\d+", '
+                     rf"i64 {builder.nr}, ", driver)
+    assert re.search(r'pixels\.f32\.s1x1\.rows", i64\* %"\.\d+", i64 0, i64 %"\.\d+", '
+                     rf'i64 ({builder.mr}|%"\.\d+"), ', driver)
+    assert re.search(part + r'i64\* %"\.\d+", i64 0, i64 %"\.\d+", i64 0, i64 %"\.7"\)', driver)
+    assert str(module).count('define internal i32 @"wia.conv.rows.pixels.f32.s1x1"(') == 1
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -14,18 +14,21 @@ when its session starts).
     conv_rows(x, wp, y, c, hp, wpad, o, kh, kw, ho, wo)      ; one image, every channel
 
 splits the image's pixels over the pool (one chunk per thread, whole micro-kernel
-rows) when the multiply-adds pay for it. A chunk (``pixels_worker``):
+rows) when the multiply-adds pay for it. A chunk (``pixels_part``):
 1. packs its pixels' patches P^T into its thread's scratch memory (K-block-major:
    each block the chunk's rows of its ``kc`` taps), a kernel row of taps at a time;
-2. for each K block, multiplies them by every panel of W^T into its C^T tile
+2. for each K block, multiplies them by its panels of W^T into its C^T tile
    (``m x cols``, scratch memory too);
 3. copies the tile into ``y`` transposed (``y[oc, p] = C^T[p, oc]``).
 Split by pixels, a thread packs only the patches it multiplies, into memory no other
 thread reads, from input rows that it mostly wrote itself (the previous layer split
-the same way); both threads stream the read-only W^T at once. Split by channels (the
-patches packed once, then shared), packing took 3-4x as long at two threads as at
+the same way); both threads stream the read-only W^T at once. Split by channels with
+the patches packed once and shared, packing took 3-4x as long at two threads as at
 one, the cache lines moving between the cores; and blocks of channels that each
-packed all the patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread.
+packed all the patches ran a 14x14 layer 2.36 -> 2.99 ms at one thread. But a plane
+of fewer than COLUMN_SPLIT_ROWS pixels per thread is split by channels, each chunk
+packing every patch (``split_driver``): split by pixels, its threads were uneven and
+each streamed all of W^T for a few rows.
 
 Invariants: as conv.py's (reads inside the padded image; every output element
 written exactly once; K == 0 writes zeros); ``wp`` holds ``prepack``'s panels of all
@@ -46,8 +49,18 @@ from .runtime import for_range, vector_store
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
 
-#: the context the workers read: x, wp, y, then the extents c, hp, wp, o, kh, kw, ho, wo
-CTX_WORDS = 11
+#: the context the workers read: x, wp, y, then the extents c, hp, wp, o, kh, kw, ho, wo,
+#: then the rows m (``split_driver``)
+CTX_WORDS = 12
+#: a part of the rows and columns: ``i32 part(ctx, row_lo, row_hi, col_lo, col_hi)``
+PART_TYPE = ir.FunctionType(I32, [PTR, I64, I64, I64, I64])
+#: rows per thread below which ``split_driver`` cuts the output channels instead
+#: (``by_columns``). ResNet-18's layers as single layers, two threads, ONNX Runtime's
+#: time over ours, cut by rows -> by channels: 256 ch 14x14 (F(4x4): 16 tiles as 12 + 4
+#: rows) 1.41 -> 1.60-1.70x, 512 ch 7x7 (F(2x2): 16 tiles) 0.80 -> 1.01-1.05x; at 49 rows
+#: (128 ch 28x28, F(4x4), 30 + 19) by channels was slower (1.68-1.86x against
+#: 1.82-1.97x), and for conv_rows' 7x7 planes the same within the noise
+COLUMN_SPLIT_ROWS = 12
 
 
 class ConvRowsBuilder(ConvBuilder):
@@ -88,31 +101,74 @@ class ConvRowsBuilder(ConvBuilder):
                    ho: ir.Value, wo: ir.Value) -> tuple[ir.Value, ir.Value]:
             m = b.mul(ho, wo)
             return m, b.mul(b.mul(m, b.mul(c, b.mul(kh, kw))), o)
-        return self.split_driver(name or f"wia.conv.rows.{self.tag}", self.pixels_worker(), pixels)
+        return self.split_driver(name or f"wia.conv.rows.{self.tag}", self.pixels_part(), pixels)
 
-    def split_driver(self, name: str, worker: ir.Function,
+    def split_driver(self, name: str, part: ir.Function,
                      rows: Callable[..., tuple[ir.Value, ir.Value]]) -> ir.Function:
-        """``name(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: ``worker`` on the rows
-        ``[0, m)``, split over the pool in chunks of whole micro-kernel rows when the
-        multiply-adds pay for it; ``rows(b, c, o, kh, kw, ho, wo)`` gives ``(m,
-        multiply-adds)``."""
+        """``name(x, w, y, c, hp, wp, o, kh, kw, ho, wo)``: ``part`` (``new_part``) on
+        the rows ``[0, m)`` and every output channel, split over the pool when the
+        multiply-adds pay for it: in chunks of whole micro-kernel rows, or, when the
+        rows are few (``by_columns``), in chunks of whole panels of output channels.
+        ``rows(b, c, o, kh, kw, ho, wo)`` gives ``(m, multiply-adds)``."""
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8), name)
         fn.linkage = "internal"
         args = list(fn.args)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        m, macs = rows(b, args[3], args[6], args[7], args[8], args[9], args[10])
+        o = args[6]
+        m, macs = rows(b, args[3], o, args[7], args[8], args[9], args[10])
         ctx = b.alloca(I64, size=CTX_WORDS)
-        for j, v in enumerate(args):
+        for j, v in enumerate([*args, m]):
             b.store(b.ptrtoint(v, I64) if j < 3 else v, b.gep(ctx, [_i(j)], source_etype=I64))
         with b.if_else(worth_threads(b, macs)) as (par, ser):
-            with par:  # chunks of whole micro-kernel rows, one per thread
-                align = b.select(self.by_seven(b, m), _i(7), _i(self.mr)) if self.mr == 8 else _i(self.mr)
-                b.call(parallel_for(self.mod), [worker, ctx, _i(0), m, align, _i(THREADS)])
+            with par:
+                with b.if_else(self.by_columns(b, m, o)) as (columns, whole_rows):
+                    with columns:
+                        b.call(parallel_for(self.mod), [self.split_worker(part, False), ctx, _i(0),
+                                                        o, _i(self.nr), _i(THREADS)])
+                    with whole_rows:
+                        align = b.select(self.by_seven(b, m), _i(7), _i(self.mr)) \
+                            if self.mr == 8 else _i(self.mr)
+                        b.call(parallel_for(self.mod), [self.split_worker(part, True), ctx, _i(0),
+                                                        m, align, _i(THREADS)])
             with ser:
-                b.call(worker, [ctx, _i(0), m])
+                b.call(part, [ctx, _i(0), m, _i(0), o])
         b.ret_void()
+        return fn
+
+    def by_columns(self, b: ir.IRBuilder, m: ir.Value, o: ir.Value) -> ir.Value:
+        """Whether ``split_driver`` cuts the output channels rather than the rows: fewer
+        than COLUMN_SPLIT_ROWS rows per thread, and a panel of channels for each.
+        Cut by rows, every chunk streams all of the weight's panels, and a few rows
+        leave the threads uneven (16 rows of 6-row kernels: 12 + 4); cut by columns,
+        every chunk packs (or transforms) all the rows' inputs."""
+        few = b.icmp_signed("<", m, _i(COLUMN_SPLIT_ROWS * THREADS))
+        return b.and_(few, b.icmp_signed(">=", o, _i(self.nr * THREADS)))
+
+    def new_part(self, name: str) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value],
+                                           tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]:
+        """A new ``part`` for ``split_driver``: the function, a builder at its entry, the
+        context's words (loaded), its rows ``(lo, hi)`` and output channels ``(lo, hi)``.
+        Not inlined: the driver calls it from two workers and itself."""
+        fn = ir.Function(self.mod, PART_TYPE, name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        ctx, row_lo, row_hi, col_lo, col_hi = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        words = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(CTX_WORDS)]
+        return fn, b, words, (row_lo, row_hi), (col_lo, col_hi)
+
+    def split_worker(self, part: ir.Function, by_rows: bool) -> ir.Function:
+        """``part`` as a worker of ``parallel_for``: on rows ``[lo, hi)`` and every
+        channel, or (``by_rows`` False) on every row and the channels ``[lo, hi)``."""
+        name = f"{part.name}.{'rows' if by_rows else 'columns'}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn, b, words, lo, hi = new_worker(self.mod, name, CTX_WORDS)
+        o, m = words[6], words[11]
+        span = [lo, hi, _i(0), o] if by_rows else [_i(0), m, lo, imin(b, hi, o)]
+        b.ret(b.call(part, [fn.args[0], *span]))
         return fn
 
     def by_seven(self, b: ir.IRBuilder, m: ir.Value) -> ir.Value:
@@ -128,16 +184,17 @@ class ConvRowsBuilder(ConvBuilder):
         kcb = self.k_block(b, k)
         return b.mul(b.sdiv(b.add(kcb, b.sub(kw, _i(1))), kw), kw)
 
-    def pixels_worker(self) -> ir.Function:
-        """``i32 worker(ctx, lo, hi)``: the output pixels ``[lo, hi)`` of every channel:
-        their patches packed (``pack``), multiplied by every panel of W^T into their
-        C^T tile, which is then copied into ``y`` transposed."""
+    def pixels_part(self) -> ir.Function:
+        """``part(ctx, lo, hi, col_lo, col_hi)`` (``new_part``): the output pixels ``[lo,
+        hi)`` of the channels ``[col_lo, col_hi)``: their patches packed (``pack``),
+        multiplied by those channels' panels of W^T into their C^T tile, which is then
+        copied into ``y`` transposed."""
         name = f"wia.conv.rows.pixels.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn, b, words, lo, hi = new_worker(self.mod, name, CTX_WORDS)
+        fn, b, words, (lo, hi), span = self.new_part(name)
         x, wpk, y = (b.inttoptr(v, PTR) for v in words[:3])
-        c, hp, wp, o, kh, kw, ho, wo = words[3:]
+        c, hp, wp, o, kh, kw, ho, wo = words[3:11]
         m, k = b.sub(hi, lo), b.mul(c, b.mul(kh, kw))
         kcb = self.blocking(b, k, kw)
         lda = b.add(kcb, _i(self.w))  # a row's slack: its last taps' vector (``pack``)
@@ -153,7 +210,7 @@ class ConvRowsBuilder(ConvBuilder):
         self.pack(b, x, (patches, offs), (c, hp, wp, kh, kw, wo), (kcb, lda), lo, hi)
 
         with b.if_then(b.icmp_signed(">", k, _i(0))):
-            self.multiply_blocks(b, (patches, lda, kcb), (wpk, k), (tile, cols), m)
+            self.multiply_blocks(b, (patches, lda, kcb), (wpk, k), (tile, cols), m, span)
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
             self.zero_fill(b, tile, m, cols, cols, ir.Constant(I1, 0))
         plane = b.mul(ho, wo)
@@ -166,7 +223,7 @@ class ConvRowsBuilder(ConvBuilder):
                 b.store(b.load(b.gep(src, [b.mul(p, cols)], source_etype=self.et), typ=self.et),
                         b.gep(dst, [p], source_etype=self.et))
             for_range(b, _i(0), m, 1, one, "out")
-        for_range(b, _i(0), o, 1, channel, "oc")
+        for_range(b, span[0], span[1], 1, channel, "oc")
         scratch_done(self.mod, b, SLOT_CONV_TILE, tile)
         scratch_done(self.mod, b, SLOT_CONV_PACK, patches)
         b.ret(ir.Constant(I32, 0))
@@ -174,20 +231,19 @@ class ConvRowsBuilder(ConvBuilder):
 
     def multiply_blocks(self, b: ir.IRBuilder, a: tuple[ir.Value, ir.Value, ir.Value],
                         w: tuple[ir.Value, ir.Value], c: tuple[ir.Value, ir.Value],
-                        m: ir.Value) -> None:
-        """``C[0:m, 0:cols] = A @ W``: ``a`` = (A, lda, kcb), A K-block-major (block
+                        m: ir.Value, span: tuple[ir.Value, ir.Value]) -> None:
+        """``C[0:m, span] = A @ W[:, span]``: ``a`` = (A, lda, kcb), A K-block-major (block
         ``pc // kcb`` holds the ``m`` rows' ``kcb`` columns from ``pc``, ``lda`` apart);
         ``w`` = (W's panels, k), column ``col``'s panel of ``k`` rows at ``col * k``;
-        ``c`` = (C, cols), ``cols`` apart. 7-row micro-kernels where 7 divides ``m``
-        and 8 does not (``by_seven``)."""
+        ``c`` = (C, cols), ``cols`` apart; ``span`` = whole panels of columns, (lo, hi).
+        7-row micro-kernels where 7 divides ``m`` and 8 does not (``by_seven``)."""
         (a_blocks, lda, kcb), (panels, k), (tile, cols) = a, w, c
-
         def multiply(builder: ConvRowsBuilder) -> None:
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
                 block = b.gep(a_blocks, [b.mul(b.sdiv(pc, kcb), b.mul(m, lda))], source_etype=self.et)
                 builder.multiply_panels(
-                    b, block, lda, _i(0), kc, panels, _i(0), cols, cols, tile, cols, m,
+                    b, block, lda, _i(0), kc, panels, span[0], span[1], cols, tile, cols, m,
                     b.icmp_signed(">", pc, _i(0)),
                     panel_at=lambda col: b.gep(panels, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
                                                source_etype=self.et))

@@ -21,12 +21,13 @@ Each m x m block of outputs (a "tile") needs an a x a window ``d`` of the padded
     conv_wino{m}(x, up, y, c, hp, wp, o, kh, kw, ho, wo)      ; one image (kh = kw = 3)
     conv_wino{m}_raw(x, w, y, c, hp, wp, o, kh, kw, ho, wo)   ; w not frozen: U per call
 
-splits the image's tiles over the pool as conv_rows does its pixels. A chunk
-(``tiles_worker``) goes through its tiles in blocks of at most ``BLOCK_TILES``, and
-per block:
+splits the image's tiles over the pool as conv_rows does its pixels (a few tiles: its
+output channels). A chunk (``tiles_part``) goes through its tiles in blocks of at most
+``BLOCK_TILES``, and per block:
 1. transforms the tiles' windows into a^2 row-major A matrices (K-block-major as
    conv_rows' patches), in its thread's scratch memory;
-2. multiplies each by its ``U[e]^T`` panels into its own C tile (scratch memory too);
+2. multiplies each by its ``U[e]^T`` panels (of its output channels) into its own C
+   tile (scratch memory too);
 3. transforms each tile's a^2 sums into outputs, a vector of output channels at a
    time, and stores those that fall inside the plane.
 
@@ -55,9 +56,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...dtypes import DType
-from .conv_rows import CTX_WORDS, ConvRowsBuilder
+from .conv_rows import ConvRowsBuilder
 from .gemm import _i, imin
-from .parallel import new_worker
 from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
@@ -208,7 +208,7 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         def tiles(b: ir.IRBuilder, c: ir.Value, o: ir.Value, *sizes: ir.Value) -> tuple[ir.Value, ir.Value]:
             m = b.mul(self.tiles(b, sizes[2]), self.tiles(b, sizes[3]))
             return m, b.mul(b.mul(m, b.mul(c, _i(self.products))), o)
-        return self.split_driver(name or f"wia.conv.wino.{self.tag}", self.tiles_worker(), tiles)
+        return self.split_driver(name or f"wia.conv.wino.{self.tag}", self.tiles_part(), tiles)
 
     @property
     def products(self) -> int:
@@ -219,15 +219,16 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         """Tiles along an axis of ``n`` outputs: ``ceil(n / m)``."""
         return b.sdiv(b.add(n, _i(self.form.m - 1)), _i(self.form.m))
 
-    def tiles_worker(self) -> ir.Function:
-        """``i32 worker(ctx, lo, hi)``: the tiles ``[lo, hi)``, every output channel, in
-        blocks of at most BLOCK_TILES (``block``)."""
+    def tiles_part(self) -> ir.Function:
+        """``part(ctx, lo, hi, col_lo, col_hi)`` (``new_part``): the tiles ``[lo, hi)``
+        of the output channels ``[col_lo, col_hi)``, in blocks of at most BLOCK_TILES
+        (``block``)."""
         name = f"wia.conv.wino.tiles.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn, b, words, lo, hi = new_worker(self.mod, name, CTX_WORDS)
+        fn, b, words, (lo, hi), span = self.new_part(name)
         x, up, y = (b.inttoptr(v, PTR) for v in words[:3])
-        c, hp, wp, o, _, _, ho, wo = words[3:]
+        c, hp, wp, o, _, _, ho, wo = words[3:11]
         n = b.sub(hi, lo)
         blocks = b.sdiv(b.add(n, _i(BLOCK_TILES - 1)), _i(BLOCK_TILES))
         size = b.sdiv(b.add(n, b.sub(blocks, _i(1))), blocks)  # even blocks: no short tail
@@ -251,8 +252,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         def block(first: ir.Value) -> None:
             m = imin(b, size, b.sub(hi, first))
             self.transform_input(b, x, a_all, (a_elems, kcb, lda), shape, first, m, half)
-            self.multiply(b, (a_all, a_elems, lda, kcb), (up, c_all, c_elems), (c, o, cols), m)
-            self.transform_output(b, y, c_all, c_elems, shape, first, m, half)
+            self.multiply(b, (a_all, a_elems, lda, kcb), (up, c_all, c_elems), (c, o, cols), m, span)
+            self.transform_output(b, y, c_all, c_elems, shape, first, m, half, span)
         for_range(b, lo, hi, size, block, "blk")
         scratch_done(self.mod, b, SLOT_CONV_TILE, c_all)
         scratch_done(self.mod, b, SLOT_CONV_PACK, a_all)
@@ -323,9 +324,9 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         for_range(b, _i(0), c, kcb, k_block, "pc")
 
     def multiply(self, b: ir.IRBuilder, a: tuple[ir.Value, ...], u: tuple[ir.Value, ...],
-                 extents: tuple[ir.Value, ...], m: ir.Value) -> None:
-        """``C[e] = A[e] @ U[e]^T`` for e = 0..15: the ``m`` rows by the K blocks
-        (conv_rows.py's ``multiply_blocks``)."""
+                 extents: tuple[ir.Value, ...], m: ir.Value, span: tuple[ir.Value, ir.Value]) -> None:
+        """``C[e][:, span] = A[e] @ U[e]^T[:, span]`` for e < a^2: the ``m`` rows by the K
+        blocks (conv_rows.py's ``multiply_blocks``)."""
         a_all, a_elems, lda, kcb = a
         up, c_all, c_elems = u
         c, o, cols = extents
@@ -333,13 +334,14 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         def one(e: ir.Value) -> None:
             self.multiply_blocks(b, (b.gep(a_all, [b.mul(e, a_elems)], source_etype=self.et), lda, kcb),
                                  (b.gep(up, [b.mul(e, b.mul(o, c))], source_etype=self.et), c),
-                                 (b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et), cols), m)
+                                 (b.gep(c_all, [b.mul(e, c_elems)], source_etype=self.et), cols), m, span)
         for_range(b, _i(0), _i(self.products), 1, one, "e")
 
     def transform_output(self, b: ir.IRBuilder, y: ir.Value, c_all: ir.Value, c_elems: ir.Value,
                          shape: tuple[ir.Value, ...], first: ir.Value, m: ir.Value,
-                         half: ir.Value) -> None:
-        """``y``'s m x m outputs of the ``m`` tiles from ``first``: ``A^T M A`` of each
+                         half: ir.Value, span: tuple[ir.Value, ir.Value]) -> None:
+        """``y``'s m x m outputs of the ``m`` tiles from ``first``, of the output channels
+        ``span`` (whole vectors of them): ``A^T M A`` of each
         tile's a^2 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
         contiguous), in two loops as ``transform_input``: ``M A`` row by row into
         ``half``, then ``A^T (M A)`` column by column, each output's lanes stored one
@@ -380,7 +382,7 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                                               source_etype=self.et))
                 for_range(b, _i(0), _i(n), 1, sums_row, "srow")
                 for_range(b, _i(0), _i(f.m), 1, output_column, "ocol")
-            for_range(b, _i(0), o, self.w, channels, "oc")
+            for_range(b, span[0], span[1], self.w, channels, "oc")
         for_range(b, _i(0), m, 1, tile, "tile")
 
     def load_vector(self, b: ir.IRBuilder, base: ir.Value, at: ir.Value) -> ir.Value:
