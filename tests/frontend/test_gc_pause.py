@@ -1,4 +1,4 @@
-"""``frontend.gcpause.no_cyclic_gc``: the cycle collector is off inside, restored after,
+"""``gcpause.no_cyclic_gc``: the cycle collector is off inside, restored after,
 and what the phase allocated leaves it in the oldest generation (so the first
 collection after a large parse does not rescan the whole tree), without undoing a
 process's own ``gc.freeze``."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 
-from wiadsl.frontend.gcpause import no_cyclic_gc
+from wiadsl.gcpause import no_cyclic_gc
 
 
 class Node:

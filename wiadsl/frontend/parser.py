@@ -25,10 +25,10 @@ from __future__ import annotations
 from lark import Token
 
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
+from ..gcpause import no_cyclic_gc
 from ..records import record
 from .ast import BinOp, Program, child_fields
 from .ast_builder import AstBuilder
-from .gcpause import no_cyclic_gc
 from .lalr import LalrParser
 from .tokens import (
     MAX_DEPTH,

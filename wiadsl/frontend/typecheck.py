@@ -19,13 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import Span, WiaCallError, WiaError, WiaNameError, WiaTypeError, raise_all
+from ..gcpause import no_cyclic_gc
 from ..records import record
 from . import ast
 from . import typerules as tr
 from .builtins import Operand, Static, Sym
 from .checkctx import BodyCtx
 from .checkstmt import StmtChecker
-from .gcpause import no_cyclic_gc
 from .kernelcheck import KernelTyping, ParamInfo, bind_call, check_kernel, declared_params
 from .loader import MAIN_MODULE, LoadedProgram
 from .scope import Env, FuncKey, ModuleScope, build_scopes, find_recursion

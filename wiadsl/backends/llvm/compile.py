@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from ...cache.log import Stages
 from ...diagnostics import Span, WiaIRError
+from ...gcpause import no_cyclic_gc
 from ...ir.module import ModuleOp
 from ...ir.types import IRType, ScalarType, TensorType
 from ...ir.verifier import verify
@@ -171,13 +172,14 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     kernel), compiled at once on ``PART_THREADS`` threads; the entry's is the first and is
     loaded last."""
     prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
-    if passes:
-        with stages.stage("passes"):
-            module = tensor_passes(module, level)
-    with stages.stage("lower"), use_config(config):
-        # its helpers compile beside the rest of the lowering and the kernel's LLVM work
-        lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, on_libraries=prefetch)
-        texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
+    with no_cyclic_gc():  # the IR is acyclic trees of objects that live until the text is made
+        if passes:
+            with stages.stage("passes"):
+                module = tensor_passes(module, level)
+        with stages.stage("lower"), use_config(config):
+            # its helpers compile beside the rest of the lowering and the kernel's LLVM work
+            lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, on_libraries=prefetch)
+            texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
     if any(SLOT_SYMBOL in t for t in texts):
         prefetch([POOL_SPEC])  # the thread pool: it has a parallel region
     others = [_part_pool().submit(_part_object, t, level) for t in texts[1:]]

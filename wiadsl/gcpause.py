@@ -1,4 +1,4 @@
-"""``no_cyclic_gc``: pause Python's cycle collector while the frontend builds large trees.
+"""``no_cyclic_gc``: pause Python's cycle collector while a phase builds large trees
 
 A parse or a check allocates millions of tokens, nodes and types, none in a cycle,
 that stay alive until the phase ends: each full collection rescans all of them (a
