@@ -99,6 +99,25 @@ def test_winograd_matches_numpy(case, source: str, threads: int, frozen: tuple[i
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", [(1, 9, 13, 13, 64, 1), (2, 16, 8, 8, 64, 1)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_f64_windows_wider_than_a_vector(case, threads: int, any_shape) -> None:
+    """f64: a window row of F(4x4) (6 columns) is two vectors of 4 lanes on AVX2 (two
+    loads and transposes per channel row), one of 8 on AVX-512; channels not a whole
+    vector (9) and plane edges inside a tile (13) take the masked loads, whole ones (16,
+    8) the plain."""
+    n, c, h, wd, o, p = case
+    rng = np.random.default_rng(sum(case))
+    x = rng.standard_normal((n, c, h, wd))
+    w = rng.standard_normal((o, c, 3, 3))
+    source = PLAIN.format(p=p).replace("f32", "f64")
+    scale = 4 * np.sqrt(9 * c)
+    for got in run(source, (x, w), threads):
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, reference(x, w, p), rtol=1e-9, atol=1e-12 * scale)
+
+
 @pytest.mark.parametrize(("extents", "frozen", "tile"), [
     ((64, 64, 3, 3, (1, 1), 56, 56), True, 4),        # ResNet-18's stages: F(4x4) from
     ((256, 256, 3, 3, (1, 1), 14, 14), True, 4),      # 16 tiles of 4x4,
