@@ -86,9 +86,22 @@ def test_chunks_cover_the_range_once(lo, hi, align, chunks):
     assert seen[0][0] == lo and seen[-1][1] == hi
     for (a0, b0, _), (a1, _, _) in zip(seen, seen[1:], strict=False):
         assert b0 == a1 and a0 < b0
-    per = seen[0][1] - seen[0][0]
-    assert all(b - a == per for a, b, _ in seen[:-1]) and per % align == 0 or len(seen) == 1
+    # chunks start at whole units of ``align`` from lo, and hold as many of them as
+    # another chunk, give or take one (the range's last unit may be short)
+    assert all((a - lo) % align == 0 for a, _, _ in seen)
+    units = [-(-(b - a) // align) for a, b, _ in seen]
+    assert max(units) - min(units) <= 1
     assert len(seen) <= max(1, chunks)
+
+
+@pytest.mark.parametrize("lo,hi,align,chunks,want", [
+    (0, 49, 6, 2, [(0, 24), (24, 49)]),          # 8 whole units and a short one: 4 + 5
+    (0, 16, 6, 2, [(0, 6), (6, 16)]),            # 6 + (6 + 4), not (6 + 6) + 4
+    (0, 100, 6, 4, [(0, 24), (24, 48), (48, 72), (72, 100)]),
+    (3, 11, 4, 8, [(3, 7), (7, 11)])])           # no more chunks than units
+def test_chunks_are_even_in_whole_units(lo, hi, align, chunks, want):
+    rc, seen = run(lo, hi, align, chunks)
+    assert rc == 0 and [(a, b) for a, b, _ in seen] == want
 
 
 def test_first_error_in_chunk_order():

@@ -4,8 +4,9 @@ thread pool.
     i32 @wia.lib.pool.parallel_for(ptr %worker, ptr %ctx, i64 %lo, i64 %hi, i64 %align, i64 %chunks)
     i32 %worker(ptr %ctx, i64 %lo, i64 %hi)      ; 0 on success, else an error code
 
-``[lo, hi)`` is cut into at most ``chunks`` contiguous chunks whose sizes are
-multiples of ``align`` (the last one takes the rest). The calling thread and
+``[lo, hi)`` is cut into at most ``chunks`` contiguous chunks that start at
+multiples of ``align`` from ``lo``: ``ceil(n / align)`` units of ``align`` indices
+(the last unit may be short), as evenly over the chunks as whole units go. The calling thread and
 ``n - 1`` of the pool's worker threads each start on a contiguous block of the
 chunks, the caller's first, claimed one at a time with an atomic counter per block,
 then claim what is left of the others' blocks (so a worker that the OS schedules
@@ -66,7 +67,7 @@ POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
 #: 2 threads) woke its worker once per call, 135 -> 115 us per call at 1 << 19 (Zen 4 VM).
 SPIN_CYCLES = 1 << 19
 MAX_CHUNKS = 1024
-_STATE_FIELDS = ("pid", "busy", "ticket", "worker", "ctx", "lo", "hi", "per", "nchunks",
+_STATE_FIELDS = ("pid", "busy", "ticket", "worker", "ctx", "lo", "hi", "align", "units", "nchunks",
                  "rcs", "nworkers", "allowed", "cannot_grow", "parts")
 #: i64 words per participant's block of chunks in ``wia.pool.blocks`` (its next
 #: chunk, then its end): a cache line each, so claims do not share lines
@@ -275,9 +276,13 @@ class _Pool:
         i = b.atomic_rmw("add", self.block(b, q, 0), _i(1), "seq_cst")
         b.cbranch(b.icmp_signed("<", i, b.load(self.block(b, q, 1), typ=I64)), body, step)
         b.position_at_end(body)
-        lo, hi, per = (b.load(self.state[f], typ=I64) for f in ("lo", "hi", "per"))
-        c_lo = b.add(lo, b.mul(i, per))
-        c_hi = b.add(c_lo, per)
+        lo, hi, align, units, nchunks = (b.load(self.state[f], typ=I64)
+                                         for f in ("lo", "hi", "align", "units", "nchunks"))
+
+        def start(k: ir.Value) -> ir.Value:  # chunk k's first index: whole units before it
+            return b.add(lo, b.mul(align, b.sdiv(b.mul(k, units), nchunks)))
+        c_lo = start(i)
+        c_hi = start(b.add(i, _i(1)))
         c_hi = b.select(b.icmp_signed("<", c_hi, hi), c_hi, hi)
         worker = _Callee(b.load(self.state["worker"], typ=PTR), WORKER_TYPE)
         rc = b.call(worker, [b.load(self.state["ctx"], typ=PTR), c_lo, c_hi])
@@ -374,11 +379,12 @@ class _Pool:
         align = b.select(b.icmp_signed("<", align, _i(1)), _i(1), align)
         chunks = b.select(b.icmp_signed("<", chunks, _i(1)), _i(1), chunks)
         chunks = b.select(b.icmp_signed(">", chunks, _i(MAX_CHUNKS)), _i(MAX_CHUNKS), chunks)
-        # per = ceil(ceil(n / chunks) / align) * align; nchunks = ceil(n / per)
-        per = b.sdiv(b.add(n, b.sub(chunks, _i(1))), chunks)
-        per = b.mul(b.sdiv(b.add(per, b.sub(align, _i(1))), align), align)
-        per = b.select(b.icmp_signed("<", per, _i(1)), _i(1), per)
-        nchunks = b.sdiv(b.add(n, b.sub(per, _i(1))), per)
+        # units of ``align`` indices (the last may be short), as evenly over the chunks
+        # as whole units go: chunk k starts at unit floor(k * units / nchunks). (Chunks
+        # of ceil(n / chunks) rounded up to whole units left the last one short: 49
+        # rows of 6-row tiles over 2 threads were 30 + 19, now 24 + 25.)
+        units = b.sdiv(b.add(n, b.sub(align, _i(1))), align)
+        nchunks = b.select(b.icmp_signed("<", units, chunks), units, chunks)
         try_pool = fn.append_basic_block("try")
         limit = b.load_atomic(self.limit, "monotonic", 8, typ=I64)
         limit = b.select(b.icmp_signed(">", limit, _i(MAX_THREADS)), _i(MAX_THREADS), limit)
@@ -418,7 +424,8 @@ class _Pool:
         b.position_at_end(region)
         rcs = b.alloca(I32, size=nchunks)
         for field, v in (("worker", b.ptrtoint(worker, I64)), ("ctx", b.ptrtoint(ctx, I64)), ("lo", lo),
-                         ("hi", hi), ("per", per), ("nchunks", nchunks), ("rcs", b.ptrtoint(rcs, I64))):
+                         ("hi", hi), ("align", align), ("units", units), ("nchunks", nchunks),
+                         ("rcs", b.ptrtoint(rcs, I64))):
             b.store(v, self.state[field])
         # the caller and the workers it may get (``allowed``: a worker joins only
         # below it), each with a block
