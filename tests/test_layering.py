@@ -19,12 +19,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wiadsl"
 #: package -> the wiadsl packages it may import (itself aside)
 ALLOWED = {
     "ir": {"diagnostics", "dtypes", "lazy", "records"},
-    "frontend": {"diagnostics", "dtypes", "ir", "lazy", "records", "resources"},
+    "frontend": {"diagnostics", "dtypes", "gcpause", "ir", "lazy", "records", "resources"},
     "cache": {"__version__", "diagnostics", "dtypes", "forking", "ir", "records", "resources",
               "signature"},
     # tune: its stored records only (``tune.records``: the autotuner's gemm configs)
-    "backends": {"cache", "diagnostics", "dtypes", "forking", "ir", "lazy", "loops", "passes",
-                 "records", "signature", "tune"},
+    "backends": {"cache", "diagnostics", "dtypes", "forking", "gcpause", "ir", "lazy", "loops",
+                 "passes", "records", "signature", "tune"},
     "onnx": {"backends", "cache", "diagnostics", "dtypes", "frontend", "ir", "records", "runtime",
              "signature"},
 }

@@ -238,6 +238,7 @@ class ConvRowsBuilder(ConvBuilder):
         ``c`` = (C, cols), ``cols`` apart; ``span`` = whole panels of columns, (lo, hi).
         7-row micro-kernels where 7 divides ``m`` and 8 does not (``by_seven``)."""
         (a_blocks, lda, kcb), (panels, k), (tile, cols) = a, w, c
+
         def multiply(builder: ConvRowsBuilder) -> None:
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)

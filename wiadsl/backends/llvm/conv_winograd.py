@@ -330,9 +330,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                         return b.call(mload, [ptr, align, b.select(b.and_(in_row, valid[k]), cols, none),
                                               zero])
                     # each channel's row of the window (contiguous), then transposed: d[j]
-                    # holds column j of every channel (LLVM turned a gather per column
-                    # into W scalar loads: ~3x slower); the masked loads (slow on AMD too)
-                    # only where the window or the channels end
+                    # holds column j of every channel; masked loads only where the window
+                    # or the channels end
                     d: list[ir.Value] = []
                     for s, cols in zip(spans, in_cols):
                         d += self.transpose(b, [load(k, s, cols) for k in range(self.w)])[:n - s]
@@ -345,8 +344,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                     sums = [(_combine(b, f.bt[k], column),
                              b.gep(a_all, [b.add(b.mul(_i(n * k), a_elems), at)], source_etype=self.et))
                             for k in range(n)]
-                    # a masked store is microcoded on AMD (Zen 3: ~30 % of this function):
-                    # plain stores for a whole vector of channels, masked for the last part
+                    # a masked store is microcoded on AMD (on Zen 3, ~30 % of this function's
+                    # samples in perf): plain stores for a whole vector of channels
                     with b.if_else(b.icmp_signed(">=", b.sub(kc, q), _i(self.w))) as (whole, part):
                         with whole:
                             for value, dst in sums:
