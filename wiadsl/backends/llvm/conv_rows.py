@@ -44,7 +44,7 @@ from llvmlite import ir
 
 from .conv import ConvBuilder
 from .gemm import _i, imin
-from .parallel import THREADS, new_worker, parallel_for, worth_threads
+from .parallel import THREADS, new_context_function, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_store
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
 from .types import I1, I32, I64, PREPACK_TYPE, PTR
@@ -151,12 +151,9 @@ class ConvRowsBuilder(ConvBuilder):
         """A new ``part`` for ``split_driver``: the function, a builder at its entry, the
         context's words (loaded), its rows ``(lo, hi)`` and output channels ``(lo, hi)``.
         Not inlined: the driver calls it from two workers and itself."""
-        fn = ir.Function(self.mod, PART_TYPE, name)
-        fn.linkage = "internal"
+        fn, b, words = new_context_function(self.mod, name, PART_TYPE, CTX_WORDS)
         fn.attributes.add("noinline")
-        ctx, row_lo, row_hi, col_lo, col_hi = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        words = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(CTX_WORDS)]
+        _, row_lo, row_hi, col_lo, col_hi = fn.args
         return fn, b, words, (row_lo, row_hi), (col_lo, col_hi)
 
     def split_worker(self, part: ir.Function, by_rows: bool) -> ir.Function:

@@ -99,16 +99,24 @@ class _Callee:
         return self.ptr.get_reference()
 
 
+def new_context_function(mod: ir.Module, name: str, ftype: ir.FunctionType, words: int
+                         ) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value]]:
+    """A new internal function of ``ftype`` whose first argument is a context of i64
+    words: the function, a builder at its entry, the context's first ``words`` words
+    (loaded)."""
+    fn = ir.Function(mod, ftype, name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = fn.args[0]
+    return fn, b, [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(words)]
+
+
 def new_worker(mod: ir.Module, name: str, words: int
                ) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value], ir.Value, ir.Value]:
     """A new internal ``i32 name(ptr ctx, i64 lo, i64 hi)`` for ``parallel_for``: the
     function, a builder at its entry, ctx's first ``words`` i64 words (loaded), lo, hi."""
-    fn = ir.Function(mod, WORKER_TYPE, name)
-    fn.linkage = "internal"
-    ctx, lo, hi = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vals = [b.load(b.gep(ctx, [_i(j)], source_etype=I64), typ=I64) for j in range(words)]
-    return fn, b, vals, lo, hi
+    fn, b, vals = new_context_function(mod, name, WORKER_TYPE, words)
+    return fn, b, vals, fn.args[1], fn.args[2]
 
 
 def parallel_for(mod: ir.Module) -> ir.Function:
