@@ -5,11 +5,13 @@ Python threads, errors raised inside workers, and a forked child."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -47,9 +49,22 @@ def pool() -> Any:
     return POOL(pool_address())
 
 
+@contextlib.contextmanager
+def two_threads() -> Iterator[None]:
+    """Regions of two threads inside the block, whatever the host's CPUs or
+    WIADSL_NUM_THREADS (at one, a region is a single serial call: no chunks)."""
+    before = wiadsl.get_num_threads()
+    wiadsl.set_num_threads(2)
+    try:
+        yield
+    finally:
+        wiadsl.set_num_threads(before)
+
+
 def run(lo: int, hi: int, align: int, chunks: int, fail: dict[int, int] | None = None,
         inner: bool = False) -> tuple[int, list[tuple[int, int, int]]]:
-    """parallel_for over [lo, hi); returns its code and the (lo, hi, thread) of each chunk."""
+    """parallel_for over [lo, hi) at two threads; returns its code and the (lo, hi,
+    thread) of each chunk."""
     seen: list[tuple[int, int, int]] = []
     lock = threading.Lock()
     pf = pool()
@@ -70,7 +85,8 @@ def run(lo: int, hi: int, align: int, chunks: int, fail: dict[int, int] | None =
         return 0 if (a, b) == (0, 100) else 99  # the whole range in one call
     nested = WORKER(nested_body)
     cb = WORKER(body)
-    rc = pf(ctypes.cast(cb, ctypes.c_void_p), None, lo, hi, align, chunks)
+    with two_threads():
+        rc = pf(ctypes.cast(cb, ctypes.c_void_p), None, lo, hi, align, chunks)
     return rc, sorted(seen)
 
 
@@ -100,12 +116,7 @@ def test_chunks_cover_the_range_once(lo, hi, align, chunks):
     (0, 100, 6, 4, [(0, 24), (24, 48), (48, 72), (72, 100)]),
     (3, 11, 4, 8, [(3, 7), (7, 11)])])           # no more chunks than units
 def test_chunks_are_even_in_whole_units(lo, hi, align, chunks, want):
-    before = wiadsl.get_num_threads()
-    wiadsl.set_num_threads(2)  # a region of chunks on any host (one CPU: the caller alone)
-    try:
-        rc, seen = run(lo, hi, align, chunks)
-    finally:
-        wiadsl.set_num_threads(before)
+    rc, seen = run(lo, hi, align, chunks)
     assert rc == 0 and [(a, b) for a, b, _ in seen] == want
 
 
@@ -142,8 +153,9 @@ def test_worker_threads_take_chunks():
     cb = WORKER(slow)
     pf = pool()
     deadline = time.monotonic() + 300
-    while not other.is_set() and time.monotonic() < deadline:
-        assert pf(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
+    with two_threads():
+        while not other.is_set() and time.monotonic() < deadline:
+            assert pf(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
     assert len(threads) > 1
 
 
@@ -167,12 +179,8 @@ def test_a_stalled_threads_block_is_taken_by_the_others():
                 rest.set()
         return 0
     cb = WORKER(body)
-    before = wiadsl.get_num_threads()
-    wiadsl.set_num_threads(2)
-    try:
+    with two_threads():
         assert pool()(ctypes.cast(cb, ctypes.c_void_p), None, 0, 8, 1, 8) == 0
-    finally:
-        wiadsl.set_num_threads(before)
     assert sorted(done) == list(range(8))
     assert all(done[k] != done[0] for k in (1, 2, 3))
 
@@ -293,3 +301,78 @@ print("ok")
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def _sched_getcpu() -> Any:
+    fn = ctypes.CDLL(None).sched_getcpu
+    fn.restype = ctypes.c_int
+    return fn
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two CPUs this process may use")
+def test_a_worker_on_the_callers_cpu_moves_and_keeps_its_mask():
+    """The caller is pinned to the CPU its worker ran on: the worker, joining the next
+    region there, moves to another CPU (``spread``), and runs its chunks with its CPU
+    mask as it was (narrowed only for the move); the caller's mask is its own. Each
+    chunk holds on until both threads have run one, so the worker always takes part
+    (not timed: the waits only bound a stuck pool)."""
+    getcpu = _sched_getcpu()
+    mask = os.sched_getaffinity(0)
+    seen: dict[int, list[tuple[int, frozenset[int]]]] = {}
+    lock = threading.Lock()
+    both = threading.Event()
+    caller = threading.get_ident()
+
+    def body(_ctx: int, a: int, b: int) -> int:
+        with lock:
+            seen.setdefault(threading.get_ident(), []).append((getcpu(), frozenset(os.sched_getaffinity(0))))
+            if len(seen) > 1:
+                both.set()
+        both.wait(timeout=1.0)
+        return 0
+    cb = WORKER(body)
+
+    def region() -> list[tuple[int, frozenset[int]]]:
+        seen.clear()
+        both.clear()
+        deadline = time.monotonic() + 120
+        while len(seen) < 2 and time.monotonic() < deadline:
+            assert pool()(ctypes.cast(cb, ctypes.c_void_p), None, 0, 2, 1, 2) == 0
+        return [v for t, chunks in seen.items() if t != caller for v in chunks]
+
+    with two_threads():
+        (worker_cpu, _), *_ = region()
+        try:
+            os.sched_setaffinity(0, {worker_cpu})
+            on_worker = region()
+            assert os.sched_getaffinity(0) == {worker_cpu}
+        finally:
+            os.sched_setaffinity(0, mask)
+    assert on_worker and all(cpu != worker_cpu and m == frozenset(mask) for cpu, m in on_worker), \
+        (worker_cpu, on_worker)
+
+
+def _pool_ir(triple: str) -> str:
+    from llvmlite import ir
+
+    from wiadsl.backends.llvm.parallel import pool_module
+    module = ir.Module(name="pool")
+    module.triple = triple
+    pool_module(module)
+    return str(module)
+
+
+def test_workers_spread_over_cpus_only_where_glibc_has_the_calls():
+    """On Linux the pool's worker loop asks where it runs and moves off a CPU another
+    participant holds (glibc's sched_getcpu / sched_setaffinity); a module for another
+    OS declares neither (it would not link there). IR text, host-independent."""
+    linux = _pool_ir("x86_64-unknown-linux-gnu")
+    other = _pool_ir("x86_64-apple-darwin")
+    for name in ("sched_getcpu", "sched_getaffinity", "sched_setaffinity"):
+        assert f"declare i32 @\"{name}\"" in linux
+        assert name not in other
+    main = linux[linux.index("define internal ptr @\"wia.pool.main\""):]
+    body = main[:main.index("\n}\n")]
+    # the worker restores its mask right after narrowing it: set, then set again
+    assert body.count("call i32 @\"sched_setaffinity\"") == 2

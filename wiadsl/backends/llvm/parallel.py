@@ -70,8 +70,13 @@ MAX_CHUNKS = 1024
 _STATE_FIELDS = ("pid", "busy", "ticket", "worker", "ctx", "lo", "hi", "align", "units", "nchunks",
                  "rcs", "nworkers", "allowed", "cannot_grow", "parts")
 #: i64 words per participant's block of chunks in ``wia.pool.blocks`` (its next
-#: chunk, then its end): a cache line each, so claims do not share lines
+#: chunk, its end, the CPU it runs on or -1): a cache line each, so claims do not
+#: share lines
 _BLOCK_WORDS = 8
+_NEXT, _END, _CPU = 0, 1, 2
+#: bytes of the CPU masks the workers read and set (``spread``): 8192 CPUs; a
+#: kernel with more refuses the call and the worker stays where it is
+_CPU_MASK_BYTES = 1024
 _MUTEX_BYTES = 128  # room for pthread_mutex_t / pthread_cond_t of any libc
 
 
@@ -201,6 +206,12 @@ class _Pool:
         self.getpid = decl("getpid", I32, [])
         self.cycles = decl("llvm.readcyclecounter", I64, [])
         self.pause = decl("llvm.x86.sse2.pause", ir.VoidType(), []) if x86 else None
+        # where the threads run (``spread``): glibc's, so Linux only
+        self.linux = "linux" in mod.triple
+        if self.linux:
+            self.getcpu = decl("sched_getcpu", I32, [])
+            self.getaffinity = decl("sched_getaffinity", I32, [I32, I64, PTR])
+            self.setaffinity = decl("sched_setaffinity", I32, [I32, I64, PTR])
 
     # ------------------------------------------------------------ helpers
 
@@ -252,16 +263,82 @@ class _Pool:
             self.sleep_until(b, ready, cond)
 
     def block(self, b: ir.IRBuilder, q: ir.Value, word: int) -> ir.Value:
-        """The address of word ``word`` (0: next chunk, 1: end) of participant ``q``'s block."""
+        """The address of word ``word`` (_NEXT, _END, _CPU) of participant ``q``'s block."""
         return b.gep(self.blocks, [_i(0), b.add(b.mul(q, _i(_BLOCK_WORDS)), _i(word))])
 
     def share_chunks(self, b: ir.IRBuilder, nchunks: ir.Value, parts: ir.Value) -> None:
-        """Cut chunks [0, nchunks) into ``parts`` contiguous blocks, one per participant."""
+        """Cut chunks [0, nchunks) into ``parts`` contiguous blocks, one per participant
+        (CPUs not yet known; the caller's recorded)."""
         def bounds(q: ir.Value) -> None:
-            b.store(b.sdiv(b.mul(q, nchunks), parts), self.block(b, q, 0))
-            b.store(b.sdiv(b.mul(b.add(q, _i(1)), nchunks), parts), self.block(b, q, 1))
+            b.store(b.sdiv(b.mul(q, nchunks), parts), self.block(b, q, _NEXT))
+            b.store(b.sdiv(b.mul(b.add(q, _i(1)), nchunks), parts), self.block(b, q, _END))
+            self.set_cpu(b, q, _i(-1))
         for_range(b, _i(0), parts, 1, bounds, "share")
+        if self.linux:
+            self.set_cpu(b, _i(0), b.sext(b.call(self.getcpu, []), I64))
         self.st(b, "parts", parts)
+
+    def cpu_of(self, b: ir.IRBuilder, q: ir.Value) -> ir.Value:
+        """The CPU participant ``q`` recorded for this region, or -1 (workers read each
+        other's as they are written: atomic, unordered)."""
+        return b.load_atomic(self.block(b, q, _CPU), "monotonic", 8, typ=I64)
+
+    def set_cpu(self, b: ir.IRBuilder, q: ir.Value, cpu: ir.Value) -> None:
+        b.store_atomic(cpu, self.block(b, q, _CPU), "monotonic", 8)
+
+    def spread(self, b: ir.IRBuilder, me: ir.Value) -> None:
+        """A worker that joins a region on the CPU of another participant (the caller,
+        usually) moves to another CPU it may run on, then records its CPU.
+
+        Why: Linux wakes a thread on its waker's CPU when it thinks the others busy,
+        and in a VM a vCPU that idled long enough is "preempted" to the guest (the host
+        gave its core away), so after a pause of ~0.1 s the woken worker queued behind
+        the caller on one vCPU while the other idled, until the load balancer moved it
+        tens of ms later: a 512^3 matmul at two threads took 3.6-4.4 ms for a dozen
+        calls after each pause instead of 1.8 (one thread: 4.0). Restricting the
+        worker's CPU mask to the others migrates it at once; the mask is restored right
+        after, which leaves it where it is (the user's affinity stays in force)."""
+        if not self.linux:
+            return
+        cpu = b.sext(b.call(self.getcpu, []), I64)
+        parts = self.ld(b, "parts")
+        words = _CPU_MASK_BYTES // 8
+        with b.goto_entry_block():  # the worker loops: its stack slots are made once
+            shared, where, left = b.alloca(I1), b.alloca(I64), b.alloca(I64)
+            mine, elsewhere = b.alloca(I64, size=words), b.alloca(I64, size=words)
+        b.store(ir.Constant(I1, 0), shared)
+
+        def other(q: ir.Value) -> ir.Value:  # i1: participant q is not me, and on a known CPU
+            return b.and_(b.icmp_signed("!=", q, me), b.icmp_signed(">=", self.cpu_of(b, q), _i(0)))
+
+        def check(q: ir.Value) -> None:
+            same = b.icmp_signed("==", self.cpu_of(b, q), cpu)
+            b.store(b.or_(b.load(shared, typ=I1), b.and_(other(q), same)), shared)
+        for_range(b, _i(0), parts, 1, check, "cpus")
+        b.store(cpu, where)
+        with b.if_then(b.load(shared, typ=I1), likely=False):
+            got = b.call(self.getaffinity, [ir.Constant(I32, 0), _i(_CPU_MASK_BYTES), mine])
+            with b.if_then(b.icmp_signed("==", got, ir.Constant(I32, 0))):
+                for_range(b, _i(0), _i(words), 1, lambda w: b.store(
+                    b.load(b.gep(mine, [w], source_etype=I64), typ=I64),
+                    b.gep(elsewhere, [w], source_etype=I64)), "mask")
+
+                def clear(q: ir.Value) -> None:  # the CPUs of the others, off the mask
+                    c = self.cpu_of(b, q)
+                    with b.if_then(b.and_(other(q), b.icmp_signed("<", c, _i(_CPU_MASK_BYTES * 8)))):
+                        at = b.gep(elsewhere, [b.lshr(c, _i(6))], source_etype=I64)
+                        bit = b.shl(_i(1), b.and_(c, _i(63)))
+                        b.store(b.and_(b.load(at, typ=I64), b.xor(bit, _i(-1))), at)
+                for_range(b, _i(0), parts, 1, clear, "clear")
+                b.store(_i(0), left)
+                for_range(b, _i(0), _i(words), 1, lambda w: b.store(
+                    b.or_(b.load(left, typ=I64), b.load(b.gep(elsewhere, [w], source_etype=I64), typ=I64)),
+                    left), "left")
+                with b.if_then(b.icmp_unsigned("!=", b.load(left, typ=I64), _i(0))):
+                    b.call(self.setaffinity, [ir.Constant(I32, 0), _i(_CPU_MASK_BYTES), elsewhere])
+                    b.call(self.setaffinity, [ir.Constant(I32, 0), _i(_CPU_MASK_BYTES), mine])
+                    b.store(b.sext(b.call(self.getcpu, []), I64), where)
+        self.set_cpu(b, me, b.load(where, typ=I64))
 
     def run_chunks(self, b: ir.IRBuilder, me: ir.Value) -> None:
         """Run the chunks of participant ``me``'s block, then claim those left in the
@@ -281,8 +358,8 @@ class _Pool:
         b.cbranch(b.icmp_signed("<", s, parts), head, done)
         b.position_at_end(head)
         q = b.srem(b.add(me, s), parts)
-        i = b.atomic_rmw("add", self.block(b, q, 0), _i(1), "seq_cst")
-        b.cbranch(b.icmp_signed("<", i, b.load(self.block(b, q, 1), typ=I64)), body, step)
+        i = b.atomic_rmw("add", self.block(b, q, _NEXT), _i(1), "seq_cst")
+        b.cbranch(b.icmp_signed("<", i, b.load(self.block(b, q, _END), typ=I64)), body, step)
         b.position_at_end(body)
         lo, hi, align, units, nchunks = (b.load(self.state[f], typ=I64)
                                          for f in ("lo", "hi", "align", "units", "nchunks"))
@@ -332,7 +409,9 @@ class _Pool:
         pair = b.cmpxchg(self.state["ticket"], t, b.add(t, _i(2)), "seq_cst", "seq_cst")
         b.cbranch(b.extract_value(pair, 1), run, join)  # lost a race: look again
         b.position_at_end(run)
-        self.run_chunks(b, b.add(index, _i(1)))  # participant 0 is the caller
+        me = b.add(index, _i(1))  # participant 0 is the caller
+        self.spread(b, me)
+        self.run_chunks(b, me)
         old = b.atomic_rmw("sub", self.state["ticket"], _i(2), "seq_cst")
         new = b.sub(old, _i(2))
         last = b.icmp_signed("==", b.and_(new, _i(0xFFFFFFFF)), _i(1))  # closed, nobody active
