@@ -57,6 +57,9 @@ class AllocOp(Operation):
 
     Contents are unspecified until stored (the interpreter fills them with a
     recognizable garbage pattern so that reads before writes show up in tests).
+    ``{stack}``: a small static buffer that lives until its function returns, in the
+    function's stack frame (contract_rows.py's row buffers: a parallel loop's chunk
+    then allocates nothing).
     """
 
     name = "loop.alloc"
@@ -66,6 +69,8 @@ class AllocOp(Operation):
         expect_counts(self, (0, None), 1)
         result = expect_tensor(self, self.result.type, "result")
         check_dynamic_extents(self, result, self.operands)
+        if attr_bool(self, "stack", False) and (self.operands or None in result.shape):
+            raise self.error("a {stack} buffer must have static extents")
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         it = iter(int(a) for a in args)

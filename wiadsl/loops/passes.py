@@ -23,6 +23,7 @@ from ..ir.module import ModuleOp
 from ..passes.base import Pass, PassContext, PassManager, _split_top
 from ..records import record
 from .accumulators import SplitAccumulators
+from .contract_rows import contract_func
 from .fuse_parallel import fuse_func
 from .merge_functions import merge_functions
 from .parallelize import parallelize_func
@@ -73,6 +74,19 @@ class FuseParallel(Pass):
         for func in list(module):
             if func.name in module:  # not fused away by an earlier function's run
                 ctx.count("loops fused", fuse_func(module, func))
+
+
+@loop_pass
+@record(frozen=True)
+class ContractRows(Pass):
+    """Give a parallel loop's callee a row buffer of its own for every buffer only it
+    uses, row by row (contract_rows.py): a fused softmax's rows stay in L1."""
+
+    name: ClassVar[str] = "contract-rows"
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            ctx.count("buffers contracted", contract_func(module, func))
 
 
 @loop_pass
@@ -150,10 +164,11 @@ def parse_loop_pipeline(text: str) -> list[Pass]:
 
 def default_loop_pipeline(threads: int) -> str:
     """Outline parallel loops (threads when > 1; the calls stay serial otherwise),
-    fuse row-local neighbours (fewer passes over memory with or without threads) and
-    merge the outlined loops that are the same code (compiled once)."""
+    fuse row-local neighbours (fewer passes over memory with or without threads),
+    keep the rows only a fused loop uses in buffers of one row, and merge the
+    outlined loops that are the same code (compiled once)."""
     del threads  # the backend decides at run time whether a region uses threads
-    return "parallelize,fuse-parallel,merge-functions"
+    return "parallelize,fuse-parallel,contract-rows,merge-functions"
 
 
 def run_loop_passes(module: ModuleOp, pipeline: str, verify_each: bool = False) -> ModuleOp:

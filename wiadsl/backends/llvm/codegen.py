@@ -423,6 +423,11 @@ def _alloc(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     it = iter(e.get(v) for v in op.operands)
     extents = [ir.Constant(I64, d) if d is not None else next(it) for d in t.shape]
+    if op.attributes.get("stack"):  # static and small (the verifier; contract_rows.py)
+        with e.b.goto_block(e.alloca_block):
+            frame = e.b.alloca(mem_type(t.dtype), size=ir.Constant(I64, max(1, math.prod(t.shape))))
+            frame.align = 64
+        return [Buf(frame, extents)]
     # Refuse, before allocating, a byte count that overflows or exceeds the machine's
     # memory, and report a failed allocation: never a crash (issue 11, hardening).
     # The static extents' product is Python's (exact): a model's kernel has dozens of
