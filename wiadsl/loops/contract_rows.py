@@ -99,7 +99,7 @@ def _contract(g: FuncOp, param: BlockArgument, iv: Value, a: int) -> None:
         user.set_operand(at - 1, row.result)
 
 
-def _callers(module: ModuleOp) -> dict[str, int]:
+def call_sites(module: ModuleOp) -> dict[str, int]:
     """Callee name -> its number of call sites in ``module``."""
     count: dict[str, int] = {}
     for f in module:
@@ -130,11 +130,11 @@ def _erase_dead(v: OpResult) -> None:
         v = source
 
 
-def contract_func(module: ModuleOp, func: FuncOp) -> int:
-    """Contract the row-local buffers of ``func``'s parallel calls; how many."""
+def contract_func(module: ModuleOp, func: FuncOp, callers: dict[str, int]) -> int:
+    """Contract the row-local buffers of ``func``'s parallel calls; how many.
+    ``callers``: ``call_sites(module)`` (only a callee with one call site changes)."""
     calls = [op for b in func.blocks for op in b.ops
              if op.name == "func.call" and op.attributes.get("parallel")]
-    callers = _callers(module)
     count = 0
     for call in calls:
         name = call.attributes["callee"]

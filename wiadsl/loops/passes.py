@@ -23,7 +23,7 @@ from ..ir.module import ModuleOp
 from ..passes.base import Pass, PassContext, PassManager, _split_top
 from ..records import record
 from .accumulators import SplitAccumulators
-from .contract_rows import contract_func
+from .contract_rows import call_sites, contract_func
 from .fuse_parallel import fuse_func
 from .merge_functions import merge_functions
 from .parallelize import parallelize_func
@@ -85,8 +85,9 @@ class ContractRows(Pass):
     name: ClassVar[str] = "contract-rows"
 
     def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        callers = call_sites(module)  # contracting changes no call site
         for func in list(module):
-            ctx.count("buffers contracted", contract_func(module, func))
+            ctx.count("buffers contracted", contract_func(module, func, callers))
 
 
 @loop_pass
