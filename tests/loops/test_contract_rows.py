@@ -11,22 +11,10 @@ import pytest
 
 import wiadsl
 from wiadsl.diagnostics import WiaIRError
-from wiadsl.ir import parse_module, print_module, run_func, verify
-from wiadsl.loops import lower_module
-from wiadsl.loops.passes import run_loop_passes
+from wiadsl.ir import parse_module, print_module, verify
 from wiadsl.testing.filecheck import filecheck
 
-SOFTMAX = """
-func @f(%x: tensor<?x?xf32>) -> tensor<?x?xf32> attributes {kernel, outputs = ["y"]} {
-^entry:
-  %m = tensor.reduce_max %x {axes = [1], keepdims} : tensor<?x?xf32> -> tensor<?x1xf32>
-  %d = tensor.sub %x, %m : (tensor<?x?xf32>, tensor<?x1xf32>) -> tensor<?x?xf32>
-  %e = tensor.exp %d : tensor<?x?xf32>
-  %s = tensor.reduce_sum %e {axes = [1], keepdims} : tensor<?x?xf32> -> tensor<?x1xf32>
-  %y = tensor.div %e, %s : (tensor<?x?xf32>, tensor<?x1xf32>) -> tensor<?x?xf32>
-  return %y : tensor<?x?xf32>
-}
-"""
+from .loop_cases import SOFTMAX, check_runs_alike, transform
 
 # exp's rows are read column-wise by the transpose after it: its buffer is not one loop's
 READ_AFTER = """
@@ -42,20 +30,17 @@ func @f(%x: tensor<?x?xf32>) -> tensor<?x?xf32> attributes {kernel, outputs = ["
 PIPELINE = "parallelize{min_cost=0},fuse-parallel,contract-rows"
 
 
-def contracted(text: str, shapes):
-    module = lower_module(parse_module(text), shapes)
-    before = print_module(module)
-    run_loop_passes(module, PIPELINE, verify_each=True)
-    return parse_module(before), module
+def contracted(text: str, shape: tuple[int, int] | None):
+    before, after, _ = transform(text, PIPELINE, None if shape is None else [shape])
+    return before, after
 
 
 def same_values(before, after, shape) -> None:
-    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
-    np.testing.assert_array_equal(run_func(after, "f", [x])[0], run_func(before, "f", [x])[0])
+    check_runs_alike(before, after, [np.random.default_rng(4).standard_normal(shape).astype(np.float32)])
 
 
 def test_a_fused_softmax_keeps_its_rows_in_the_callees_frame():
-    before, after = contracted(SOFTMAX, {"f": [(6, 40)]})
+    before, after = contracted(SOFTMAX, (6, 40))
     verify(after)
     out = print_module(after)
     # the caller allocates the result only; the row max, exp and sum live in the callee
@@ -75,7 +60,7 @@ def test_a_fused_softmax_keeps_its_rows_in_the_callees_frame():
 
 
 def test_rows_other_loops_read_keep_their_buffer():
-    before, after = contracted(READ_AFTER, {"f": [(5, 7)]})
+    before, after = contracted(READ_AFTER, (5, 7))
     out = print_module(after)
     assert "{stack}" not in out
     assert out.count("loop.alloc : tensor<5x7xf32>") == 1  # exp's rows, read by the transpose
@@ -92,7 +77,7 @@ def test_rows_of_a_run_time_width_are_left_alone():
 def test_rows_beyond_the_frame_budget_keep_their_buffer():
     from wiadsl.loops.contract_rows import STACK_BYTES
     wide = STACK_BYTES // 4 + 16  # one f32 row larger than the budget
-    _, after = contracted(SOFTMAX, {"f": [(2, wide)]})
+    _, after = contracted(SOFTMAX, (2, wide))
     out = print_module(after)
     assert f"loop.alloc {{stack}} : tensor<{wide}xf32>" not in out
     assert out.count("loop.alloc {stack} : tensor<1xf32>") == 2  # the max and the sum still are
