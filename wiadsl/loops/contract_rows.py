@@ -13,9 +13,9 @@ touches it only by loads and stores at offsets ``a * i + r`` with ``0 <= r < a``
 (the row-locality ``fuse-parallel`` proves; ``a`` a constant), the callee gets a
 buffer of ``a`` elements of its own instead, in its stack frame (``loop.alloc
 {stack}``: one per call, that is per chunk of rows on its thread), and reads and
-writes ``r``; the caller's allocation goes away. A row's values then stay in L1 between the passes over it, and the
-call allocates nothing for them (issue 19: memory planning; one pass over memory
-per row operation).
+writes ``r``; the caller's allocation goes away. A row's values then stay in L1
+between the passes over it, and the call allocates nothing for them (issue 19:
+memory planning; one pass over memory per row operation).
 
 Legality: ``loop.alloc`` contents are unspecified until stored, so iteration i may
 find anything in its row before it writes it, as in the big buffer (the lowering
@@ -33,7 +33,7 @@ from ..ir.core import BlockArgument, Operation, OpResult, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import create_op
 from ..ir.types import INDEX, TensorType
-from .fuse_parallel import accesses, inner_bounds, loop_parts
+from .fuse_parallel import Range, accesses, inner_bounds, loop_parts
 
 #: bytes of row buffers a callee gets at most, in its stack frame (``loop.alloc
 #: {stack}``: nothing allocated per call; a worker thread's stack is megabytes). Rows
@@ -61,9 +61,10 @@ def _alloc_root(v: Value) -> OpResult | None:
     return v if isinstance(v, OpResult) and v.op.name == "loop.alloc" else None
 
 
-def _row_stride(g: FuncOp, param: BlockArgument, k: int, found: list) -> int | None:
-    """The stride ``a`` of every access of parameter ``k`` of ``g`` (loads and stores
-    only, all of them at ``a * i + r`` with ``0 <= r < a``), or None."""
+def _row_stride(param: BlockArgument, k: int, found: list[tuple[int, bool, Range | None]]) -> int | None:
+    """The stride ``a`` of every access of parameter ``k`` (``param``) of a callee whose
+    accesses are ``found`` (fuse_parallel.accesses): loads and stores only, all of them
+    at ``a * i + r`` with ``0 <= r < a``; else None."""
     if any(u.name not in ("loop.load", "loop.store") for u in param.users):
         return None
     if any(u.name == "loop.store" and u.operands[0] is param for u in param.users):
@@ -152,10 +153,11 @@ def contract_func(module: ModuleOp, func: FuncOp, callers: dict[str, int]) -> in
             t = param.type
             if alloc is None or not isinstance(t, TensorType) or not _only_user(alloc, call, k):
                 continue
-            a = _row_stride(g, param, k, found)
-            if a is None or a * ((t.dtype.bits + 7) // 8) > room:
+            a = _row_stride(param, k, found)
+            row_bytes = 0 if a is None else a * ((t.dtype.bits + 7) // 8)
+            if a is None or row_bytes > room:
                 continue
-            room -= a * ((t.dtype.bits + 7) // 8)
+            room -= row_bytes
             _contract(g, param, iv, a)
             done.append(k)
         passed = [call.operands[k] for k in done]
