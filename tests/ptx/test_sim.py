@@ -54,3 +54,27 @@ def test_example_matches_interpreter(path: str, kernel: str) -> None:
     want = jit_kernel(source, kernel, "interp", path)(*inputs)
     got = jit_kernel(source, kernel, "ptxsim", path)(*inputs)
     _compare(got, want, kernel)
+
+
+# The reduction a branch tests is the scalar result of a fused_reduce whose other result
+# is a tensor (CSE shares reduce_max(b) between t and the condition): the plan reads it
+# back to the host for the branch (fuzz seed 10800000334: "%t is not a host scalar").
+SHARED_SCALAR = """
+kernel k(input b: f32[N], output o: i64) {
+    t = reduce_max(b, axis=-1);
+    u = max(b, t);
+    if reduce_max(b) < 2.0 {
+        o = argmin(u) + 2;
+    } else {
+        o = argmin(u) - 3;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("values", [[1.0], [3.0, -1.0, 5.0], [0.5, 1.5, -2.0, 1.0]])
+def test_a_fused_reductions_scalar_result_feeds_a_branch(values: list[float]) -> None:
+    b = np.asarray(values, np.float32)
+    want = jit_kernel(SHARED_SCALAR, "k", "interp")(b)
+    got = jit_kernel(SHARED_SCALAR, "k", "ptxsim")(b)
+    _compare(got, want, "shared scalar")

@@ -266,7 +266,11 @@ class Planner(AttentionMixin, OpsMixin):
                 self.env[id(r)] = Lazy(op, shape)
         else:
             for r, view in zip(op.results, self.compute(op), strict=True):
-                self.env[id(r)] = view
+                # a scalar result beside tensor ones (a fused_reduce's reduction without
+                # keepdims, which CSE may share with a branch condition): read back to the
+                # host, as plan_scalar reads a one-result op's
+                self.env[id(r)] = view if isinstance(r.type, TensorType) else \
+                    self.read(view.buffer, view.offset, view.dtype)
 
     def fusible(self, op: Operation) -> bool:
         """Whether ``op``'s one result can be computed inside each of its consumers."""
