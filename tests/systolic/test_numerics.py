@@ -7,8 +7,12 @@ host fallback fails.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+
+import wiadsl
 
 from .conftest import both
 
@@ -48,6 +52,24 @@ def test_matmul_int8_exact_and_f32_close(array, dataflow, mkn, rng):
     fa, fb = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     out, ref, _ = both(MATMUL, "f32mm", fa, fb, array=array, dataflow=dataflow)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dataflow", DATAFLOWS)
+def test_f32_overflow_is_inf_without_a_warning(dataflow):
+    """Sums past f32's range are inf, and inf x 0 is nan, as IEEE arithmetic in the array
+    gives them (NumPy's values): no NumPy RuntimeWarning out of the simulator (a program
+    run with warnings as errors stopped inside it)."""
+    a = np.full((7, 5), 3e38, np.float32)
+    a[:, 0] = np.inf
+    b = np.ones((5, 3), np.float32)
+    b[0, 2] = 0  # inf x 0 in the third column
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = wiadsl.jit(MATMUL, "f32mm", target="systolic", dataflow=dataflow)(a, b)
+    with np.errstate(all="ignore"):
+        want = a @ b
+    np.testing.assert_array_equal(out, want)
+    assert np.isposinf(out[:, :2]).all() and np.isnan(out[:, 2]).all()
 
 
 @pytest.mark.parametrize("dataflow", DATAFLOWS)

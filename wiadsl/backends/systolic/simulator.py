@@ -118,9 +118,10 @@ class _Machine:
                 p = p + words.view(np.int32)
             words[...] = p.astype(np.int32).view(np.uint32)
         else:
-            p = a.astype(np.float32) @ w.astype(np.float32)
-            if accumulate:
-                p = words.view(np.float32) + p
+            with np.errstate(over="ignore", invalid="ignore"):  # IEEE inf/nan, as the array's
+                p = a.astype(np.float32) @ w.astype(np.float32)
+                if accumulate:
+                    p = words.view(np.float32) + p
             words[...] = p.astype(np.float32).view(np.uint32)
         m, k = a.shape
         self.stats.macs += m * k * w.shape[1]
