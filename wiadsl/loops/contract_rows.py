@@ -33,7 +33,7 @@ from ..ir.core import BlockArgument, Operation, OpResult, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.ops import create_op
 from ..ir.types import INDEX, TensorType
-from .fuse_parallel import Range, accesses, inner_bounds, loop_parts
+from .fuse_parallel import Range, accesses, inner_bounds, loop_parts, root_buffer
 
 #: bytes of row buffers a callee gets at most, in its stack frame (``loop.alloc
 #: {stack}``: nothing allocated per call; a worker thread's stack is megabytes). Rows
@@ -56,9 +56,8 @@ def _only_user(alloc: OpResult, call: Operation, k: int) -> bool:
 
 
 def _alloc_root(v: Value) -> OpResult | None:
-    while isinstance(v, OpResult) and v.op.name == "loop.retype":
-        v = v.op.operands[0]
-    return v if isinstance(v, OpResult) and v.op.name == "loop.alloc" else None
+    root = root_buffer(v)
+    return root if isinstance(root, OpResult) and root.op.name == "loop.alloc" else None
 
 
 def _row_stride(param: BlockArgument, k: int, found: list[tuple[int, bool, Range | None]]) -> int | None:

@@ -127,7 +127,8 @@ def accesses(g: FuncOp, iv: Value, bounds: dict[int, tuple[int, int]]
     return out
 
 
-def _root(v: Value) -> Value:
+def root_buffer(v: Value) -> Value:
+    """``v`` with its ``loop.retype`` views taken off: the buffer they name."""
     while isinstance(v, OpResult) and v.op.name == "loop.retype":
         v = v.op.operands[0]
     return v
@@ -144,7 +145,7 @@ def legal(call1: Operation, g1: FuncOp, call2: Operation, g2: FuncOp) -> bool:
     acc = []
     for call, g, (header, iv, _, _) in ((call1, g1, parts1), (call2, g2, parts2)):
         for k, store, r in accesses(g, iv, inner_bounds(g, header)):
-            acc.append((id(_root(call.operands[k])), _root(call.operands[k]), store, r, g is g1))
+            acc.append((id(root_buffer(call.operands[k])), root_buffer(call.operands[k]), store, r, g is g1))
     for key in {a[0] for a in acc}:
         group = [a for a in acc if a[0] == key]
         firsts, seconds = [a for a in group if a[4]], [a for a in group if not a[4]]
@@ -263,4 +264,4 @@ def _next_parallel_call(call: Operation) -> tuple[Operation | None, list[Operati
             return None, []
 
 
-__all__ = ["affine", "fuse_func", "fuse_pair", "legal"]
+__all__ = ["affine", "fuse_func", "fuse_pair", "legal", "root_buffer"]
