@@ -13,9 +13,8 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from dataclasses import field
 
-from .records import record
+from .records import field, record
 
 
 @record(frozen=True)

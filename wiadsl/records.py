@@ -24,6 +24,10 @@ Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
   ``__eq__`` the class or a base of it defines is kept.
 - Frozen: setting or deleting an attribute raises ``dataclasses.FrozenInstanceError``
   (``functools.cached_property`` still works: it writes the instance dict).
+- Fields take ``records.field`` or ``dataclasses.field`` alike. This module never
+  imports ``dataclasses`` itself (~1.3 ms of a warm start, with ``copy`` that it
+  imports): a ``dataclasses.Field`` can only exist once something else imported it,
+  and the frozen error is imported when first raised.
 - ``as_dict(r)``: the fields as a dict (shallow); ``replace(r, **changes)``: a copy
   with changes; ``fields(r)`` and ``is_record(r)``, as ``dataclasses``' functions.
   ``dataclasses.fields``, ``asdict`` and ``replace`` do not apply to records.
@@ -32,7 +36,6 @@ Semantics (``dataclass(frozen=..., eq=True)``'s, for what wiadsl uses):
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -44,7 +47,48 @@ else:  # Python 3.10: the decorator only informs type checkers
         return lambda f: f
 
 T = TypeVar("T")
-_MISSING = dataclasses.MISSING
+
+
+class _MissingType:
+    """No default (as ``dataclasses.MISSING``)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _MissingType()
+_MISSING = MISSING
+
+
+class FieldSpec:
+    """What ``field(...)`` gives: a field's options, read when its class is made."""
+
+    __slots__ = ("default", "default_factory", "init", "repr", "compare", "kw_only")
+
+    def __init__(self, default: Any, default_factory: Any, init: bool, repr: bool,
+                 compare: bool, kw_only: bool) -> None:
+        self.default, self.default_factory, self.init = default, default_factory, init
+        self.repr, self.compare, self.kw_only = repr, compare, kw_only
+
+
+def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True,
+          repr: bool = True, compare: bool = True, hash: bool | None = None,
+          kw_only: bool = False) -> Any:
+    """A field's default or default factory and options, as ``dataclasses.field``
+    (a record hashes the fields it compares: ``hash``, if given, must be ``compare``)."""
+    if hash is not None and hash != compare:
+        raise TypeError("a record hashes exactly the fields it compares")
+    return FieldSpec(default, default_factory, init, repr, compare, kw_only)
+
+
+def _field_spec(value: Any) -> Any:
+    """``value`` when it is a field specification (ours or a ``dataclasses.Field``), else None."""
+    if isinstance(value, FieldSpec):
+        return value
+    dataclasses = sys.modules.get("dataclasses")  # not imported: no Field exists
+    if dataclasses is not None and isinstance(value, dataclasses.Field):
+        return value
+    return None
 
 
 class _Field:
@@ -54,9 +98,9 @@ class _Field:
         self.name = name
         self.default, self.factory, self.init, self.repr, self.compare = _MISSING, None, True, True, True
         self.kw_only = False
-        if isinstance(spec, dataclasses.Field):
-            self.default = spec.default
-            if spec.default_factory is not _MISSING:
+        if _field_spec(spec) is not None:
+            self.default = _own_missing(spec.default)
+            if _own_missing(spec.default_factory) is not _MISSING:
                 self.factory = spec.default_factory
             self.init, self.repr, self.compare = spec.init, spec.repr, spec.compare
             self.kw_only = spec.kw_only is True
@@ -68,6 +112,12 @@ class _Field:
         return self.default is _MISSING and self.factory is None
 
 
+def _own_missing(value: Any) -> Any:
+    """``MISSING`` for this module's or ``dataclasses``' marker, else ``value``."""
+    dataclasses = sys.modules.get("dataclasses")
+    return _MISSING if dataclasses is not None and value is dataclasses.MISSING else value
+
+
 def _fields_of(cls: type) -> tuple[_Field, ...]:
     inherited: dict[str, _Field] = {}
     for base in reversed(cls.__mro__[1:]):
@@ -76,7 +126,7 @@ def _fields_of(cls: type) -> tuple[_Field, ...]:
            if not str(kind).startswith(("ClassVar", "typing.ClassVar"))]
     for name in own:
         inherited[name] = _Field(name, cls.__dict__.get(name, _MISSING))
-        if isinstance(cls.__dict__.get(name), dataclasses.Field):
+        if _field_spec(cls.__dict__.get(name)) is not None:
             if inherited[name].default is _MISSING:
                 delattr(cls, name)
             else:
@@ -178,14 +228,18 @@ def _repr(self: Any) -> str:
 
 
 def _frozen_set(self: Any, name: str, value: Any) -> None:
-    raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot assign to field '{name}'")
 
 
 def _frozen_del(self: Any, name: str) -> None:
-    raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot delete field '{name}'")
 
 
-@dataclass_transform(field_specifiers=(dataclasses.field,))
+@dataclass_transform(field_specifiers=(field,))
 def record(cls: type[T] | None = None, /, *, frozen: bool = False, eq: bool = True) -> Any:
     """Make ``cls`` a record (see the module docstring); ``@record`` or
     ``@record(frozen=True)``; ``eq=False``: compared and hashed by identity."""
@@ -221,7 +275,7 @@ def is_record(x: object) -> bool:
 
 def fields(x: object) -> tuple[Any, ...]:
     """The fields of a record class or instance, in order: each has ``name``,
-    ``default`` (``dataclasses.MISSING`` if none), ``factory`` (or None), ``init``,
+    ``default`` (``records.MISSING`` if none), ``factory`` (or None), ``init``,
     ``repr`` and ``compare``."""
     cls = x if isinstance(x, type) else type(x)
     return cls.__record_fields__  # type: ignore[attr-defined,no-any-return]
@@ -241,4 +295,4 @@ def replace(r: T, **changes: Any) -> T:
     return type(r)(**{**fields, **changes})
 
 
-__all__ = ["as_dict", "fields", "is_record", "record", "replace"]
+__all__ = ["MISSING", "as_dict", "field", "fields", "is_record", "record", "replace"]

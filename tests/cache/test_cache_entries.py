@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import wiadsl
 from wiadsl.backends.llvm.keys import cached_object
 from wiadsl.cache import entries as cache
 from wiadsl.cache import store as cache_store
+from wiadsl.cache.key import canonical
 from wiadsl.cache.store import CorruptEntry
 
 from .helpers import AXPY, axpy_call, kernel_entries
@@ -52,6 +54,37 @@ def test_decode_rejects_every_truncation():
     for n in range(len(raw)):
         with pytest.raises(CorruptEntry):
             cache_store.decode("k", raw[:n])
+
+
+def test_packed_data_reads_back_as_json_would_give_it():
+    data = {"a": (1, 2.5, "x", None, True), "b": {"c": [np.float64(0.5), np.int64(3).item()]}}
+    raw = cache_store.pack(data)
+    assert cache_store.unpack(raw + b"\0\0") == {"a": [1, 2.5, "x", None, True],
+                                                  "b": {"c": [0.5, 3]}}
+    assert type(cache_store.unpack(raw)["b"]["c"][0]) is float
+    for bad in ({"x": object()}, {1: "int key"}, [np.int64(3)]):
+        with pytest.raises(TypeError):
+            cache_store.pack(bad)
+    for garbage in (b"", b"\xff" * 8, raw[:-1]):
+        with pytest.raises(ValueError):
+            cache_store.unpack(garbage)
+
+
+def test_canonical_text_is_one_per_value():
+    assert canonical({"b": [1, (2, 3)], "a": None}) == canonical({"a": None, "b": [1, [2, 3]]})
+    texts = [canonical(v) for v in (1, "1", True, 1.0, None, [1], {"1": 1})]
+    assert len(set(texts)) == len(texts)
+    for bad in (object(), {1: 2}, {"k": np.int64(1)}):
+        with pytest.raises(TypeError):
+            canonical(bad)
+
+
+def test_an_entry_of_the_older_format_is_absent_not_damaged(tmp_path):
+    path = tmp_path / "old.wobj"
+    path.write_bytes(b"WIAC\x01\n" + cache_store.encode({"a": 1}, b"code")[len(cache_store.MAGIC):])
+    assert cache_store.read("old", path) is None
+    cache_store.write("new", {"a": 1}, b"code", path)
+    assert cache_store.read("new", path).meta == {"a": 1}
 
 
 def test_entry_with_other_components_is_not_trusted():

@@ -4,8 +4,6 @@ few rows of A, conv.py's 1x1 convolutions)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from wiadsl.backends.llvm import caches, library
@@ -61,7 +59,7 @@ def test_helpers_that_read_panels_in_place_name_the_l1_they_were_built_for(monke
     seen = {}
 
     def capture(name, identity, build):
-        seen[name] = json.loads(identity)
+        seen[name] = identity
         return b""
     monkeypatch.setattr("wiadsl.backends.llvm.keys.cached_object", capture)
     config = default_config().as_dict()

@@ -4,11 +4,10 @@ LLVM is asked again when the record is missing, damaged or not for this machine.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from wiadsl.backends.llvm import host
+from wiadsl.cache import store as cache_store
 
 SAMPLE = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -55,9 +54,9 @@ def test_the_record_holds_llvm_s_answer(fresh_cache, monkeypatch):
         assert host.llvm_host() == first
         # a damaged record is a miss
         monkeypatch.setattr(host, "ask_llvm", real)
-        path.write_text("{not json")
+        path.write_bytes(path.read_bytes()[:-2])
         host.llvm_host.cache_clear()
         assert host.llvm_host() == first
-        assert json.loads(path.read_text())["cpu"] == first.cpu  # and written again
+        assert cache_store.read(path.stem, path).meta["cpu"] == first.cpu  # and written again
     finally:
         host.llvm_host.cache_clear()

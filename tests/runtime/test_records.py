@@ -196,3 +196,21 @@ def test_keyword_only_fields_identity_records_and_introspection():
     with pytest.raises(TypeError):
         Node(3, "here")
     assert Node(4, span="x").span == "x"
+
+
+def test_the_records_own_field_declares_what_dataclasses_field_does():
+    @record(frozen=True)
+    class Own:
+        x: int
+        y: int = 0
+        tags: list[str] = records.field(default_factory=list)
+        note: str = records.field(default="", repr=False, compare=False, hash=False)
+
+    for cls in (Own, Point):
+        made = cls(1, 2, ["a"], "n")
+        assert (made.tags, made.note) == (["a"], "n") and cls(1).tags == [] and cls(1).note == ""
+        assert made == cls(1, 2, ["a"], "other") and "note" not in repr(made)
+        assert [f.name for f in records.fields(made)] == ["x", "y", "tags", "note"]
+    assert Own(1).tags is not Own(1).tags
+    with pytest.raises(TypeError, match="hashes exactly the fields it compares"):
+        records.field(default=0, compare=False, hash=True)

@@ -22,6 +22,7 @@ from typing import Any
 from . import store
 from .entries import STATS
 from .key import diff_components
+from .sources import INDEX_SUFFIX
 
 #: Components shown with their old and new values (the others are digests).
 _READABLE = ("shapes", "dtypes", "target", "cpu", "flags", "pipeline", "gemm", "version")
@@ -55,8 +56,8 @@ def cache_info() -> str:
              f"size limit: {_limit_text()} (WIADSL_CACHE_MAX; least recently used evicted first)"]
     for name, count in sorted(per_kernel.items()):
         lines.append(f"  {name}: {count} specialization{'s' * (count != 1)}")
-    sources = len(list((root / "sources").glob("*/*.json")))
-    specs = len(list((root / "specs").glob("*/*.json")))
+    sources = len(list((root / "sources").glob(f"*/*{INDEX_SUFFIX}")))
+    specs = len(list((root / "specs").glob(f"*/*{INDEX_SUFFIX}")))
     lines.append(f"source index: {sources} sources, {specs} specializations "
                  "(a warm start finds these without compiling)")
     configs = sum(len(list(d.glob("*.json"))) for d in records)

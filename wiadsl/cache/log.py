@@ -18,9 +18,8 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import field
 
-from ..records import record
+from ..records import field, record
 
 
 def verbose() -> bool:

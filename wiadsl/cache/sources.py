@@ -8,11 +8,12 @@ on what that IR is a function of, readable without the compiler:
   file name, the text of every file its ``import``s may resolve to (found by a
   regex and the loader's search order, transitively), the target and its options,
   the compiler version, and the host CPU and its features.
-- Under it, ``sources/<key>.json`` holds the kernels' signatures (written after a
+- Under it, ``sources/<key>.idx`` holds the kernels' signatures (written after a
   successful compile), so ``jit`` builds its ``Module`` without parsing; and one
-  ``specs/<key>.json`` per (kernel, shapes, dtypes, tuning state) holds the
+  ``specs/<key>.idx`` per (kernel, shapes, dtypes, tuning state) holds the
   ``KeyParts`` components and the gemm config of that specialization, so the
-  first call finds the object code without lowering.
+  first call finds the object code without lowering. Both are entries of the
+  store's format (checksummed, ``store.pack``ed data, no object code).
 
 Invariants:
 - Only what a successful compile produced is written; a hit reproduces exactly
@@ -27,7 +28,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,11 +37,12 @@ from ..dtypes import DTYPE_NAMES
 from ..resources import stdlib_dir
 from ..signature import KernelSignature, ParamSpec
 from . import store
-from .key import sha256
+from .key import canonical, sha256
 from .limit import enforce, touch
 
-_IMPORT = re.compile(r"\bimport\s+([A-Za-z_]\w*)\s*;")
-FORMAT = 1
+_IMPORT = r"\bimport\s+([A-Za-z_]\w*)\s*;"
+FORMAT = 2
+INDEX_SUFFIX = ".idx"
 
 
 def _is_file(filename: str) -> bool:
@@ -56,7 +57,8 @@ def import_closure(text: str, filename: str) -> dict[str, str]:
     todo = [(text, filename)]
     while todo:
         body, importer = todo.pop()
-        for name in dict.fromkeys(_IMPORT.findall(body)):
+        names = re.findall(_IMPORT, body) if "import" in body else []  # most import nothing
+        for name in dict.fromkeys(names):
             folders = [Path(importer).resolve().parent] if _is_file(importer) else []
             for folder in [*folders, stdlib_dir()]:
                 path = folder / f"{name}.wia"
@@ -80,34 +82,36 @@ def source_key(text: str, filename: str, target: str, options: dict[str, Any],
     from .key import compiler_version
 
     try:
-        opts = json.dumps(options, sort_keys=True)
-    except (TypeError, ValueError):
+        opts = canonical(options)
+    except TypeError:
         return None
     try:
         imports = import_closure(text, filename)
     except (OSError, UnicodeDecodeError):
         return None
-    return sha256(json.dumps({"format": FORMAT, "text": text, "filename": filename,
-                              "imports": imports, "target": target, "options": opts,
-                              "version": compiler_version(), "host": host}, sort_keys=True))
+    return sha256(canonical({"format": FORMAT, "text": text, "filename": filename,
+                             "imports": imports, "target": target, "options": opts,
+                             "version": compiler_version(), "host": host}))
 
 
 def _path(kind: str, key: str) -> Path:
-    return store.root() / kind / key[:2] / f"{key}.json"
+    return store.root() / kind / key[:2] / f"{key}{INDEX_SUFFIX}"
 
 
 def _read(kind: str, key: str) -> Any:
     path = _path(kind, key)
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        entry = store.read(key, path)
+    except (OSError, store.CorruptEntry):
+        return None
+    if entry is None:
         return None
     touch(path)  # used: the last to be evicted (limit.py)
-    return data
+    return entry.meta
 
 
 def _write(kind: str, key: str, data: Any) -> None:
-    raw = json.dumps(data, sort_keys=True).encode()
+    raw = store.encode(data, b"")
     try:
         # an index file: losing one costs a recompile, so no fsync
         store.atomic_write(_path(kind, key), raw, durable=False)
@@ -146,8 +150,8 @@ def spec_key(source: str, kernel: str, shapes: Sequence[tuple[int, ...]],
              dtypes: Sequence[Any], tuning: str) -> str:
     """The key of one specialization of ``kernel`` under the source key ``source``;
     ``tuning``: a fingerprint of the autotuner's records (they pick the gemm config)."""
-    return sha256(json.dumps([source, kernel, [list(s) for s in shapes],
-                              [str(d) for d in dtypes], tuning]))
+    return sha256(canonical([source, kernel, [list(s) for s in shapes],
+                             [str(d) for d in dtypes], tuning]))
 
 
 def store_spec(key: str, data: dict[str, Any]) -> None:
@@ -159,5 +163,5 @@ def load_spec(key: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-__all__ = ["import_closure", "load_signatures", "load_spec", "source_key", "spec_key",
+__all__ = ["INDEX_SUFFIX", "import_closure", "load_signatures", "load_spec", "source_key", "spec_key",
            "store_signatures", "store_spec"]

@@ -12,12 +12,11 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Union
 
 from .. import records
 from ..diagnostics import Span
-from ..records import record
+from ..records import field, record
 
 
 def _span() -> Span:

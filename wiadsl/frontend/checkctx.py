@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import field
 from typing import Literal, Protocol
 
 from .. import records
 from ..diagnostics import Span, WiaError, WiaShapeError, WiaTypeError
-from ..records import record
+from ..records import field, record
 from . import ast
 from .builtins import Operand, Static
 from .scope import ModuleScope

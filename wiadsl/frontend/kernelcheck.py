@@ -11,12 +11,11 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..diagnostics import Span, WiaCallError, WiaNameError, WiaTypeError
 from ..dtypes import DTYPE_NAMES
-from ..records import record
+from ..records import field, record
 from . import ast
 from .builtins import Operand, Static, Sym
 from .checkctx import BodyCtx

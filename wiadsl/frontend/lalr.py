@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import field
 from typing import Any
 
 from lark import Token
 from lark.grammar import Rule, Terminal
 from lark.parsers.lalr_analysis import Shift
 
-from ..records import record
+from ..records import field, record
 from .tokens import lark_parser
 
 Extent = tuple[int, int, int, int]

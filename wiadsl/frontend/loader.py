@@ -15,11 +15,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path
 
 from ..diagnostics import WiaError, WiaImportError, raise_all
-from ..records import record
+from ..records import field, record
 from ..resources import stdlib_dir
 from . import ast
 

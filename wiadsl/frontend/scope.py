@@ -13,11 +13,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import field
 
 from ..diagnostics import WiaError, WiaNameError
 from ..dtypes import DTYPE_NAMES
-from ..records import record
+from ..records import field, record
 from . import ast
 from .builtins import BUILTINS, Operand
 from .loader import MAIN_MODULE, LoadedProgram

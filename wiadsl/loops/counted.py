@@ -26,12 +26,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ..ir.dominance import DominanceInfo
 from ..ir.module import FuncOp
-from ..records import record
+from ..records import field, record
 from .builder import const_value
 from .parallelize import natural_loop, predecessors
 

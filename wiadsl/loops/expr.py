@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
 from ..dtypes import DType
 from ..ir.core import Value
 from ..ir.types import ScalarType
-from ..records import record
+from ..records import field, record
 from .builder import LoopBuilder, const_value, contiguous_strides
 
 

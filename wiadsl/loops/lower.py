@@ -18,13 +18,12 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
 from ..diagnostics import WiaIRError
 from ..ir.core import Block, Operation, Value
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import IRType, TensorType
-from ..records import record
+from ..records import field, record
 from .analysis import Liveness
 from .builder import LoopBuilder, const_value, contiguous_strides
 from .expr import Expr, Leaf, ScalarExpr, buffer_leaf

@@ -48,7 +48,6 @@ Run it after ``parallelize,fuse-parallel`` (fuse-parallel reads only scalar
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 
 import numpy as np
 
@@ -60,7 +59,7 @@ from ..ir.ops import create_op
 from ..ir.ops_arith import CastOp, CmpOp
 from ..ir.ops_elementwise import ArithElementwiseOp
 from ..ir.types import INDEX, IRType, ScalarType, TensorType, VectorType
-from ..records import record
+from ..records import field, record
 from .builder import const_value
 from .counted import CountedLoop, find_counted_loops
 

@@ -18,7 +18,6 @@ the CPU keeps its gemms' weights packed from the first call on).
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from ..backends.contract import NOT_RUN
 from ..cache.sources import load_signatures, store_signatures
 from ..diagnostics import WiaCallError
-from ..records import record
+from ..records import field, record
 from ..runtime.backend import get_backend
 from ..runtime.binding import bind_call
 from ..runtime.jit import (

@@ -19,7 +19,6 @@ import time
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import field
 from typing import Any, ClassVar, TextIO
 
 from ..diagnostics import WiaIRError, WiaUsageError
@@ -27,8 +26,8 @@ from ..ir.core import Operation
 from ..ir.module import ModuleOp
 from ..ir.printer import print_module
 from ..ir.verifier import verify
+from ..records import field, record
 from ..records import fields as record_fields
-from ..records import record
 from .remarks import Remark, op_location
 
 PASSES: dict[str, type[Pass]] = {}

@@ -10,11 +10,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import TYPE_CHECKING, TypeGuard
 
 from ..ir.core import Block, Operation, OpResult, Value
-from ..records import record
+from ..records import field, record
 from .base import PassContext
 from .extents import Extents
 from .fusion_body import is_fusible

@@ -15,12 +15,10 @@ dynamic shape get their own buffer (``buffer`` still set; a multi-result op gets
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from ..ir.core import Block
 from ..ir.module import FuncOp, ModuleOp
 from ..ir.types import TensorType
-from ..records import record
+from ..records import field, record
 from .base import Pass, PassContext, register_pass
 
 

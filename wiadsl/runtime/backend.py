@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..backends.contract import Backend, CompiledKernel
 from ..diagnostics import WiaUsageError
-from ..records import record
+from ..records import field, record
 
 if TYPE_CHECKING:
     from ..ir.module import ModuleOp

@@ -11,7 +11,6 @@ that names the argument (both outputs, for a shared buffer).
 from __future__ import annotations
 
 import numbers
-from dataclasses import field
 from typing import Protocol, cast
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from ..backends.contract import check_distinct_buffers
 from ..diagnostics import WiaCallError, a_or_an
 from ..dtypes import DType, from_numpy
-from ..records import record
+from ..records import field, record
 from ..signature import KernelSignature, ParamSpec
 
 

@@ -28,7 +28,6 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
@@ -38,7 +37,7 @@ from ..backends.contract import NOT_RUN, Backend, CompiledKernel
 from ..cache.sources import load_signatures, store_signatures
 from ..diagnostics import WiaCallError, WiaNameError, WiaRuntimeError, WiaUsageError, a_or_an
 from ..dtypes import DType, from_numpy
-from ..records import record
+from ..records import field, record
 from ..signature import KernelSignature, ParamSpec, signature_of
 from .backend import get_backend
 from .binding import BoundCall, bind_call

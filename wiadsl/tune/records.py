@@ -14,7 +14,6 @@ ignored (never crashes a compile).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 from ..backends.llvm.gemm_config import GemmConfig
 from ..backends.llvm.host import host
 from ..cache import store as cache_store
-from ..cache.key import function_digests, sha256
+from ..cache.key import canonical, function_digests, sha256
 from ..records import record
 
 if TYPE_CHECKING:  # a warm start (issue 21) looks records up without the IR's modules
@@ -52,10 +51,10 @@ def gemm_ops(module: ModuleOp) -> list[str]:
 def record_id(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],
               dtypes: Sequence[np.dtype]) -> str:
     h = host()
-    return sha256(json.dumps({"ir": function_digests(module, kernel),
-                              "shapes": [list(s) for s in shapes],
-                              "dtypes": [str(np.dtype(d)) for d in dtypes],
-                              "cpu": f"{h.cpu} {h.features}"}, sort_keys=True))[:32]
+    return sha256(canonical({"ir": function_digests(module, kernel),
+                             "shapes": [list(s) for s in shapes],
+                             "dtypes": [str(np.dtype(d)) for d in dtypes],
+                             "cpu": f"{h.cpu} {h.features}"}))[:32]
 
 
 def record_dir(rid: str) -> Path:
@@ -80,6 +79,8 @@ def records_fingerprint() -> str:
 
 
 def save(rid: str, config: GemmConfig, ms: float, op: str, kernel: str) -> None:
+    import json  # measurements stay readable text; a warm start never writes one
+
     data = {"config": config.as_dict(), "ms": ms, "op": op, "kernel": kernel, "when": time.time()}
     cache_store.atomic_write(record_dir(rid) / f"{config.label()}.json",
                              json.dumps(data, sort_keys=True).encode())
@@ -91,6 +92,8 @@ def measurements(rid: str) -> list[Measurement]:
     out: list[Measurement] = []
     if not folder.is_dir():
         return out
+    import json  # only where the autotuner has measured this kernel
+
     bits = host().vector_bits
     for path in sorted(folder.glob("*.json")):
         try:

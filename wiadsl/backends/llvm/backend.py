@@ -42,7 +42,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,7 +51,7 @@ from ...cache.key import KeyParts
 from ...cache.log import Stages
 from ...cache.sources import load_spec, spec_key, store_spec
 from ...diagnostics import SourceFile, Span, WiaRuntimeError, WiaUsageError
-from ...records import record
+from ...records import field, record
 from ..contract import NOT_RUN, check_distinct_buffers
 from .fastcall import MISS, UNDELIVERED
 from .gemm_config import GemmConfig, default_config

@@ -3,7 +3,7 @@
 LLVM names the host (``get_host_cpu_name`` / ``get_host_cpu_features``) and every
 cache key carries that answer. Asking LLVM means importing ``llvmlite.binding``
 (15-20 ms), which a warm process (issue 21) otherwise never needs. So the answer
-is kept in the cache folder, ``host/<key>.json``, under a key of what decides it:
+is kept in the cache folder, ``host/<key>.idx``, under a key of what decides it:
 
 - the CPU as the OS describes it: ``/proc/cpuinfo``'s vendor, family, model,
   stepping, model name and flags. LLVM derives the name from family and model and
@@ -21,18 +21,18 @@ not part of the key. This module imports llvmlite only on a miss.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from functools import cache
 from pathlib import Path
 
-from ...cache.store import atomic_write, new_sha256, root
+from ...cache.key import canonical, sha256
+from ...cache.store import CorruptEntry, new_sha256, read, root, write
 from ...diagnostics import WiaUsageError
 from ...records import as_dict, record
 
 #: The /proc/cpuinfo fields of the first processor that decide LLVM's answer.
 CPUINFO_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
-FORMAT = 1
+FORMAT = 2
 
 
 @record(frozen=True)
@@ -52,12 +52,14 @@ class HostInfo:
 
 @record(frozen=True)
 class LlvmHost:
-    """What LLVM says of this machine (before ``WIADSL_ISA``), and which LLVM said it."""
+    """What LLVM says of this machine (before ``WIADSL_ISA``), and which LLVM (and
+    llvmlite: a warm start reads its version here instead of importing it) said it."""
 
     cpu: str
     features: str
     triple: str
     llvm_version: str
+    llvmlite_version: str
 
 
 #: ``WIADSL_ISA`` levels below the host's own: the LLVM feature prefixes each turns off.
@@ -90,12 +92,14 @@ def _isa_level(features: str) -> str | None:
 
 
 def ask_llvm() -> LlvmHost:
+    import llvmlite
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     return LlvmHost(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
-                    llvm.get_process_triple(), ".".join(map(str, llvm.llvm_version_info)))
+                    llvm.get_process_triple(), ".".join(map(str, llvm.llvm_version_info)),
+                    llvmlite.__version__)
 
 
 def cpu_description(cpuinfo: str) -> dict[str, str] | None:
@@ -132,14 +136,14 @@ def _record_path() -> Path | None:
         return None
     if cpu is None or build is None:
         return None
-    key = new_sha256(json.dumps([FORMAT, cpu, build], sort_keys=True).encode()).hexdigest()
-    return root() / "host" / f"{key}.json"
+    return root() / "host" / f"{sha256(canonical([FORMAT, cpu, build]))}.idx"
 
 
 def _read(path: Path) -> LlvmHost | None:
     try:
-        return LlvmHost(**json.loads(path.read_bytes()))
-    except (OSError, ValueError, TypeError):
+        entry = read(path.stem, path)
+        return None if entry is None else LlvmHost(**entry.meta)
+    except (OSError, CorruptEntry, TypeError):
         return None
 
 
@@ -153,7 +157,7 @@ def llvm_host() -> LlvmHost:
     found = ask_llvm()
     if path is not None:
         try:
-            atomic_write(path, json.dumps(as_dict(found)).encode(), durable=False)
+            write(path.stem, as_dict(found), b"", path, durable=False)
         except OSError:
             pass  # the next process asks LLVM again
     return found

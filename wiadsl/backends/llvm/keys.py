@@ -10,14 +10,13 @@ one of them another's code.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...cache.entries import get_or_compile
-from ...cache.key import KeyParts, function_digests, sha256
+from ...cache.key import KeyParts, canonical, function_digests, sha256
 from ...cache.log import Stages
 from .host import host, llvm_host
 
@@ -26,11 +25,10 @@ if TYPE_CHECKING:
 
 
 def toolchain() -> str:
-    """The code generator's versions: llvmlite's and its LLVM's (read without
-    importing llvmlite's binding: a warm start keys on it)."""
-    import llvmlite
-
-    return f"llvmlite {llvmlite.__version__} LLVM {llvm_host().llvm_version}"
+    """The code generator's versions: llvmlite's and its LLVM's (from the host
+    record: a warm start keys on them without importing llvmlite)."""
+    found = llvm_host()
+    return f"llvmlite {found.llvmlite_version} LLVM {found.llvm_version}"
 
 
 def target_text() -> str:
@@ -50,7 +48,7 @@ def cpu_key_parts(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...
     return KeyParts(
         kernel=kernel,
         functions=function_digests(module, kernel),
-        shapes=json.dumps([list(s) for s in shapes]),
+        shapes=canonical([list(s) for s in shapes]),
         dtypes=",".join(str(np.dtype(d)) for d in dtypes),
         target=target_text(),
         cpu=cpu_text(),
@@ -60,18 +58,19 @@ def cpu_key_parts(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...
     )
 
 
-def cached_object(name: str, identity: str, build: Callable[[], bytes]) -> bytes:
+def cached_object(name: str, identity: dict[str, Any], build: Callable[[], bytes]) -> bytes:
     """Object code of a helper (say, a gemm driver shared by many kernels) whose code
-    depends only on ``identity`` text, the target, the CPU and the compiler version:
+    depends only on ``identity``, the target, the CPU and the compiler version:
     from memory, from disk, or ``build()`` (then stored). Same guarantees as
     ``get_or_compile``."""
-    parts = KeyParts(kernel=name, functions=((name, sha256(identity)),), shapes="", dtypes="",
+    text = canonical(identity)
+    parts = KeyParts(kernel=name, functions=((name, sha256(text)),), shapes="", dtypes="",
                      target=target_text(), cpu=cpu_text(), flags="helper",
                      pipeline="helper", gemm="")
 
     def compile_fn(stages: Stages) -> tuple[bytes, dict[str, Any]]:
         with stages.stage("build"):
-            return build(), {"helper": identity}
+            return build(), {"helper": text}
     obj, _ = get_or_compile(parts, compile_fn, lambda raw, meta: raw, exclusive=False)
     return obj
 

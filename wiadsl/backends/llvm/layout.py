@@ -4,11 +4,10 @@ reads it without importing the code generator (issue 21)."""
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 from ...diagnostics import SourceFile, Span
-from ...records import as_dict, record
+from ...records import as_dict, field, record
 
 
 @record(frozen=True)

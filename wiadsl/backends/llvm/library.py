@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -277,7 +276,7 @@ def _object(spec: Spec, name: str) -> bytes:
         from .caches import l1_data_ways
 
         identity["l1_ways"] = l1_data_ways()
-    return cached_object(name, json.dumps(identity, sort_keys=True), build)
+    return cached_object(name, identity, build)
 
 
 def _load(spec: Spec, name: str) -> int:

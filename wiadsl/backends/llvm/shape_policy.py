@@ -20,10 +20,8 @@ extents it sees, and a program that calls it with one shape keeps static code.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from ...diagnostics import WiaUsageError
-from ...records import record
+from ...records import field, record
 
 Shapes = tuple[tuple[int, ...], ...]
 Pattern = tuple[tuple[int | None, ...], ...]
