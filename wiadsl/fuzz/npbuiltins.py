@@ -79,8 +79,9 @@ def reduce(fn: str, x: Val, axis: Any = None, keepdims: bool = False) -> Val:
     mag = 0.0
     if not exact:  # a float sum rounds relative to the sum of the magnitudes
         count = math.prod(x.shape[a] for a in axes)
-        mag = max(absmax(np.sum(np.abs(np.where(np.isfinite(data), data, 0)), axis=axes)),
-                  count * x.mag, absmax(out))
+        with np.errstate(over="ignore"):  # magnitudes past the dtype's range: an inf bound
+            total = np.sum(np.abs(np.where(np.isfinite(data), data, 0)), axis=axes)
+        mag = max(absmax(total), count * x.mag, absmax(out))
     free = _reduce_free(fn, x, data, dtype, axes, keepdims)
     return Val(store(out, dtype), dtype, x.weak, exact, mag=mag, free=free)
 
