@@ -100,18 +100,19 @@ def checksum(payload: bytes | memoryview) -> bytes:
     return hashlib.sha256(payload).digest()
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as JSON would give it back (tuples as lists); TypeError for what
-    JSON cannot hold."""
+def plain(value: Any, sort_keys: bool = False) -> Any:
+    """``value`` as JSON would give it back (tuples as lists, a subclass of a number
+    or a string as its base); TypeError for what JSON cannot hold. ``sort_keys``:
+    every dict's items in key order."""
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise TypeError("dict keys must be strings")
-        return {k: _plain(v) for k, v in value.items()}
+        items = sorted(value.items()) if sort_keys else value.items()
+        return {k: plain(v, sort_keys) for k, v in items}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v, sort_keys) for v in value]
     if value is None or isinstance(value, bool):
         return value
-    # a subclass (numpy's float64, an IntEnum) as its base, as JSON writes it
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -123,7 +124,7 @@ def _plain(value: Any) -> Any:
 
 def pack(data: Any) -> bytes:
     """JSON-like ``data`` as bytes (see the module docstring)."""
-    return marshal.dumps(_plain(data))
+    return marshal.dumps(plain(data))
 
 
 def unpack(raw: bytes | memoryview) -> Any:
