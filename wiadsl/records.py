@@ -57,7 +57,6 @@ class _MissingType:
 
 
 MISSING: Any = _MissingType()
-_MISSING = MISSING
 
 
 class FieldSpec:
@@ -81,14 +80,11 @@ def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool 
     return FieldSpec(default, default_factory, init, repr, compare, kw_only)
 
 
-def _field_spec(value: Any) -> Any:
-    """``value`` when it is a field specification (ours or a ``dataclasses.Field``), else None."""
-    if isinstance(value, FieldSpec):
-        return value
+def _is_field_spec(value: Any) -> bool:
+    """Whether ``value`` is a field specification (ours or a ``dataclasses.Field``)."""
     dataclasses = sys.modules.get("dataclasses")  # not imported: no Field exists
-    if dataclasses is not None and isinstance(value, dataclasses.Field):
-        return value
-    return None
+    return isinstance(value, FieldSpec) or \
+        (dataclasses is not None and isinstance(value, dataclasses.Field))
 
 
 class _Field:
@@ -96,26 +92,26 @@ class _Field:
 
     def __init__(self, name: str, spec: Any) -> None:
         self.name = name
-        self.default, self.factory, self.init, self.repr, self.compare = _MISSING, None, True, True, True
+        self.default, self.factory, self.init, self.repr, self.compare = MISSING, None, True, True, True
         self.kw_only = False
-        if _field_spec(spec) is not None:
+        if _is_field_spec(spec):
             self.default = _own_missing(spec.default)
-            if _own_missing(spec.default_factory) is not _MISSING:
+            if _own_missing(spec.default_factory) is not MISSING:
                 self.factory = spec.default_factory
             self.init, self.repr, self.compare = spec.init, spec.repr, spec.compare
             self.kw_only = spec.kw_only is True
-        elif spec is not _MISSING:
+        elif spec is not MISSING:
             self.default = spec
 
     @property
     def required(self) -> bool:
-        return self.default is _MISSING and self.factory is None
+        return self.default is MISSING and self.factory is None
 
 
 def _own_missing(value: Any) -> Any:
     """``MISSING`` for this module's or ``dataclasses``' marker, else ``value``."""
     dataclasses = sys.modules.get("dataclasses")
-    return _MISSING if dataclasses is not None and value is dataclasses.MISSING else value
+    return MISSING if dataclasses is not None and value is dataclasses.MISSING else value
 
 
 def _fields_of(cls: type) -> tuple[_Field, ...]:
@@ -125,9 +121,9 @@ def _fields_of(cls: type) -> tuple[_Field, ...]:
     own = [name for name, kind in cls.__dict__.get("__annotations__", {}).items()
            if not str(kind).startswith(("ClassVar", "typing.ClassVar"))]
     for name in own:
-        inherited[name] = _Field(name, cls.__dict__.get(name, _MISSING))
-        if _field_spec(cls.__dict__.get(name)) is not None:
-            if inherited[name].default is _MISSING:
+        inherited[name] = _Field(name, cls.__dict__.get(name, MISSING))
+        if _is_field_spec(cls.__dict__.get(name)):
+            if inherited[name].default is MISSING:
                 delattr(cls, name)
             else:
                 setattr(cls, name, inherited[name].default)
@@ -156,7 +152,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
             put(self, f.name, kwargs.pop(f.name))
         elif f.factory is not None:
             put(self, f.name, f.factory())
-        elif f.default is not _MISSING:
+        elif f.default is not MISSING:
             put(self, f.name, f.default)
         else:
             raise TypeError(f"{cls.__name__}() is missing field '{f.name}'")
@@ -181,7 +177,7 @@ SPECIALIZE_AFTER = 8
 
 def _specialized_init(cls: type) -> Any:
     """``__init__`` for ``cls``'s fields as Python source, compiled once."""
-    env: dict[str, Any] = {"_put": object.__setattr__, "_MISSING": _MISSING}
+    env: dict[str, Any] = {"_put": object.__setattr__, "MISSING": MISSING}
     params, body = ["self"], []
     for f in cls.__record_init__:  # type: ignore[attr-defined]
         env[f"_d_{f.name}"] = f.default
@@ -191,10 +187,10 @@ def _specialized_init(cls: type) -> Any:
         if f.required:
             params.append(f.name)
         elif f.factory is not None:
-            params.append(f"{f.name}=_MISSING")
+            params.append(f"{f.name}=MISSING")
         else:
             params.append(f"{f.name}=_d_{f.name}")
-        value = f"_f_{f.name}() if {f.name} is _MISSING else {f.name}" if f.factory else f.name
+        value = f"_f_{f.name}() if {f.name} is MISSING else {f.name}" if f.factory else f.name
         body.append(f"_put(self, {f.name!r}, {value})")
     for f in cls.__record_later__:  # type: ignore[attr-defined]
         env[f"_l_{f.name}"] = f.factory or f.default

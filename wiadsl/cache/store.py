@@ -53,13 +53,17 @@ class CorruptEntry(Exception):
     """An entry whose bytes do not match their checksum (truncated or damaged)."""
 
 
+#: the environment variables the cache folder is found from
+_FOLDER_ENV = ("WIADSL_CACHE_DIR", "XDG_CACHE_HOME", "HOME")
+
+
 def cache_dir() -> Path:
     """The cache root (``$WIADSL_CACHE_DIR`` wins; else the user's cache folder)."""
-    return _folders(*map(os.environ.get, ("WIADSL_CACHE_DIR", "XDG_CACHE_HOME", "HOME")))[0]
+    return _folders(*map(os.environ.get, _FOLDER_ENV))[0]
 
 
 def root() -> Path:
-    return _folders(*map(os.environ.get, ("WIADSL_CACHE_DIR", "XDG_CACHE_HOME", "HOME")))[1]
+    return _folders(*map(os.environ.get, _FOLDER_ENV))[1]
 
 
 @cache
