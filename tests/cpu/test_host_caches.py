@@ -71,3 +71,34 @@ def test_helpers_that_read_panels_in_place_name_the_l1_they_were_built_for(monke
     conv_name, gemm_name, packed_name = (library.symbol(spec) for spec in specs)
     assert seen[conv_name]["l1_ways"] == seen[gemm_name]["l1_ways"] == caches.l1_data_ways()
     assert "l1_ways" not in seen[packed_name]  # B prepacked: no panel read in place
+
+
+def test_the_last_level_cache_is_the_largest_level_sysfs_gives(tmp_path, monkeypatch):
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "512K"), (3, "Unified", "32768K")]):
+        folder = tmp_path / f"index{i}"
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+    monkeypatch.setattr(caches, "SYSFS", str(tmp_path))
+    caches.last_level_bytes.cache_clear()
+    try:
+        assert caches.last_level_bytes() == 32 << 20
+        monkeypatch.setattr(caches, "SYSFS", str(tmp_path / "absent"))
+        caches.last_level_bytes.cache_clear()
+        assert caches.last_level_bytes() == caches.DEFAULT_LAST_LEVEL
+    finally:
+        caches.last_level_bytes.cache_clear()
+
+
+@pytest.mark.parametrize(("text", "size"), [("32768K", 32 << 20), ("1M", 1 << 20), ("512", 512),
+                                            ("2G", 2 << 30)])
+def test_cache_sizes_parse(text, size):
+    assert caches.parse_cache_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "K", "12Q", "big"])
+def test_a_size_sysfs_would_not_write_is_a_value_error(text):
+    with pytest.raises(ValueError):
+        caches.parse_cache_size(text)

@@ -29,6 +29,7 @@ from .merge_functions import merge_functions
 from .parallelize import parallelize_func
 from .pipeline_loads import PipelineLoads
 from .prefetch import prefetch_func
+from .stream_stores import stream_stores
 from .tile import Tile
 from .unroll import Unroll
 from .vectorize import vectorize_func
@@ -123,6 +124,22 @@ class Vectorize(Pass):
                                                          self.interleave))
             for why, op in missed:
                 ctx.remark("missed", f"loop not vectorized: {why}", op)
+
+
+@loop_pass
+@record(frozen=True)
+class StreamStores(Pass):
+    """Loops that write a buffer of at least ``bytes`` their function never reads:
+    vectorized (``width`` lanes) with ``nontemporal`` stores into it
+    (stream_stores.py). The CPU backend adds it with its last-level cache's size."""
+
+    name: ClassVar[str] = "stream-stores"
+    bytes: int = 1 << 25
+    width: int = 8
+
+    def run(self, module: ModuleOp, ctx: PassContext) -> None:
+        for func in list(module):
+            ctx.count("loops streaming their stores", stream_stores(func, module, self.bytes, self.width))
 
 
 @loop_pass

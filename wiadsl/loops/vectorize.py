@@ -539,19 +539,29 @@ def vectorize_func(func: FuncOp, module: ModuleOp | None, width: int, reassoc: b
     if interleave < 1 or interleave & (interleave - 1):
         from ..diagnostics import WiaUsageError
         raise WiaUsageError(f"vectorize: interleave must be a power of two >= 1, got {interleave}")
-    done = 0
-    for loop in find_counted_loops(func):
-        if not loop.is_innermost or loop.branch.attributes.get("remainder") or _is_vector_loop(loop):
-            continue
-        try:
-            plan = Analysis(loop, func, module, width, reassoc).run()
-        except Skip as why:
-            if missed is not None:
-                missed.append((str(why), loop.branch))
-            continue
-        vectorize_loop(plan, func, interleave)
-        done += 1
-    return done
+    return sum(vectorize_counted(loop, func, module, width, reassoc, missed, interleave)
+               for loop in find_counted_loops(func) if candidate(loop))
+
+
+def candidate(loop: CountedLoop) -> bool:
+    """An innermost loop that is neither a vectorized loop's remainder nor vector code."""
+    return loop.is_innermost and not loop.branch.attributes.get("remainder") \
+        and not _is_vector_loop(loop)
+
+
+def vectorize_counted(loop: CountedLoop, func: FuncOp, module: ModuleOp | None, width: int,
+                      reassoc: bool = True, missed: list[tuple[str, Operation]] | None = None,
+                      interleave: int = 1) -> bool:
+    """Vectorize one ``candidate`` loop if it qualifies; whether it did (why not goes
+    to ``missed``)."""
+    try:
+        plan = Analysis(loop, func, module, width, reassoc).run()
+    except Skip as why:
+        if missed is not None:
+            missed.append((str(why), loop.branch))
+        return False
+    vectorize_loop(plan, func, interleave)
+    return True
 
 
 def _is_vector_loop(loop: CountedLoop) -> bool:
@@ -560,5 +570,5 @@ def _is_vector_loop(loop: CountedLoop) -> bool:
                for t in (*op.operand_types, *op.result_types))
 
 
-__all__ = ["REDUCTIONS", "VECTOR_DTYPES", "VECTOR_FNS", "buffer_origin", "identity", "vectorize_func",
-           "vectorize_loop"]
+__all__ = ["REDUCTIONS", "VECTOR_DTYPES", "VECTOR_FNS", "buffer_origin", "candidate", "identity",
+           "may_alias", "vectorize_counted", "vectorize_func", "vectorize_loop"]

@@ -856,9 +856,11 @@ def module_sources(module: ModuleOp) -> dict[str, SourceFile]:
 
 
 def _pipeline(level: int) -> str:
-    from .compile import cpu_pipeline
+    """The key's pipeline: the tensor passes and the loop passes (which depend on the
+    host's last-level cache: stream-stores)."""
+    from .compile import cpu_loop_pipeline, cpu_pipeline
 
-    return cpu_pipeline(level)
+    return f"{cpu_pipeline(level)} | loops: {cpu_loop_pipeline()}"
 
 
 def _tuned(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],

@@ -1,4 +1,5 @@
-"""The host's L1 data cache, for the code choices that depend on its geometry.
+"""The host's caches, for the code choices that depend on them: the L1 data cache's
+geometry, and the last-level cache's size.
 
 The one such choice: a micro-kernel that reads a panel's rows in place (gemm.py's
 few rows of A, conv.py's 1x1 convolutions) finds them all in one L1 set when they
@@ -12,6 +13,10 @@ unreadable (another OS, a container without sysfs) the answer is ``DEFAULT_WAYS`
 the L1 of most hosts we meet (AMD Zen 2 to Zen 4, Intel up to Skylake: 32 KiB,
 8 ways). A helper whose code depends on it names it in its cache identity
 (library.py), so a host with another L1 never loads that code.
+
+The last level's size decides which loops stream their stores past the caches
+(loops/stream_stores.py: those that write a buffer larger than it); ``DEFAULT_LAST_LEVEL``
+where the OS does not say.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from functools import cache
 
 SYSFS = "/sys/devices/system/cpu/cpu0/cache"
 DEFAULT_WAYS = 8
+DEFAULT_LAST_LEVEL = 32 << 20
 #: rows a multiple of this many bytes apart fall in one L1 set (the L1s we meet have 64
 #: sets of 64-byte lines)
 SET_BYTES = 4096
@@ -60,9 +66,36 @@ def set_rows() -> int:
     return int(l1_data_ways() * ROWS_PER_WAY)
 
 
+@cache
+def last_level_bytes() -> int:
+    """The size of the host's largest cache level in bytes (as sysfs gives it for CPU 0:
+    on a chip whose L3 is split among core complexes, the part this core shares)."""
+    found: dict[int, int] = {}
+    try:
+        entries = os.listdir(SYSFS)
+    except OSError:
+        return DEFAULT_LAST_LEVEL
+    for entry in entries:
+        folder = os.path.join(SYSFS, entry)
+        try:
+            if _read(folder, "type") in ("Data", "Unified"):
+                found[int(_read(folder, "level"))] = parse_cache_size(_read(folder, "size"))
+        except (OSError, ValueError):
+            continue
+    return found[max(found)] if found else DEFAULT_LAST_LEVEL
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes of a sysfs cache size (``32768K``, ``1M``, ``512``); ValueError otherwise."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    scale = units.get(text[-1:].upper(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
 def _read(folder: str, name: str) -> str:
     with open(os.path.join(folder, name)) as f:
         return f.read().strip()
 
 
-__all__ = ["DEFAULT_WAYS", "ROWS_PER_WAY", "SET_BYTES", "l1_data_ways", "set_rows"]
+__all__ = ["DEFAULT_LAST_LEVEL", "DEFAULT_WAYS", "ROWS_PER_WAY", "SET_BYTES", "l1_data_ways",
+           "last_level_bytes", "parse_cache_size", "set_rows"]

@@ -36,11 +36,12 @@ from ...ir.core import Block, Operation, OpResult, Value
 from ...ir.module import FuncOp, ModuleOp
 from ...ir.ops import ELEMENTWISE_FNS
 from ...ir.types import IndexType, IRType, TensorType
+from ...loops.stream_stores import NONTEMPORAL
 from . import scalars
 from .destinations import result_allocations
 from .mathlib import type_suffix
 from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
-from .runtime import alloc_function, vector_load, vector_store
+from .runtime import alloc_function, store_fence, stream_store, vector_load, vector_store
 from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
 
 
@@ -74,6 +75,8 @@ class ModuleEmitter:
         self.ll = ir.Module(name=name)
         if triple:
             self.ll.triple = triple
+        #: an x86 target: ``nontemporal`` stores are emitted as such (with SFENCE)
+        self.x86 = triple.split("-")[0] in ("x86_64", "i386", "i686")
         self.messages: list[tuple[str, Any]] = []
         #: specs of the precompiled helpers (library.py) this module calls
         self.libraries: list[dict[str, Any]] = []
@@ -232,6 +235,9 @@ class FunctionEmitter:
         #: state cells taken so far, from the one the arena's state word points at:
         #: its own (prepacked.py) and each call site's share (``callee_arena``)
         self.cells = 0
+        #: whether it has non-temporal stores (x86 only: then a fence before it returns)
+        self.streams = mod.x86 and any(op.name == "loop.vstore" and op.attributes.get(NONTEMPORAL)
+                                       for op in func.walk())
 
     # ------------------------------------------------------------- structure
 
@@ -522,7 +528,10 @@ def _vstore(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     if v.type != mt:
         v = e.b.zext(v, mt)
     p = e.element_ptr(e.buf(op.operands[1]), t, e.get(op.operands[2]))
-    vector_store(e.b, v, p, itemsize(t.dtype))
+    if e.streams and op.attributes.get(NONTEMPORAL):
+        stream_store(e.b, v, p, itemsize(t.dtype))
+    else:
+        vector_store(e.b, v, p, itemsize(t.dtype))
     return []
 
 
@@ -832,6 +841,8 @@ def _cond_br(e: FunctionEmitter, op: Operation) -> list[LLValue]:
 @handles("func.return")
 def _return(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     e.write_results(e.results, list(op.operand_types), [e.flatten(v) for v in op.operands])
+    if e.streams:
+        store_fence(e.b)
     e.b.ret(ir.Constant(I32, 0))
     return []
 

@@ -32,6 +32,7 @@ from ...ir.types import IRType, ScalarType, TensorType
 from ...ir.verifier import verify
 from ...loops import lower_module
 from ...loops.passes import default_loop_pipeline, run_loop_passes
+from .caches import last_level_bytes
 from .codegen import ModuleEmitter, slot_count
 from .gemm import GemmConfig, use_config
 from .host import host
@@ -89,7 +90,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     afterwards every function (outlined bodies included) is transformed, and the
     parallel regions (hence thread hand-offs) stay what the default gives."""
     loops = lower_module(module, {kernel: list(shapes)}, {kernel: frozen})
-    pipeline = ",".join(p for p in (default_loop_pipeline(THREADS), loop_pipeline) if p)
+    pipeline = ",".join(p for p in (cpu_loop_pipeline(), loop_pipeline) if p)
     if pipeline:
         run_loop_passes(loops, pipeline)
     verify(loops)
@@ -108,6 +109,13 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
                          list(func.result_types), loops, libraries,
                          dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
                          sorted(set(emitter.destinations.get(kernel, {}).values())), {"wia_entry", kfn.name})
+
+
+def cpu_loop_pipeline() -> str:
+    """The default loop passes, then the CPU's ``stream-stores`` (loops that write a
+    buffer larger than this host's last-level cache, with its vector width)."""
+    lanes = host().vector_bits // 32
+    return f"{default_loop_pipeline(THREADS)},stream-stores{{bytes={last_level_bytes()},width={lanes}}}"
 
 
 #: LLVM speed level for kernel modules at -O3: the O2 pipeline (loop and SLP
