@@ -15,7 +15,7 @@ import wiadsl
 from wiadsl.backends.llvm import caches
 from wiadsl.backends.llvm.compile import cpu_loop_pipeline, lower_kernel
 from wiadsl.backends.llvm.host import host
-from wiadsl.ir import parse_module
+from wiadsl.ir import parse_module, print_module
 
 SRC = "kernel fused(input a: f32[N], input b: f32[N], input c: f32[N], output y: f32[N]) { y = relu(a * b + c); }"
 STREAM = "stream-stores{bytes=64}"
@@ -53,6 +53,16 @@ def test_streamed_stores_are_nontemporal_behind_an_alignment_check_and_fenced():
         assert ", 15" in text and "align 16, !nontemporal" in text
 
 
+def test_generic_code_streams_behind_a_size_check():
+    from wiadsl.frontend.compile import compile_to_ir
+
+    lowered = lower_kernel(compile_to_ir(SRC), "fused", [[None]] * 3, loop_pipeline=STREAM)
+    loops = print_module(lowered.loop_ir)
+    assert "arith.cmpi sge" in loops and "{nontemporal}" in loops
+    x86 = host().triple.split("-")[0] in ("x86_64", "i386", "i686")
+    assert ("!nontemporal" in lowered.llvm_ir) == x86
+
+
 def test_without_the_pass_no_store_is_nontemporal():
     lowered = lower_kernel(parse_module(TENSOR), "fused", [[4099]] * 3)
     assert "!nontemporal" not in lowered.llvm_ir and "sfence" not in lowered.llvm_ir
@@ -69,11 +79,13 @@ def shifted(x: np.ndarray) -> np.ndarray:
     return raw[1:]
 
 
+@pytest.mark.parametrize("shapes", ["static", "generic"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n", [1, 7, 33, 129, 4099, 300_001])
-def test_results_match_numpy_at_any_alignment(n, threads):
+def test_results_match_numpy_at_any_alignment(n, threads, shapes):
+    """Generic code streams from 64 bytes (16 elements) on and runs the plain loop below."""
     wiadsl.set_num_threads(threads)
-    mod = wiadsl.jit(SRC, target="cpu", loop_pipeline=STREAM)
+    mod = wiadsl.jit(SRC, target="cpu", loop_pipeline=STREAM, shapes=shapes)
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     want = np.maximum(a * b + c, 0)
     np.testing.assert_allclose(mod.fused(a, b, c), want, rtol=1e-6, atol=1e-6)

@@ -15,7 +15,7 @@ from wiadsl.loops.passes import parse_loop_pipeline, run_loop_passes
 from wiadsl.testing.filecheck import filecheck
 
 FUSED = """
-func @f(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tensor<?xf32> attributes {kernel, outputs = ["y"]} {
+func @f(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tensor<?xf32> attributes {kernel, outputs = ["y"], arg_dims = [["N"], ["N"], ["N"]]} {
 ^entry:
   %0 = tensor.mul %a, %b : tensor<?xf32>
   %1 = tensor.add %0, %c : tensor<?xf32>
@@ -84,9 +84,29 @@ def test_a_buffer_below_the_threshold_is_left_alone():
     assert "nontemporal" not in text and "loop.vstore" not in text
 
 
-def test_a_buffer_of_run_time_size_is_left_alone():
+def test_a_buffer_sized_at_run_time_streams_only_when_large():
     _, _, text = streamed(None)
-    assert "nontemporal" not in text
+    filecheck(text, """
+    CHECK: = loop.alloc {{%[0-9]+}} : index -> tensor<?xf32>
+    CHECK: tensor.dim {{%[0-9]+}} {axis = 0} : tensor<?xf32> -> index
+    CHECK-NEXT: arith.mul {{%[0-9]+}}, {{%[0-9]+}} : index
+    CHECK-NEXT: arith.constant 64 : index
+    CHECK-NEXT: arith.cmpi sge, {{%[0-9]+}}, {{%[0-9]+}} : index
+    CHECK-NEXT: cond_br {{%[0-9]+}}, ^vloop({{%[0-9]+}} : index), ^loop({{%[0-9]+}} : index)
+    CHECK: loop.vstore {{.*}} {nontemporal} : (vector<8xf32>, tensor<?xf32>, index) -> ()
+    CHECK: ^vdone:
+    CHECK: ^loop(%i: index):
+    CHECK: loop.store {{.*}} : (f32, tensor<?xf32>, index) -> ()
+    """)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 15, 16, 33, 129, 1000])
+def test_a_run_time_size_computes_what_the_scalar_loop_did(n):
+    before, after, _ = streamed(None)  # 64 bytes: the vector loop from 16 elements on
+    a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    (want,) = run_func(before, "f", [a, b, c])
+    (got,) = run_func(after, "f", [a, b, c])
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_buffer_the_function_reads_back_is_left_alone():

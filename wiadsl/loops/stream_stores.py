@@ -9,8 +9,9 @@ it again anyway. A non-temporal store writes the line without reading it
 alternating processes: 11.1-11.3 -> 9.1-9.7 ms at one thread, 7.7-8.1 -> 6.7-7.3 at two).
 
 For each innermost loop (``vectorize.candidate``) that stores to a buffer of at
-least ``bytes`` (a static type: the backend passes its last-level cache's size) which
-its function never loads (no read-modify-write, and no later loop of the function
+least ``bytes`` (the backend passes its last-level cache's size; a buffer sized at run
+time is checked there: the vector loop runs only when it is that large, else the
+original loop does, unchanged) which its function never loads (no read-modify-write, and no later loop of the function
 reads it back), the loop is vectorized (vectorize.py, ``width`` lanes, ``INTERLEAVE``
 bodies per iteration; a loop that does not qualify stays as it is) and the vector
 stores into those buffers get the unit attribute ``nontemporal``. What it means is the
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import math
 
+from ..dtypes import DType
+from ..ir.builder import Builder
 from ..ir.core import Operation, Value
 from ..ir.module import FuncOp, ModuleOp
-from ..ir.types import TensorType
-from .counted import find_counted_loops
+from ..ir.types import INDEX, ScalarType, TensorType
+from .counted import CountedLoop, find_counted_loops
 from .vectorize import buffer_origin, candidate, may_alias, vectorize_counted
 
 NONTEMPORAL = "nontemporal"
@@ -53,7 +56,7 @@ def stream_stores(func: FuncOp, module: ModuleOp | None, min_bytes: int, width: 
 
     def streamed(store: Operation) -> bool:
         size = static_bytes(store.operands[1])
-        if size is None or size < min_bytes:
+        if size is not None and size < min_bytes:
             return False
         origin = buffer_origin(store.operands[1], func, module)
         return origin is not None and not any(may_alias(origin, r) for r in read)
@@ -63,14 +66,45 @@ def stream_stores(func: FuncOp, module: ModuleOp | None, min_bytes: int, width: 
         if not candidate(loop):
             continue
         stores = [op for blk in loop.blocks for op in blk.ops if op.name == "loop.store"]
-        targets = {id(op.operands[1]) for op in stores if streamed(op)}
-        if not targets or not vectorize_counted(loop, func, module, width, interleave=INTERLEAVE):
+        targets = {id(op.operands[1]): op.operands[1] for op in stores if streamed(op)}
+        sized_at_run_time = [t for t in targets.values() if static_bytes(t) is None]
+        if not targets or (sized_at_run_time and (loop.iters or loop.trip_count() is not None)):
+            continue
+        entry = loop.preheader.terminator
+        if not vectorize_counted(loop, func, module, width, interleave=INTERLEAVE):
             continue
         for op in func.walk():
             if op.name == "loop.vstore" and id(op.operands[1]) in targets:
                 op.attributes[NONTEMPORAL] = True
+        if sized_at_run_time:
+            _version(loop, entry, sized_at_run_time, min_bytes)
         done += 1
     return done
+
+
+def _version(loop: CountedLoop, entry: Operation | None, buffers: list[Value], min_bytes: int) -> None:
+    """Buffers whose size is known only at run time: the vector loop runs when one of
+    them has ``min_bytes`` or more, else the scalar loop runs the whole range (as it
+    would have without this pass: LLVM vectorizes it). ``entry``: the branch into the
+    vector loop (``vectorize_loop`` kept the loop's entry edge and retargeted it)."""
+    assert entry is not None and entry.name == "cf.br"
+    b = Builder()
+    b.set_insertion_point_before(entry)
+    b.loc = entry.loc
+    big: Value | None = None
+    for buf in buffers:
+        t = buf.type
+        assert isinstance(t, TensorType)
+        size: Value = b.constant(max(t.dtype.bits // 8, 1), INDEX)
+        for axis in range(t.rank):
+            size = b.value("arith.mul", [size, b.value("tensor.dim", [buf], INDEX, {"axis": axis})], INDEX)
+        at_least = b.value("arith.cmpi", [size, b.constant(min_bytes, INDEX)], ScalarType(DType.BOOL),
+                           {"predicate": "sge"})
+        big = at_least if big is None else b.value("arith.or", [big, at_least], ScalarType(DType.BOOL))
+    assert big is not None
+    vector = entry.successors[0]
+    b.cond_br(big, vector.block, list(vector.args), loop.header, [loop.lo])
+    entry.erase()
 
 
 __all__ = ["NONTEMPORAL", "static_bytes", "stream_stores"]
