@@ -334,11 +334,12 @@ class ConvBuilder(GemmBuilder):
             pend = b.add(pb, b.mul(b.sdiv(b.add(b.sub(pe, pb), _i(self.nr - 1)), _i(self.nr)), _i(self.nr)))
             # offs[r] / ows[r]: source offset and output column of pixel pb + r (one
             # division, then stepped) for the pixels that are packed: all of them,
-            # or with panels read in place only a ragged last panel's
+            # with panels read in place only a ragged last panel's, and none with
+            # panels copied (``pack`` reads planes, not offsets)
             whole = b.add(pb, b.mul(b.sdiv(b.sub(pe, pb), _i(self.nr)), _i(self.nr)))
-            first = b.sub(whole, pb) if reads is not None else _i(0)
+            first: ir.Value = _i(0)
             if reads is not None:
-                first = b.select(reads[0], first, _i(0))
+                first = b.select(reads[0], b.sub(whole, pb), b.select(reads[1], b.sub(pend, pb), first))
             at = b.add(pb, first)
             b.store(b.sdiv(at, wo), koh)
             b.store(b.srem(at, wo), kow)
@@ -372,7 +373,11 @@ class ConvBuilder(GemmBuilder):
                     b.store(b.select(wrap_j, _i(0), j1), kj)
                     b.store(b.select(wrap_i, _i(0), i1), ki)
                     b.store(b.select(wrap_i, b.add(ci, _i(1)), ci), kci)
-                for_range(b, _i(0), kc, 1, decode, "kb")
+                if reads is None:
+                    for_range(b, _i(0), kc, 1, decode, "kb")
+                else:  # copied panels never read kbase
+                    with b.if_then(b.not_(reads[1])):
+                        for_range(b, _i(0), kc, 1, decode, "kb")
 
                 def pack_v(p0: ir.Value) -> None:
                     rel = b.sub(p0, pb)

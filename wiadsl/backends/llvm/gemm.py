@@ -585,15 +585,22 @@ class GemmBuilder:
                      for v in range(nv)]
             panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
 
-            def per_p(p: ir.Value) -> None:
-                src = b.gep(bm, [b.add(b.mul(b.add(pc, p), ldb), jr)], source_etype=self.et)
-                dst = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=self.et)
-                for v in range(nv):
-                    x = b.call(mload, [b.gep(src, [_i(v * self.w)], source_etype=self.et),
-                                       ir.Constant(I32, self.size), masks[v], zero])
-                    vector_store(b, x, b.gep(dst, [_i(v * self.w)], source_etype=self.et),
-                                 self.lane_align(v))
-            for_range(b, _i(0), kc, 1, per_p, "pp")
+            def rows(load: Callable[[ir.Value, int], ir.Value]) -> None:
+                def per_p(p: ir.Value) -> None:
+                    src = b.gep(bm, [b.add(b.mul(b.add(pc, p), ldb), jr)], source_etype=self.et)
+                    dst = b.gep(panel, [b.mul(p, _i(self.nr))], source_etype=self.et)
+                    for v in range(nv):
+                        x = load(b.gep(src, [_i(v * self.w)], source_etype=self.et), v)
+                        vector_store(b, x, b.gep(dst, [_i(v * self.w)], source_etype=self.et),
+                                     self.lane_align(v))
+                for_range(b, _i(0), kc, 1, per_p, "pp")
+            # a whole panel's rows are plain loads: a masked one costs twice as much on AMD
+            # (VMASKMOVPS), which made copying 1x1 convolutions' panels (conv.py) slow
+            with b.if_else(b.icmp_signed(">=", b.sub(n, jr), _i(self.nr))) as (whole, ragged):
+                with whole:
+                    rows(lambda ptr, v: vector_load(b, ptr, self.vt, self.size))
+                with ragged:
+                    rows(lambda ptr, v: b.call(mload, [ptr, ir.Constant(I32, self.size), masks[v], zero]))
         for_range(b, jc, jend, self.nr, per_jr, "pj")
 
     # --------------------------------------------------------- threads
