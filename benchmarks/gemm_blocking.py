@@ -7,7 +7,7 @@ Usage:
 Each variant is compiled as an explicit ``gemm_config``: with ``--kc``, the host's
 default micro-kernel with only the k block changed; with ``--configs``, micro-kernels
 of MR rows x NV vectors, the k loop unrolled U times (``MRxNVuU``, ``kKC`` to set
-the k block too). Then every variant and NumPy's ``a @ b`` are timed in interleaved
+the k block too, ``mMC`` the rows of A per cache block). Then every variant and NumPy's ``a @ b`` are timed in interleaved
 rounds (a pause after NumPy's batch: its BLAS threads spin on), medians. Prints
 GFLOP/s per variant and its ratio to NumPy (> 1: faster than OpenBLAS). This is how
 ``gemm_config.KC`` and the AVX2 default were chosen; run it on a new host kind
@@ -46,13 +46,15 @@ def _per_call(fn, seconds: float = BATCH) -> float:
 
 
 def parse_config(spec: str) -> GemmConfig:
-    """``6x2u4`` (MR x NV, unrolled 4 times) or ``6x2u4k256`` (and KC 256)."""
-    found = re.fullmatch(r"(\d+)x(\d+)u(\d+)(?:k(\d+))?", spec)
+    """``6x2u4`` (MR x NV, unrolled 4 times), ``6x2u4k256`` (and KC 256), ``6x2u4k256m48``
+    (and MC 48)."""
+    found = re.fullmatch(r"(\d+)x(\d+)u(\d+)(?:k(\d+))?(?:m(\d+))?", spec)
     if not found:
-        raise SystemExit(f"--configs: '{spec}' is not MRxNVuU or MRxNVuUkKC (e.g. 6x2u4)")
-    mr, nv, unroll, kc = found.groups()
+        raise SystemExit(f"--configs: '{spec}' is not MRxNVuU[kKC][mMC] (e.g. 6x2u4, 6x2u4k256m48)")
+    mr, nv, unroll, kc, mc = found.groups()
     base = default_config()
-    config = GemmConfig(int(mr), int(nv), base.vector_bits, int(kc or base.kc), base.mc, int(unroll))
+    config = GemmConfig(int(mr), int(nv), base.vector_bits, int(kc or base.kc), int(mc or base.mc),
+                        int(unroll))
     config.check(host().vector_bits)
     return config
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="512,1024,2048", help="square sizes n (n x n x n)")
     p.add_argument("--shapes", default="", help="MxKxN shapes besides the squares")
     p.add_argument("--kc", default="256,512", help="k blocks to compare")
-    p.add_argument("--configs", default="", help="micro-kernels to compare instead: MRxNVuU[kKC]")
+    p.add_argument("--configs", default="", help="micro-kernels to compare instead: MRxNVuU[kKC][mMC]")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
     base = default_config()

@@ -18,6 +18,8 @@ from .host import host
 #: to 2048^3 +4..10 %; M = 16..256 inference shapes +1..12 %; K <= 256 the same code;
 #: convolutions (K = 576 .. 2304) within +-1 %; AVX2 code on the same host 2048^3 +5 %.
 KC, MC = 512, 96
+#: rows of A per cache block of the AVX2 micro-kernel (``default_config``)
+AVX2_MC = 48
 #: columns of B per packed block (rounded down to a multiple of NR): KC x NC
 #: floats = 512 KiB, so a packed block stays in L2 while every row block of A
 #: streams past it (item "N blocking": at n = 2048 the whole packed K-slab was 2 MiB).
@@ -87,11 +89,22 @@ def default_config() -> GemmConfig:
     vectors issue 28 instructions per 12 FMAs a step, the unrolled loop its address
     and loop arithmetic once per four. (4 x 3 vectors measured the same within the
     host's noise, but its 24-column panels are no divisor of ResNet's channel counts,
-    which conv_rows.py and Winograd's products need: loops/conv.py's WINO_CHANNEL_STEP.)"""
+    which conv_rows.py and Winograd's products need: loops/conv.py's WINO_CHANNEL_STEP.)
+
+    AVX2 row blocks of ``AVX2_MC`` rows of A, not MC: on the same Zen 3 host (L2 512 KiB,
+    8 ways; 2 threads; benchmarks/gemm_blocking.py ``--configs 6x2u4k512m96,6x2u4k512m48``,
+    interleaved in one process) f32 matmul 1024^3 0.79-1.03x -> 0.91-1.09x of OpenBLAS (five
+    runs), 2048^3 0.83-0.96x -> 0.84-1.00x (six), 512^3 0.96-1.17x -> 1.10-1.21x (two);
+    64x512x1024 0.96 -> 1.12x, 256x768x768 0.97 -> 1.06x, 512x64x4096 1.10 -> 1.12x; ONNX
+    models (both configs in one process, interleaved rounds) ResNet-18 at 224 31.4 -> 29.3 ms
+    at one thread, 18.9 -> 18.2 at two, the encoder 2.90 -> 2.81 ms, MobileNetV2, the mlp and
+    the exported ResNet-18 within 1.5 %. A block of A rows read in place (gemm.py reads
+    A unpacked) whose rows are 4 or 8 KiB apart falls into few L2 sets: 48 rows stay there
+    while the packed B panels stream past, 96 did not."""
     bits = host().vector_bits
     if bits >= 512:
         return GemmConfig(mr=8, nv=2, vector_bits=bits)
-    return GemmConfig(mr=6, nv=2, vector_bits=bits, unroll=4)
+    return GemmConfig(mr=6, nv=2, vector_bits=bits, mc=AVX2_MC, unroll=4)
 
 
 _CONFIG: contextvars.ContextVar[GemmConfig | None] = contextvars.ContextVar("gemm_config", default=None)
