@@ -34,6 +34,16 @@ def _private_compile_cache():
 
 
 @pytest.fixture
+def restore_thread_count():
+    """The CPU target's thread count (``wiadsl.set_num_threads``) as it was, after the test."""
+    import wiadsl
+
+    before = wiadsl.get_num_threads()
+    yield
+    wiadsl.set_num_threads(before)
+
+
+@pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty cache folder and a cleared in-memory cache, for one test."""
     from wiadsl.cache import entries as cache

@@ -35,11 +35,7 @@ kernel rows(input x: f32[R, C], output y: f32[R, C]) { y = nn.softmax(x, axis=1)
 rng = np.random.default_rng(11)
 
 
-@pytest.fixture(autouse=True)
-def restore_thread_count():
-    before = wiadsl.get_num_threads()
-    yield
-    wiadsl.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("restore_thread_count")
 
 
 def threads_seen(regions: int, want: int, wait_s: float = 0.5, deadline_s: float = 300.0) -> set[int]:

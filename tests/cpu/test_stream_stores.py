@@ -33,11 +33,7 @@ func @fused(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tensor<?
 rng = np.random.default_rng(13)
 
 
-@pytest.fixture(autouse=True)
-def restore_thread_count():
-    before = wiadsl.get_num_threads()
-    yield
-    wiadsl.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("restore_thread_count")
 
 
 def test_streamed_stores_are_nontemporal_behind_an_alignment_check_and_fenced():
