@@ -9,17 +9,18 @@ it again anyway. A non-temporal store writes the line without reading it
 alternating processes: 11.1-11.3 -> 9.1-9.7 ms at one thread, 7.7-8.1 -> 6.7-7.3 at two).
 
 For each innermost loop (``vectorize.candidate``) that stores to a buffer of at
-least ``bytes`` (the backend passes its last-level cache's size; a buffer sized at run
-time is checked there: the vector loop runs only when it is that large, else the
-original loop does, unchanged) which its function never loads (no read-modify-write, and no later loop of the function
-reads it back), the loop is vectorized (vectorize.py, ``width`` lanes, ``INTERLEAVE``
-bodies per iteration; a loop that does not qualify stays as it is) and the vector
-stores into those buffers get the unit attribute ``nontemporal``. What it means is the
-backend's: the CPU emits a non-temporal store where the address is 16-byte aligned
-(else a plain one: runtime.py's ``stream_store``) and a store fence before its
-function returns, so that the stores are visible before the pool hands the chunk back.
-LLVM's own vectorizer cannot do this: it leaves a loop scalar when its stores carry
-``!nontemporal`` at element alignment.
+least ``bytes`` (the backend passes its last-level cache's size) which its function
+never loads (no read-modify-write, and no later loop of the function reads it back),
+the loop is vectorized (vectorize.py, ``width`` lanes, ``INTERLEAVE`` bodies per
+iteration; a loop that does not qualify stays as it is) and the vector stores into
+those buffers get the unit attribute ``nontemporal``. A buffer sized at run time is
+checked there: the vector loop runs only when it is that large, else the original loop
+does, unchanged (``_version``). What the attribute means is the backend's: the CPU
+emits a non-temporal store where the address is 16-byte aligned (else a plain one:
+runtime.py's ``stream_store``) and a store fence before its function returns, so that
+the stores are visible before the pool hands the chunk back. LLVM's own vectorizer
+cannot do this: it leaves a loop scalar when its stores carry ``!nontemporal`` at
+element alignment.
 """
 
 from __future__ import annotations

@@ -685,7 +685,11 @@ class CpuKernel:
                 ) -> tuple[KeyParts, GemmConfig | None]:
         """The key from the IR (the slow path: the IR is made if it was lazy)."""
         config = self.config or _tuned(self.ir, self.kernel, pattern, dtypes)
+        from .compile import cpu_loop_pipeline
+
         pipeline = _pipeline(self.level) if self.passes else "none"
+        # the default loop passes depend on the host's last-level cache (stream-stores)
+        pipeline += f" | loops: {cpu_loop_pipeline()}"
         if self.loop_pipeline:  # different loop passes: a different entry
             pipeline += f" | loop: {self.loop_pipeline}"
         if self.frozen:  # an entry with a state
@@ -856,11 +860,9 @@ def module_sources(module: ModuleOp) -> dict[str, SourceFile]:
 
 
 def _pipeline(level: int) -> str:
-    """The key's pipeline: the tensor passes and the loop passes (which depend on the
-    host's last-level cache: stream-stores)."""
-    from .compile import cpu_loop_pipeline, cpu_pipeline
+    from .compile import cpu_pipeline
 
-    return f"{cpu_pipeline(level)} | loops: {cpu_loop_pipeline()}"
+    return cpu_pipeline(level)
 
 
 def _tuned(module: ModuleOp, kernel: str, shapes: Sequence[tuple[int, ...]],

@@ -99,7 +99,7 @@ def stream_store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int) ->
     loops/stream_stores.py) where ``ptr`` is 16-byte aligned, a plain one (``align``
     known) elsewhere. 16 rather than the vector's size: x86 writes a 16-byte aligned
     wider vector as 16-byte MOVNTPS halves, as fast here (16M f32 ``relu(a*b+c)``, one
-    AMD Zen 3 thread: 26.5-29.9 GB/s against 26.9-29.2 fully aligned, 21-22 plain), and
+    AMD Zen 3 thread: 25.6-29.9 GB/s, 26.9-29.2 fully aligned, 20.9-22.4 plain), and
     NumPy's large arrays start 16 bytes into a page, so the check passes for them. The
     check is one AND per store, predicted the same way all loop long. The caller
     fences (``store_fence``) before the data is handed to another thread."""
