@@ -80,11 +80,19 @@ def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool 
     return FieldSpec(default, default_factory, init, repr, compare, kw_only)
 
 
+def _from_dataclasses(name: str) -> Any:
+    """``dataclasses.<name>``, or None while nothing imported ``dataclasses``, or while
+    another thread is still importing it: its partial module in ``sys.modules`` may not
+    have the name yet (8 threads' first calls raised AttributeError here), and no object
+    of it can be in anyone's hands before that import is done."""
+    module = sys.modules.get("dataclasses")
+    return getattr(module, name, None) if module is not None else None
+
+
 def _is_field_spec(value: Any) -> bool:
     """Whether ``value`` is a field specification (ours or a ``dataclasses.Field``)."""
-    dataclasses = sys.modules.get("dataclasses")  # not imported: no Field exists
-    return isinstance(value, FieldSpec) or \
-        (dataclasses is not None and isinstance(value, dataclasses.Field))
+    field_class = _from_dataclasses("Field")
+    return isinstance(value, FieldSpec) or (field_class is not None and isinstance(value, field_class))
 
 
 class _Field:
@@ -110,8 +118,8 @@ class _Field:
 
 def _own_missing(value: Any) -> Any:
     """``MISSING`` for this module's or ``dataclasses``' marker, else ``value``."""
-    dataclasses = sys.modules.get("dataclasses")
-    return MISSING if dataclasses is not None and value is dataclasses.MISSING else value
+    marker = _from_dataclasses("MISSING")
+    return MISSING if marker is not None and value is marker else value
 
 
 def _fields_of(cls: type) -> tuple[_Field, ...]:

@@ -214,3 +214,24 @@ def test_the_records_own_field_declares_what_dataclasses_field_does():
     assert Own(1).tags is not Own(1).tags
     with pytest.raises(TypeError, match="hashes exactly the fields it compares"):
         records.field(default=0, compare=False, hash=True)
+
+
+def test_a_record_is_made_while_another_thread_is_importing_dataclasses(monkeypatch):
+    """A thread importing ``dataclasses`` leaves a partial module in ``sys.modules`` until
+    it is done; another thread's first record classes saw it and raised AttributeError
+    ('partially initialized module dataclasses has no attribute Field': 8 threads' first
+    calls, tests/regressions/test_thread_first_calls.py, about one run in fifteen)."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "dataclasses", types.ModuleType("dataclasses"))  # nothing defined yet
+
+    @record(frozen=True)
+    class Mid:
+        x: int
+        y: int = 0
+        tags: list[str] = records.field(default_factory=list)
+        z: object = None
+
+    made = Mid(1)
+    assert (made.x, made.y, made.tags, made.z) == (1, 0, [], None) and Mid(1, 2) != made
