@@ -42,12 +42,16 @@ INTERLEAVE = 2
 _LOADS = ("loop.load", "loop.vload")
 
 
+def _element_bytes(t: TensorType) -> int:
+    return max(t.dtype.bits // 8, 1)
+
+
 def static_bytes(buffer: Value) -> int | None:
     """The size of a buffer with a static type; None for a run-time one."""
     t = buffer.type
     if not isinstance(t, TensorType) or any(d is None for d in t.shape):
         return None
-    return math.prod(d for d in t.shape if d is not None) * max(t.dtype.bits // 8, 1)
+    return math.prod(d for d in t.shape if d is not None) * _element_bytes(t)
 
 
 def stream_stores(func: FuncOp, module: ModuleOp | None, min_bytes: int, width: int) -> int:
@@ -96,7 +100,7 @@ def _version(loop: CountedLoop, entry: Operation | None, buffers: list[Value], m
     for buf in buffers:
         t = buf.type
         assert isinstance(t, TensorType)
-        size: Value = b.constant(max(t.dtype.bits // 8, 1), INDEX)
+        size: Value = b.constant(_element_bytes(t), INDEX)
         for axis in range(t.rank):
             size = b.value("arith.mul", [size, b.value("tensor.dim", [buf], INDEX, {"axis": axis})], INDEX)
         at_least = b.value("arith.cmpi", [size, b.constant(min_bytes, INDEX)], ScalarType(DType.BOOL),

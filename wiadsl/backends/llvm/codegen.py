@@ -42,7 +42,7 @@ from .destinations import result_allocations
 from .mathlib import type_suffix
 from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
 from .runtime import alloc_function, store_fence, stream_store, vector_load, vector_store
-from .types import I1, I8, I32, I64, PTR, dtype_of, itemsize, mem_type, scalar_type
+from .types import I1, I8, I32, I64, PTR, dtype_of, is_x86, itemsize, mem_type, scalar_type
 
 
 @dataclass
@@ -76,7 +76,7 @@ class ModuleEmitter:
         if triple:
             self.ll.triple = triple
         #: an x86 target: ``nontemporal`` stores are emitted as such (with SFENCE)
-        self.x86 = triple.split("-")[0] in ("x86_64", "i386", "i686")
+        self.x86 = is_x86(triple)
         self.messages: list[tuple[str, Any]] = []
         #: specs of the precompiled helpers (library.py) this module calls
         self.libraries: list[dict[str, Any]] = []

@@ -56,7 +56,7 @@ from llvmlite import ir
 from ...ir.core import Operation
 from .runtime import ARENA_STATE, ARENA_WORDS, arena_free_function, for_range
 from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
-from .types import I1, I32, I64, PTR
+from .types import I1, I32, I64, PTR, is_x86
 
 WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
@@ -554,8 +554,7 @@ class _Pool:
 def pool_module(mod: ir.Module, name: str = POOL_SYMBOL) -> ir.Function:
     """Define the pool (up to MAX_THREADS threads per region, as LIMIT_SYMBOL says)
     in ``mod``; returns its ``parallel_for`` (external, named ``name``)."""
-    x86 = mod.triple.startswith(("x86_64", "i686", "i386"))
-    return _Pool(mod, x86).parallel_for(name)
+    return _Pool(mod, is_x86(mod.triple)).parallel_for(name)
 
 
 def worth_threads(b: ir.IRBuilder, work: ir.Value) -> ir.Value:

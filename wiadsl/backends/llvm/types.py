@@ -103,5 +103,11 @@ def constant(dtype: DType | None, value: object) -> ir.Constant:
     return ir.Constant(t, float(value))  # type: ignore[arg-type]
 
 
+def is_x86(triple: str) -> bool:
+    """Whether ``triple`` targets x86 (the ISA whose instructions some helpers emit:
+    PAUSE in the pool's spin loop, SFENCE after non-temporal stores)."""
+    return triple.startswith(("x86_64", "i686", "i386"))
+
+
 def itemsize(dtype: DType) -> int:
     return 1 if dtype is DType.BOOL else np.dtype(dtype.numpy).itemsize
