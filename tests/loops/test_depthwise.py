@@ -93,7 +93,7 @@ CONV = """
 func @f(%x: tensor<?x?x?x?xf32>, %w: tensor<?x?x?x?xf32>, %b: tensor<{o}x1x1xf32>, %r: tensor<?x{o}x?x?xf32>) -> tensor<?x{o}x{ho}x{wo}xf32> attributes {{kernel, outputs = ["y"]}} {{
 ^entry:
   %c = tensor.conv2d %x, %w {{stride = [1, 1], padding = [1, 1]}} : (tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32>) -> tensor<?x{o}x{ho}x{wo}xf32>
-  %a = tensor.add %c, %b : (tensor<?x{o}x{ho}x{wo}xf32>, tensor<{o}x1x1xf32>) -> tensor<?x{o}x{ho}x{wo}xf32>
+  %a = tensor.{bias} %c, %b : (tensor<?x{o}x{ho}x{wo}xf32>, tensor<{o}x1x1xf32>) -> tensor<?x{o}x{ho}x{wo}xf32>
   %s = tensor.add %a, %r : (tensor<?x{o}x{ho}x{wo}xf32>, tensor<?x{o}x?x?xf32>) -> tensor<?x{o}x{ho}x{wo}xf32>
   %z = arith.constant 0.0 : f32
   %y = tensor.max %s, %z : (tensor<?x{o}x{ho}x{wo}xf32>, f32) -> tensor<?x{o}x{ho}x{wo}xf32>
@@ -103,8 +103,13 @@ func @f(%x: tensor<?x?x?x?xf32>, %w: tensor<?x?x?x?xf32>, %b: tensor<{o}x1x1xf32
 
 
 @pytest.mark.parametrize("n,c,o,h,w", [(2, 3, 5, 9, 33), (1, 1, 1, 1, 1), (3, 4, 7, 7, 7)])
-def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w) -> None:
-    tensor = parse_module(CONV.format(o=o, ho=h, wo=w))
+@pytest.mark.parametrize("bias", ["sub", "add"])
+def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w, bias) -> None:
+    """``fuse`` gives the convolution the bias step (the residual add and relu stay a
+    map of their own here). ``c - b`` is an epilogue loop after each chunk's
+    ``loop.conv2d``; ``c + b`` is a per-channel shift, which the op itself applies as
+    it writes (its ``affine`` operands and ``clamp``, without bounds): no loop reads b."""
+    tensor = parse_module(CONV.format(o=o, ho=h, wo=w, bias=bias))
     optimize(tensor, pipeline="fuse")
     rng = np.random.default_rng(2)
     args = [rng.standard_normal(s).astype(np.float32)
@@ -112,13 +117,21 @@ def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w) -> N
     loops = lower_module(tensor, {"f": [a.shape for a in args]})
     verify(loops)
     out = print_module(loops)
-    # one chunk loop: the conv of a pixel range (15 operands), then the epilogue's loads
-    filecheck(out, """
-    CHECK: loop.conv2d {{.*}} {stride = [1, 1], chunk = 256}
-    CHECK: loop.load %b,
-    CHECK: loop.load %r,
-    CHECK: arith.max
-    """)
+    if bias == "sub":  # one chunk loop: the conv of a pixel range (15 operands), then the epilogue
+        filecheck(out, """
+        CHECK: loop.conv2d {{.*}} {stride = [1, 1], chunk = 256}
+        CHECK: loop.load %b,
+        CHECK: arith.sub
+        CHECK: loop.load %r,
+        CHECK: arith.max
+        """)
+    else:  # b (offset, step 1) rides on the op
+        filecheck(out, """
+        CHECK: loop.conv2d {{.*}}, %b, {{%[0-9]+}}, {{%[0-9]+}} {stride = [1, 1], chunk = 256, affine = ["shift"], clamp = [-inf, inf]}
+        CHECK-NOT: loop.load %b,
+        CHECK: loop.load %r,
+        CHECK: arith.max
+        """)
     want = run_func(tensor, "f", args)[0]
     np.testing.assert_allclose(run_func(loops, "f", args)[0], want, rtol=1e-5, atol=1e-5)
 

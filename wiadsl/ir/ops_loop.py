@@ -27,6 +27,8 @@ Text forms:
     loop.conv2d %x, %w, %y, %xoff, %yoff, %c, %hp, %wp, %o, %kh, %kw, %ho, %wo {stride = [sh, sw]} : (...)
     loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 256} : (...)   (output pixels [p_lo, p_hi) only)
     loop.conv2d ..., %p_hi, %o_lo, %o_hi {..., channels = 128} : (...)   (of output channels [o_lo, o_hi) only)
+    loop.conv2d ..., %p_hi, %s, %soff, %sstep, %t, %toff, %tstep {..., affine = ["scale", "shift"],
+        clamp = [0.0, 6.0]} : (...)   (each output clamp(v * s[c] + t[c], 0, 6) as written)
 """
 
 from __future__ import annotations
@@ -299,32 +301,85 @@ class Conv2dOp(Operation):
     the rows of a GEMM with ``w`` packed once (backends/llvm/conv_rows.py). The unit
     hint ``winograd = m`` (with ``rows`` or alone, on a whole image; m = 2 or 4): a 3x3
     stride-1 convolution may be computed as Winograd's F(m x m, 3x3) (backends/llvm/
-    conv_winograd.py; equal up to rounding)."""
+    conv_winograd.py; equal up to rounding).
+    An epilogue of the written outputs (attribute ``clamp = [lo, hi]``, floats, -inf /
+    inf for no bound): each is ``clamp(v * scale[c] + shift[c], lo, hi)`` for its
+    output channel c (``v * scale + shift`` may round once, as a fused multiply-add),
+    where ``affine`` lists which of "scale" and "shift" (in that order) follow the
+    ranges as (buffer, offset, step) operands, channel c's value at ``offset + c *
+    step``; a missing scale is 1, a missing shift -0.0. The clamp is ``arith.max`` then ``arith.min``
+    against the bounds (a NaN stays NaN)."""
 
     name = "loop.conv2d"
 
     @property
+    def affine(self) -> list[str]:
+        """The per-channel operands of the epilogue, in order ("scale", "shift")."""
+        return list(self.attributes.get("affine", []))
+
+    @property
+    def affine_start(self) -> int:
+        """The index of the first ``affine`` operand (after the ranges)."""
+        return len(self.operands) - 3 * len(self.affine)
+
+    @property
     def pixel_range(self) -> bool:
         """Whether this op writes a range of the image's output pixels only."""
-        return len(self.operands) >= 15
+        return self.affine_start >= 15
 
     @property
     def channel_range(self) -> bool:
         """Whether this op writes a range of the output channels only."""
-        return len(self.operands) == 17
+        return self.affine_start == 17
 
     def verify(self) -> None:
-        expect_counts(self, (13, 17), 0)
-        if len(self.operands) in (14, 16):
-            raise self.error("takes a pixel range and then a channel range, two operands each")
+        expect_counts(self, (13, 23), 0)
+        affine = self.attributes.get("affine", [])
+        if affine not in ([], ["scale"], ["shift"], ["scale", "shift"]):
+            raise self.error(f"attribute 'affine' must list \"scale\", \"shift\" or both in "
+                             f"that order, got {affine!r}")
+        if affine and "clamp" not in self.attributes:
+            raise self.error("has 'affine' operands but no 'clamp' epilogue")
+        if "clamp" in self.attributes:
+            bounds = self.attributes["clamp"]
+            if not (isinstance(bounds, list) and len(bounds) == 2
+                    and all(isinstance(v, float) for v in bounds)):
+                raise self.error(f"attribute 'clamp' must be two floats [lo, hi], got {bounds!r}")
+        if self.affine_start not in (13, 15, 17):
+            raise self.error("takes a pixel range and then a channel range, two operands each, "
+                             "then three per 'affine' entry")
         types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
         if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
-        for i, t in enumerate(self.operand_types[3:]):
+        first = self.affine_start
+        for i, t in enumerate(self.operand_types[3:first]):
             expect_index(self, t, f"operand {i + 3}")
+        for j, name in enumerate(affine):
+            at = first + 3 * j
+            t = expect_tensor(self, self.operand_types[at], f"the {name} buffer")
+            if t.dtype is not types[0].dtype:
+                raise self.error(f"takes a {name} buffer of {types[0].dtype}, got {t}")
+            for i in (at + 1, at + 2):
+                expect_index(self, self.operand_types[i], f"operand {i}")
         stride = attr_ints(self, "stride", 2)
         if min(stride) < 1:
             raise self.error(f"needs stride >= 1, got {stride}")
+
+    def _epilogue(self, args: list[Any], values: np.ndarray, o_lo: int, o_hi: int) -> np.ndarray:
+        """``values`` (channels [o_lo, o_hi) x pixels) through the epilogue, if any."""
+        if "clamp" not in self.attributes:
+            return values
+        first = self.affine_start
+        channels = np.arange(o_lo, o_hi)
+        for j, name in enumerate(self.affine):
+            buf, off, step = args[first + 3 * j].reshape(-1), int(args[first + 3 * j + 1]), \
+                int(args[first + 3 * j + 2])
+            per = buf[off + channels * step].astype(values.dtype)[:, None]
+            values = values * per if name == "scale" else values + per
+        lo, hi = (values.dtype.type(v) for v in self.attributes["clamp"])
+        with np.errstate(invalid="ignore"):
+            values = np.where((values > lo) | np.isnan(values), values, lo)
+            return np.where((values < hi) | np.isnan(values), values, hi)
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, w, y = (a.reshape(-1) for a in args[:3])
@@ -344,5 +399,5 @@ class Conv2dOp(Operation):
             raise WiaRuntimeError(f"'{self.name}': channel range [{o_lo}, {o_hi}) outside the "
                                   f"{o} output channels")
         image = y[yoff:yoff + o * ho * wo].reshape(o, ho * wo)
-        image[o_lo:o_hi, lo:hi] = out[o_lo:o_hi, lo:hi].astype(y.dtype)
+        image[o_lo:o_hi, lo:hi] = self._epilogue(args, out[o_lo:o_hi, lo:hi].astype(y.dtype), o_lo, o_hi)
         return []

@@ -25,7 +25,7 @@ from ..ir.core import Value
 from ..ir.ops_loop import Conv2dOp
 from ..ir.types import ScalarType
 from .builder import LoopBuilder, const_value
-from .epilogue import Epilogue
+from .epilogue import Epilogue, channel_clamp
 from .expr import Leaf
 
 NAME = Conv2dOp.name
@@ -215,6 +215,11 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
     # of each other, so the threads' blocks of chunks are equal (28x28 as 256, 256,
     # 256 and 16 pixels gave one thread of two 512 and the other 272)
     units = lb.floordiv(lb.add(npix, lb.idx(UNIT - 1)), lb.idx(UNIT))
+    # an epilogue that is a per-channel affine map and clamp, written in place, goes
+    # into the op (stored by the micro-kernels: no second pass over the chunk)
+    clamp = None
+    if epilogue is not None and epilogue[1] is out:
+        clamp = channel_clamp(lb, epilogue[0])
 
     def piece(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (t,) = ivs
@@ -228,12 +233,18 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
         xoff = lb2.add(base, lb2.mul(n, lb2.mul(c, lb2.mul(hp, wp))))
         yoff = lb2.mul(n, lb2.mul(o, npix))
         operands = [xbuf, w.buf, out, xoff, yoff, c, hp, wp, o, kh, kw, ho, wo, lo, hi]
-        attributes = {"stride": list(stride), "chunk": CHUNK}
+        attributes: dict[str, object] = {"stride": list(stride), "chunk": CHUNK}
         if blocks > 1:
             operands += [o_lo, o_hi]
             attributes["channels"] = const_value(per)
+        if clamp is not None:  # the micro-kernels apply it as they store them
+            present = [(name, part) for name, part in (("scale", clamp.scale), ("shift", clamp.shift))
+                       if part is not None]
+            attributes["affine"] = [name for name, _ in present]
+            attributes["clamp"] = [clamp.lo, clamp.hi]
+            operands += [v for _, part in present for v in part]
         lb2.b.create(NAME, operands, attributes=attributes)
-        if epilogue is None:
+        if epilogue is None or clamp is not None:
             return
         epi, final = epilogue
 

@@ -16,12 +16,14 @@ element of ``raw`` (which may be ``out`` itself: read before written).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..ir.core import Block, Value
+from ..ir.types import ScalarType
 from ..records import record
 from .builder import LoopBuilder, const_value
-from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs
+from .expr import Expr, Leaf, MapExpr, ScalarExpr, broadcast_ivs, same_extents
 from .scalar import clone_body
 
 
@@ -79,3 +81,74 @@ class Epilogue:
             lb2.store(clone_body(lb2, self.body, [lb2.load(raw, off), *args])[0], out, off)
             return []
         lb.loop(lo, hi, pixel)
+
+
+@record
+class ChannelClamp:
+    """An epilogue that is ``clamp(raw * scale[c] + shift[c], lo, hi)`` of output channel
+    c: what ``loop.conv2d``'s own epilogue (``affine``, ``clamp``) computes as its
+    micro-kernels store, with no pass over the output. ``scale`` / ``shift``: None,
+    or (buffer, offset, step): channel c's value at ``offset + c * step``; the bounds
+    -inf / inf where the body has none."""
+
+    scale: tuple[Value, Value, Value] | None
+    shift: tuple[Value, Value, Value] | None
+    lo: float
+    hi: float
+
+
+#: the ops of a ``ChannelClamp`` body, in the order they may appear (each at most once)
+_CHAIN = ("arith.mul", "arith.add", "arith.max", "arith.min")
+
+
+def channel_clamp(lb: LoopBuilder, epi: Epilogue) -> ChannelClamp | None:
+    """``epi`` as a ``ChannelClamp``, if its body is the chain ``raw [* s] [+ t] [max lo]
+    [min hi]``, s and t operands that vary with the channel only, the bounds constants
+    (not NaN) after the value (``max(x, 0)``: ``max(0, x)`` orders -0.0 and 0.0 the other
+    way); else None."""
+    block = epi.body
+    value: Value = block.args[0]
+    operands = {id(a): e for a, e in zip(block.args[1:], epi.operands, strict=True)}
+    found: dict[str, object] = {}
+    stage = 0
+    for op in block.ops[:-1]:
+        if op.name == "arith.constant":
+            continue
+        if op.name not in _CHAIN[stage:] or len(op.operands) != 2 or \
+                all(v is not value for v in op.operands):
+            return None
+        stage = _CHAIN.index(op.name) + 1
+        other = op.operands[1] if op.operands[0] is value else op.operands[0]
+        if op.name in ("arith.mul", "arith.add"):
+            per_channel = _per_channel(lb, operands.get(id(other)), epi.extents, value.type)
+            if per_channel is None:
+                return None
+            found[op.name] = per_channel
+        else:
+            bound = const_value(op.operands[1])
+            if op.operands[0] is not value or not isinstance(bound, float) or bound != bound:
+                return None
+            found[op.name] = bound
+        value = op.results[0]
+    last = block.ops[-1]
+    if last.name != "tensor.yield" or list(last.operands) != [value]:
+        return None
+    return ChannelClamp(found.get("arith.mul"), found.get("arith.add"),  # type: ignore[arg-type]
+                        found.get("arith.max", -math.inf), found.get("arith.min", math.inf))  # type: ignore[arg-type]
+
+
+def _per_channel(lb: LoopBuilder, e: Expr | None, extents: list[Value],
+                 element: object) -> tuple[Value, Value, Value] | None:
+    """(buffer, offset, step) of an operand of scalar type ``element`` that, broadcast to
+    ``extents`` (n, c, ho, wo), varies with c only; None for any other."""
+    if not isinstance(e, Leaf) or e.rank > len(extents) or ScalarType(e.dtype) != element:
+        return None
+    axis = 1 - (len(extents) - e.rank)  # c's axis in the operand (right-aligned)
+    for k, extent in enumerate(e.extents):
+        if k != axis and const_value(extent) != 1:
+            return None
+    if axis < 0 or const_value(e.extents[axis]) == 1:
+        return e.buf, e.offset, lb.idx(0)
+    if not same_extents([e.extents[axis]], [extents[1]]):
+        return None
+    return e.buf, e.offset, e.strides[axis]

@@ -35,10 +35,12 @@ from ...dtypes import DType
 from ...ir.core import Block, Operation, OpResult, Value
 from ...ir.module import FuncOp, ModuleOp
 from ...ir.ops import ELEMENTWISE_FNS
+from ...ir.ops_loop import Conv2dOp
 from ...ir.types import IndexType, IRType, TensorType
 from ...loops.stream_stores import NONTEMPORAL
 from . import scalars
 from .destinations import result_allocations
+from .gemm import epilogue_record
 from .mathlib import type_suffix
 from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
 from .runtime import alloc_function, store_fence, stream_store, vector_load, vector_store
@@ -687,18 +689,54 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
         fn = declare(e.mod.ll, e.mod.libraries, "conv_rows", t.dtype, stride)
         e.b.call(fn, [e.element_ptr(x, t, xoff), packed, e.element_ptr(y, t, yoff), *dims])
         return []
-    wptr = w.ptr
-    if len(op.operands) == 17:  # output channels [o_lo, o_hi): their weight rows and planes
+    assert isinstance(op, Conv2dOp)
+    wptr, o_lo = w.ptr, ir.Constant(I64, 0)
+    if op.channel_range:  # output channels [o_lo, o_hi): their weight rows and planes
         c, kh, kw, ho, wo = dims[0], dims[4], dims[5], dims[6], dims[7]
         o_lo, o_hi = (e.get(v) for v in op.operands[15:17])
         wptr = e.element_ptr(w, t, e.b.mul(o_lo, e.b.mul(c, e.b.mul(kh, kw))))
         yoff = e.b.add(yoff, e.b.mul(o_lo, e.b.mul(ho, wo)))
         dims[3] = e.b.sub(o_hi, o_lo)
-    # with a pixel range: that chunk on this thread (the kernel's own loop splits)
-    kind = "conv_range" if len(op.operands) >= 15 else "conv"
-    fn = declare(e.mod.ll, e.mod.libraries, kind, t.dtype, stride)
-    e.b.call(fn, [e.element_ptr(x, t, xoff), wptr, e.element_ptr(y, t, yoff), *dims])
+    args = [e.element_ptr(x, t, xoff), wptr, e.element_ptr(y, t, yoff), *dims]
+    if not op.pixel_range:
+        e.b.call(declare(e.mod.ll, e.mod.libraries, "conv", t.dtype, stride), args)
+        return []
+    # a pixel range (the last two of ``dims``): that chunk on this thread (the kernel's
+    # own loop splits), its epilogue applied by the micro-kernels as they store
+    fn = declare(e.mod.ll, e.mod.libraries, "conv_range", t.dtype, stride)
+    e.b.call(fn, [*args, conv_epilogue(e, op, t, o_lo)])
     return []
+
+
+def conv_epilogue(e: FunctionEmitter, op: Conv2dOp, t: TensorType, o_lo: ir.Value) -> ir.Value:
+    """A pointer to the ``TileEpilogue`` record (gemm.py) of a ``loop.conv2d``'s ``clamp``
+    epilogue, its per-channel operands from channel ``o_lo`` on; null without one."""
+    if "clamp" not in op.attributes:
+        return ir.Constant(PTR, None)
+    et = mem_type(t.dtype)
+    with e.b.goto_block(e.alloca_block):
+        # as an untyped pointer: llvmlite types a GEP into a struct alloca as the struct
+        rec = e.b.inttoptr(e.b.ptrtoint(e.b.alloca(epilogue_record(et)), I64), PTR)
+
+    def field(i: int) -> ir.Value:
+        return e.b.gep(rec, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=epilogue_record(et))
+    lo, hi = op.attributes["clamp"]
+    for i, v in ((4, lo), (5, hi), (6, 1.0), (7, -0.0)):
+        e.b.store(ir.Constant(et, v), field(i))
+    # a missing scale reads the record's 1.0 and a missing shift its -0.0, step 0
+    for i, default in ((0, 6), (2, 7)):
+        e.b.store(field(default), field(i))
+        e.b.store(ir.Constant(I64, 0), field(i + 1))
+    first = op.affine_start
+    for j, name in enumerate(op.affine):
+        buf, off, step = op.operands[first + 3 * j:first + 3 * j + 3]
+        bt = buf.type
+        assert isinstance(bt, TensorType)
+        i = 0 if name == "scale" else 2
+        start = e.b.add(e.get(off), e.b.mul(o_lo, e.get(step)))
+        e.b.store(e.element_ptr(e.buf(buf), bt, start), field(i))
+        e.b.store(e.get(step), field(i + 1))
+    return rec
 
 
 #: the operands of ``loop.conv2d`` that place its weight: c, o, kh, kw

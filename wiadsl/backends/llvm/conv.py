@@ -52,7 +52,7 @@ from llvmlite import ir
 
 from ...dtypes import DType
 from .caches import l1_data_bytes, set_rows
-from .gemm import GemmBuilder, _i, imax, imin, k_loop, one_set
+from .gemm import NO_EPILOGUE, GemmBuilder, _i, imax, imin, k_loop, one_set
 from .gemm_config import direct_ukernel_symbol
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
@@ -176,23 +176,25 @@ class ConvBuilder(GemmBuilder):
                         lanes()
 
     def direct_ukernel(self, mr: int) -> ir.Function:
-        """``duk(a, lda, x, c, ldc, ci, kh, kw, plane, wp)``: the ``mr`` x NR tile of C at
+        """``duk(a, lda, x, c, ldc, ci, kh, kw, plane, wp, epi, row)``: the ``mr`` x NR tile of C at
         ``c`` (rows ``ldc`` apart) = A[mr x K] @ the tile's patches, read from the padded
         input itself: K row ``(ci, i, j)`` of NR consecutive pixels of one output row at
         stride 1 is the NR elements at ``x + ci*plane + i*wp + j``, where ``x`` is the
         tile's first pixel's window corner. No packing, no K blocks: the accumulators
-        start at zero and are stored once. (gemm.py's ``ukernel`` reads a packed panel.)
+        start at zero and are stored once, through the epilogue at ``epi`` if not null
+        (gemm.py's ``tile_epilogue``). (gemm.py's ``ukernel`` reads a packed panel.)
         Declared unless ``define_ukernels``: the "dukernels" helper defines them once for
         both stride-1 drivers (``conv`` and ``conv_range``; a copy in each was a third of
         their code)."""
         name = direct_ukernel_symbol(self.suffix, self.config, mr)
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR] + [I64] * 6), name)
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR] + [I64] * 6 + [PTR, I64]),
+                         name)
         if not self.define_ukernels:
             return fn
         fn.attributes.add("noinline")  # linked into AOT output, still one copy
-        a, lda, x, c, ldc, cin, kh, kw, plane, wp = fn.args
+        a, lda, x, c, ldc, cin, kh, kw, plane, wp, epi, row = fn.args
         for p in (a, x, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -222,6 +224,7 @@ class ConvBuilder(GemmBuilder):
                 return k_loop(b, _i(0), accs, kw, 1, per_j, "dj")[1]
             return k_loop(b, _i(0), accs, kh, 1, per_i, "di")[1]
         _, accs = k_loop(b, _i(0), [zero] * (mr * nv), cin, 1, per_ci, "dc")
+        accs = self.tile_epilogue(b, epi, row, accs, mr)
         for r in range(mr):
             for v in range(nv):
                 at = b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * self.w))], source_etype=self.et)
@@ -251,7 +254,7 @@ class ConvBuilder(GemmBuilder):
                                  b.icmp_signed("<=", b.mul(o, k), _i(DIRECT_WEIGHTS))))
 
     def direct_tiles(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value,
-                     dims: tuple[ir.Value, ...], p_lo: ir.Value, p_hi: ir.Value) -> None:
+                     dims: tuple[ir.Value, ...], p_lo: ir.Value, p_hi: ir.Value, epi: ir.Value) -> None:
         """Output pixels ``[p_lo, p_hi)`` (whole tiles) of every channel by ``direct_ukernel``:
         per tile of NR pixels, its rows of output channels (``row_tiles``), which all read
         the tile's patch rows while they are in L1."""
@@ -263,7 +266,7 @@ class ConvBuilder(GemmBuilder):
             def call(kernel: ir.Function, row: ir.Value) -> None:
                 b.call(kernel, [b.gep(w, [b.mul(row, k)], source_etype=self.et), k, corner,
                                 b.gep(y, [b.add(b.mul(row, ldc), col)], source_etype=self.et), ldc,
-                                c, kh, kw, b.mul(hp, wp), wp])
+                                c, kh, kw, b.mul(hp, wp), wp, epi, row])
             self.row_tiles(b, _i(0), o, self.direct_ukernel, call, "dt")
         for_range(b, p_lo, p_hi, self.nr, tile, "dp")
 
@@ -297,15 +300,18 @@ class ConvBuilder(GemmBuilder):
         return in_place, copied
 
     def pixels(self) -> ir.Function:
-        """``conv.pixels(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
-        ``[p_lo, p_hi)`` (flat ``oh * wo + ow``; ``p_lo`` a multiple of NR) of every output
-        channel of one image, single-threaded."""
+        """``conv.pixels(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi, epi)``: output
+        pixels ``[p_lo, p_hi)`` (flat ``oh * wo + ow``; ``p_lo`` a multiple of NR) of every
+        output channel of one image, single-threaded; ``epi`` (null: none) is a
+        ``TileEpilogue`` record (gemm.py) the micro-kernels apply to every tile as they
+        store it for the last time (at the last K block: its channel affine and clamp
+        cost no pass over the output)."""
         name = f"wia.conv.pixels.{self.tag}"
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64]), name)
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64, PTR]), name)
         fn.linkage = "internal"
-        x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi = fn.args
+        x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi, epi = fn.args
         for p in (x, w, y):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -357,6 +363,7 @@ class ConvBuilder(GemmBuilder):
 
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
+                last = b.select(b.icmp_signed(">=", b.add(pc, kc), k), epi, NO_EPILOGUE)
 
                 # kbase[p]: the offset of K row pc + p = (ci, i, j), stepped without divisions
                 b.store(b.sdiv(pc, khw), kci)
@@ -389,7 +396,7 @@ class ConvBuilder(GemmBuilder):
 
                 def pack_all() -> None:
                     for_range(b, pb, pend, self.w, pack_v, "pv")
-                    self.multiply_panels(b, w, k, pc, kc, packed, pb, pe, pe, y, ldc, o, load_c)
+                    self.multiply_panels(b, w, k, pc, kc, packed, pb, pe, pe, y, ldc, o, load_c, epi=last)
                 if reads is None:
                     pack_all()
                     return
@@ -397,7 +404,7 @@ class ConvBuilder(GemmBuilder):
                 def copy_each(col: ir.Value) -> None:  # one panel of planes, then its tiles
                     end = b.add(col, _i(self.nr))
                     self.pack(b, x, ldc, pc, kc, col, end, pe, packed)
-                    self.multiply_panels(b, w, k, pc, kc, packed, col, end, pe, y, ldc, o, load_c)
+                    self.multiply_panels(b, w, k, pc, kc, packed, col, end, pe, y, ldc, o, load_c, epi=last)
                 # a 1x1 kernel at stride 1, unpadded: K row ci of the patches is input
                 # plane ci itself, so whole panels are read in place (rows ldc apart; only
                 # the ragged last one is packed) or copied one by one (``panel_reads``)
@@ -413,13 +420,13 @@ class ConvBuilder(GemmBuilder):
                         self.multiply_panels(
                             b, w, k, pc, kc, packed, pb, whole, pe, y, ldc, o, load_c,
                             panel_at=lambda col: b.gep(x, [b.add(b.mul(pc, ldc), col)], source_etype=self.et),
-                            row_stride=ldc)
+                            row_stride=ldc, epi=last)
                         with b.if_then(b.icmp_signed("<", whole, pe)):
                             for_range(b, whole, pend, self.w, pack_v, "pv")
                             self.multiply_panels(
                                 b, w, k, pc, kc, packed, whole, pe, pe, y, ldc, o, load_c,
                                 panel_at=lambda col: b.gep(packed, [b.mul(b.sub(col, pb), kc)],
-                                                           source_etype=self.et))
+                                                           source_etype=self.et), epi=last)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         direct = self.direct_applies(b, c, kh, kw, o, wo)
         with b.if_then(b.icmp_signed(">", k, _i(0))):
@@ -428,11 +435,13 @@ class ConvBuilder(GemmBuilder):
             else:
                 with b.if_else(direct) as (taps, packing):
                     with taps:
-                        self.direct_tiles(b, x, w, y, (c, hp, wp, o, kh, kw, k, wo, ldc), p_lo, p_hi)
+                        self.direct_tiles(b, x, w, y, (c, hp, wp, o, kh, kw, k, wo, ldc), p_lo, p_hi, epi)
                     with packing:
                         for_range(b, p_lo, p_hi, blk, per_block, "pb")
         with b.if_then(b.icmp_signed("==", k, _i(0))):  # no taps: the sum is empty
-            self.zero_fill(b, b.gep(y, [p_lo], source_etype=self.et), o, span, ldc, ir.Constant(I1, 0))
+            # micro-kernels of no k steps: zero tiles, through the epilogue if any
+            self.multiply_panels(b, w, k, _i(0), _i(0), packed, p_lo, p_hi, p_hi, y, ldc, o,
+                                 ir.Constant(I1, 0), epi=epi)
         scratch_done(self.mod, b, SLOT_CONV_PACK, packed)
         b.ret_void()
         return fn
@@ -443,19 +452,19 @@ class ConvBuilder(GemmBuilder):
         if name in self.mod.globals:
             return self.mod.globals[name]
         fn, b, vals, lo, hi = new_worker(self.mod, name, len(ARGS))
-        b.call(pixels, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi])
+        b.call(pixels, [*(b.inttoptr(v, PTR) for v in vals[:3]), *vals[3:], lo, hi, NO_EPILOGUE])
         b.ret(ir.Constant(I32, 0))
         return fn
 
     def range_driver(self, name: str) -> ir.Function:
-        """``conv_range(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi)``: output pixels
-        ``[p_lo, p_hi)`` of every channel on the calling thread (``pixels``); a kernel
-        that splits an image into chunks itself (loops/conv.py, with an epilogue per
-        chunk) calls it from its own parallel loop."""
+        """``conv_range(x, w, y, c, hp, wp, o, kh, kw, ho, wo, p_lo, p_hi, epi)``: output
+        pixels ``[p_lo, p_hi)`` of every channel on the calling thread (``pixels``, with
+        its ``epi``); a kernel that splits an image into chunks itself (loops/conv.py,
+        with an epilogue per chunk or in ``epi``) calls it from its own parallel loop."""
         if name in self.mod.globals:
             return self.mod.globals[name]
         pixels = self.pixels()
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64]), name)
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), ARGS + [I64, I64, PTR]), name)
         fn.linkage = "internal"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         b.call(pixels, list(fn.args))
@@ -485,6 +494,6 @@ class ConvBuilder(GemmBuilder):
                 chunks = imin(b, imax(b, b.sdiv(npix, _i(CHUNK_PIXELS)), _i(THREADS)), _i(4 * THREADS))
                 b.call(parallel_for(self.mod), [self.conv_worker(pixels), ctx, _i(0), npix, _i(self.nr), chunks])
             with ser:
-                b.call(pixels, [*args, _i(0), npix])
+                b.call(pixels, [*args, _i(0), npix, NO_EPILOGUE])
         b.ret_void()
         return fn

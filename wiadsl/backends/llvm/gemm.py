@@ -92,6 +92,52 @@ LATENCY_ROWS = 4
 GEMV_PARALLEL = 1 << 18
 
 
+#: a micro-kernel call without an epilogue (its ``epi`` argument)
+NO_EPILOGUE = ir.Constant(PTR, None)
+
+
+def epilogue_record(et: ir.Type) -> ir.LiteralStructType:
+    """The ``TileEpilogue`` record a micro-kernel's ``epi`` points to: row r of a tile
+    whose first row is output row ``row`` becomes ``clamp(acc * scale[(row + r) *
+    scale_step] + shift[(row + r) * shift_step], lo, hi)``:
+    ``{ptr scale, i64 scale_step, ptr shift, i64 shift_step, et lo, et hi, et one,
+    et minus_zero}``. A missing scale points at ``one`` with step 0 and a missing shift
+    at ``minus_zero`` (x * 1 and x + -0.0 are x for every x), missing bounds are -inf
+    and inf (the clamp's compares keep every x): one branch-free form for all."""
+    return ir.LiteralStructType([PTR, I64, PTR, I64, et, et, et, et])
+
+
+def phis(b: ir.IRBuilder, incoming: list[tuple[ir.Block, list[ir.Value]]]) -> list[ir.Value]:
+    """One phi per position of the value lists, each block's list its incoming values."""
+    out = []
+    for j, first in enumerate(incoming[0][1]):
+        phi = b.phi(first.type)
+        for block, values in incoming:
+            phi.add_incoming(values[j], block)
+        out.append(phi)
+    return out
+
+
+def choose(b: ir.IRBuilder, xs: list[ir.Value],
+           forms: list[tuple[ir.Value, Callable[[ir.Value], ir.Value]]],
+           otherwise: Callable[[ir.Value], ir.Value]) -> list[ir.Value]:
+    """Each of ``xs`` mapped by the first form whose condition holds (``otherwise`` when
+    none does): a block per form, one branch each, phis after."""
+    done = b.function.append_basic_block("form.done")
+    incoming = []
+    for condition, form in forms:
+        taken, rest = b.function.append_basic_block("form"), b.function.append_basic_block("form.next")
+        b.cbranch(condition, taken, rest)
+        b.position_at_end(taken)
+        incoming.append((taken, [form(x) for x in xs]))
+        b.branch(done)
+        b.position_at_end(rest)
+    incoming.append((rest, [otherwise(x) for x in xs]))
+    b.branch(done)
+    b.position_at_end(done)
+    return phis(b, incoming)
+
+
 def one_set(b: ir.IRBuilder, row_bytes: ir.Value) -> ir.Value:
     """Whether rows ``row_bytes`` apart all fall in one L1 set (caches.py)."""
     return b.icmp_signed("==", b.srem(row_bytes, _i(SET_BYTES)), _i(0))
@@ -182,9 +228,11 @@ class GemmBuilder:
     # --------------------------------------------------------- micro-kernel
 
     def ukernel(self, mr: int) -> ir.Function:
-        """``uk(a, lda, panel, c, ldc, kc, valid, load_c, ldp)``: C[mr x NR] (+)= A.panel,
-        the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for the
-        rows of B itself (few rows of A: no packing). Its loads claim only the element
+        """``uk(a, lda, panel, c, ldc, kc, valid, load_c, ldp, epi, row)``: C[mr x NR] (+)=
+        A.panel, the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for
+        the rows of B itself (few rows of A: no packing). ``epi``: null, or a
+        ``TileEpilogue`` record applied to the tile before it is stored, its rows being
+        rows ``row ..`` of the record's per-row scale and shift. Its loads claim only the element
         alignment (one kernel for both: an unaligned vector load of aligned data costs
         the same, and one variant per row count compiles in half the time).
         Declared unless ``define_ukernels``: one copy per process, called from every
@@ -193,12 +241,12 @@ class GemmBuilder:
         name = ukernel_symbol(self.suffix, self.config, mr)
         if name in self.mod.globals:
             return self.mod.globals[name]
-        params = [PTR, I64, PTR, PTR, I64, I64, I64, I1, I64]
+        params = [PTR, I64, PTR, PTR, I64, I64, I64, I1, I64, PTR, I64]
         fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), params), name)
         if not self.define_ukernels:
             return fn
         fn.attributes.add("noinline")  # linked into AOT output, still one copy
-        a, lda, bp, c, ldc, kc, valid, load_c, row_stride = fn.args
+        a, lda, bp, c, ldc, kc, valid, load_c, row_stride, epi, row = fn.args
         for p in (a, bp, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -265,6 +313,7 @@ class GemmBuilder:
         if self.unroll > 1:  # the unrolled main loop, then the remainder one step at a time
             p0, accs = k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
         _, accs = k_loop(b, p0, accs, kc, 1, steps, "k")
+        accs = self.tile_epilogue(b, epi, row, accs, mr)
         with b.if_else(full) as (plain, ragged):  # C tile out, as it came in
             with plain:
                 for r in range(mr):
@@ -276,6 +325,61 @@ class GemmBuilder:
                         b.call(mstore, [accs[r * nv + v], c_ptr(r, v), ir.Constant(I32, self.size), masks[v]])
         b.ret_void()
         return fn
+
+    def tile_epilogue(self, b: ir.IRBuilder, epi: ir.Value, row: ir.Value, accs: list[ir.Value],
+                      mr: int) -> list[ir.Value]:
+        """The ``mr`` x NR tile ``accs`` (rows ``row ..`` of the output) through the
+        ``TileEpilogue`` record at ``epi``, or unchanged when ``epi`` is null: row r is
+        ``clamp(acc * scale[r] + shift[r], lo, hi)``, the bounds as the loop IR's
+        ``arith.max`` / ``arith.min`` against a constant (``bounded``)."""
+        nv = self.nr // self.w
+        rec = epilogue_record(self.et)
+        before = b.block
+        on, done = (b.function.append_basic_block(f"epi.{s}") for s in ("on", "done"))
+        b.cbranch(b.icmp_unsigned("!=", epi, ir.Constant(PTR, None)), on, done)
+        b.position_at_end(on)
+
+        def field(i: int, typ: ir.Type) -> ir.Value:
+            return b.load(b.gep(epi, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=rec), typ=typ)
+        scale, scale_step, shift, shift_step = field(0, PTR), field(1, I64), field(2, PTR), field(3, I64)
+        lo, hi = field(4, self.et), field(5, self.et)
+        fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+        def per_row(base: ir.Value, step: ir.Value, channel: ir.Value) -> ir.Value:
+            at = b.gep(base, [b.mul(channel, step)], source_etype=self.et)
+            return self.splat(b, b.load(at, typ=self.et), self.vt)
+        out = []
+        for r in range(mr):
+            channel = b.add(row, _i(r))
+            s, t = per_row(scale, scale_step, channel), per_row(shift, shift_step, channel)
+            out += [b.call(fma, [accs[r * nv + v], s, t]) for v in range(nv)]
+        out = self.bounded(b, self.bounded(b, out, lo, larger=True), hi, larger=False)
+        b.branch(done)
+        last = b.block
+        b.position_at_end(done)
+        return phis(b, [(before, accs), (last, out)])
+
+    def bounded(self, b: ir.IRBuilder, xs: list[ir.Value], bound: ir.Value, larger: bool) -> list[ir.Value]:
+        """``max(x, bound)`` (``larger``) or ``min(x, bound)`` of each vector, as scalars.py's
+        ``arith.max`` / ``arith.min`` against a constant: ``x`` where it is beyond the
+        bound or NaN, else the bound. The bound is known only at run time, so this picks
+        the cheapest form with the same bits at run time: nothing for an infinite bound
+        on the open side, one MAXPS / MINPS for a bound that is not zero (an x equal to
+        it is the same value), a compare and a mask for +0.0, a compare and a blend for
+        -0.0 (where the sign of an equal x matters)."""
+        beyond = ">" if larger else "<"
+        splat = self.splat(b, bound, self.vt)
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        bits = ir.IntType(self.size * 8)
+        open_end = ir.Constant(self.et, -math.inf if larger else math.inf)
+        forms: list[tuple[ir.Value, Callable[[ir.Value], ir.Value]]] = [
+            (b.fcmp_ordered("==", bound, open_end), lambda x: x),
+            (b.icmp_unsigned("==", b.bitcast(bound, bits), ir.Constant(bits, 0)),
+             lambda x: b.select(b.fcmp_unordered(beyond, x, zero), x, zero)),
+            # the bound where it is strictly beyond x, else x (NaN too): MAXPS / MINPS
+            (b.fcmp_ordered("!=", bound, ir.Constant(self.et, 0.0)),
+             lambda x: b.select(b.fcmp_ordered(beyond, splat, x), splat, x)),
+        ]
+        return choose(b, xs, forms, lambda x: b.select(b.fcmp_unordered(beyond, x, splat), x, splat))
 
     def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value,
                   kernel: Callable[[int], ir.Function],
@@ -413,7 +517,7 @@ class GemmBuilder:
                 def call(kernel: ir.Function, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb])
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb, NO_EPILOGUE, row])
                 with b.if_else(crowded) as (copied, in_place):
                     with copied:
                         end = b.add(col, _i(self.nr))
@@ -519,14 +623,15 @@ class GemmBuilder:
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
                         c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
                         panel_at: Callable[[ir.Value], ir.Value] | None = None,
-                        row_stride: ir.Value | None = None) -> None:
+                        row_stride: ir.Value | None = None, epi: ir.Value | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
         those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
         ``valid_end``): MC-row blocks of micro-kernel calls (``row_tiles``). Shared by
         gemm (B panels) and conv2d (patch panels).
         ``panel_at(col)``: where column ``col``'s panel starts (default: the panels of
         ``packed`` in order, ``kc`` rows each); ``row_stride``: elements between its
-        rows (default NR, a packed panel's)."""
+        rows (default NR, a packed panel's); ``epi``: a ``TileEpilogue`` record for every
+        tile (row r of C is its row r), or null."""
         def per_ic(ic: ir.Value) -> None:
             iend = imin(b, b.add(ic, _i(self.mc)), m)
 
@@ -538,7 +643,8 @@ class GemmBuilder:
                 def call(kernel: ir.Function, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr)])
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr),
+                                    epi or NO_EPILOGUE, row])
                 self.row_tiles(b, ic, iend, self.ukernel, call, "ir")
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
         for_range(b, _i(0), m, self.mc, per_ic, "ic")

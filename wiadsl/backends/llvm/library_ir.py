@@ -34,7 +34,7 @@ from .types import I1, I64, PREPACK_TYPE, PTR
 
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 6 + [I1])
 CONV_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 8)
-CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10)
+CONV_RANGE_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 10 + [PTR])
 _TYPES = {"gemm": GEMM_TYPE, "gemm_packed": GEMM_TYPE, "gemm_prepack": PREPACK_TYPE,
           "conv": CONV_TYPE, "conv_range": CONV_RANGE_TYPE, "conv_rows": CONV_TYPE,
           "conv_rows_prepack": PREPACK_TYPE,
