@@ -41,11 +41,13 @@ def test_text_form_round_trips() -> None:
 
 
 @pytest.mark.parametrize("extra,attrs,message", [
-    (", %s, %i, %i", ', affine = ["shift", "scale"], clamp = [0.0, 1.0]', "must list"),
+    (", %s, %i, %i", ', affine = ["shift", "scale"], clamp = [0.0, 1.0]', "must list some of"),
     (", %s, %i, %i", ', affine = ["shift"]', "no 'clamp' epilogue"),
     ("", ", clamp = [0, 1]", "two floats"),
     ("", ", clamp = [0.0]", "two floats"),
-    (", %s, %i", ', affine = ["shift"], clamp = [0.0, 1.0]', "three per 'affine' entry"),
+    (", %s, %i", ', affine = ["shift"], clamp = [0.0, 1.0]', "three for a scale or shift"),
+    (", %s, %i, %i", ', affine = ["residual"], clamp = [0.0, 1.0]', "two for a residual"),
+    (", %s, %i, %i, %s, %i", ', affine = ["residual", "shift"], clamp = [0.0, 1.0]', "in that order"),
     (", %i, %i, %i", ', affine = ["shift"], clamp = [0.0, 1.0]', "shift buffer"),
 ])
 def test_verifier_rejects_bad_epilogues(extra: str, attrs: str, message: str) -> None:
@@ -54,9 +56,10 @@ def test_verifier_rejects_bad_epilogues(extra: str, attrs: str, message: str) ->
 
 
 def test_the_interpreter_applies_the_epilogue_to_its_channel_range() -> None:
-    """Channels [1, 3) of pixels [0, 16): scale from offset 1 with step 2, no shift,
-    clamped to [-0.5, 0.5]; the other channel is left as it was."""
-    text = """func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %s: tensor<7xf32>) -> tensor<1x3x4x4xf32> attributes {kernel, outputs = ["y"]} {
+    """Channels [1, 3) of pixels [0, 16): scale from offset 1 with step 2, no shift, a
+    residual laid out as y from offset 16, clamped to [-0.5, 0.5]; the other channel is
+    left as it was."""
+    text = """func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %s: tensor<7xf32>, %r: tensor<64xf32>) -> tensor<1x3x4x4xf32> attributes {kernel, outputs = ["y"]} {
 ^entry:
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -67,7 +70,7 @@ def test_the_interpreter_applies_the_epilogue_to_its_channel_range() -> None:
   %y = loop.alloc : tensor<1x3x4x4xf32>
   %z = arith.constant 9.0 : f32
   loop.store %z, %y, %c0 : (f32, tensor<1x3x4x4xf32>, index) -> ()
-  loop.conv2d %x, %w, %y, %c0, %c0, %c2, %c4, %c4, %c3, %c1, %c1, %c4, %c4, %c0, %c16, %c1, %c3, %s, %c1, %c2 {stride = [1, 1], affine = ["scale"], clamp = [-0.5, 0.5]} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<1x3x4x4xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index, index, tensor<7xf32>, index, index) -> ()
+  loop.conv2d %x, %w, %y, %c0, %c0, %c2, %c4, %c4, %c3, %c1, %c1, %c4, %c4, %c0, %c16, %c1, %c3, %s, %c1, %c2, %r, %c16 {stride = [1, 1], affine = ["scale", "residual"], clamp = [-0.5, 0.5]} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<1x3x4x4xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index, index, tensor<7xf32>, index, index, tensor<64xf32>, index) -> ()
   return %y : tensor<1x3x4x4xf32>
 }"""
     module = parse_module(text)
@@ -76,10 +79,12 @@ def test_the_interpreter_applies_the_epilogue_to_its_channel_range() -> None:
     x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
     w = rng.standard_normal((3, 2, 1, 1)).astype(np.float32)
     s = rng.standard_normal(7).astype(np.float32)
-    y = run_func(module, "f", [x, w, s])[0]
+    r = rng.standard_normal(64).astype(np.float32) * 0.3
+    y = run_func(module, "f", [x, w, s, r])[0]
     conv = np.einsum("nchw,oc->nohw", x, w[:, :, 0, 0])
     for oc in (1, 2):
-        np.testing.assert_allclose(y[0, oc], np.clip(conv[0, oc] * s[1 + 2 * oc], -0.5, 0.5), rtol=1e-6)
+        want = conv[0, oc] * s[1 + 2 * oc] + r[16 + 16 * oc:32 + 16 * oc].reshape(4, 4)
+        np.testing.assert_allclose(y[0, oc], np.clip(want, -0.5, 0.5), rtol=1e-6)
     assert y[0, 0, 0, 0] == 9.0
 
 
@@ -107,8 +112,12 @@ func @f(%x: tensor<1x3x9x9xf32>, %w: tensor<5x3x3x3xf32>, %a: tensor<{ashape}xf3
      "    %1 = arith.max %0, %o : f32\n    yield %1 : f32", "5x1x1", "f32", False),
     ("%z = arith.constant nan : f32\n    %0 = arith.max %v, %z : f32\n    yield %0 : f32", "5x1x1", "f32", False),
     ("%0 = arith.add %v, %p : f32\n    %1 = arith.mul %0, %p : f32\n    yield %1 : f32", "5x1x1", "f32", False),
-    # an operand that varies with the pixel, one laid out along the width, a subtraction
-    ("%0 = arith.add %v, %q : f32\n    yield %0 : f32", "5x1x1", "f32", False),
+    # a residual laid out as the output; one added before the shift (the rounding order)
+    ("%0 = arith.add %q, %v : f32\n    yield %0 : f32", "5x1x1", "f32", True),
+    ("%0 = arith.mul %v, %p : f32\n    %1 = arith.add %0, %q : f32\n    %z = arith.constant 0.0 : f32\n"
+     "    %2 = arith.max %1, %z : f32\n    yield %2 : f32", "5x1x1", "f32", True),
+    ("%0 = arith.add %v, %q : f32\n    %1 = arith.add %0, %p : f32\n    yield %1 : f32", "5x1x1", "f32", False),
+    # an operand laid out along the width, a subtraction
     ("%0 = arith.add %v, %p : f32\n    yield %0 : f32", "9", "f32", False),
     ("%0 = arith.sub %v, %p : f32\n    yield %0 : f32", "5x1x1", "f32", False),
     # a result of another dtype is written to a buffer of its own: not in place

@@ -28,7 +28,8 @@ Text forms:
     loop.conv2d ..., %wo, %p_lo, %p_hi {stride = [sh, sw], chunk = 256} : (...)   (output pixels [p_lo, p_hi) only)
     loop.conv2d ..., %p_hi, %o_lo, %o_hi {..., channels = 128} : (...)   (of output channels [o_lo, o_hi) only)
     loop.conv2d ..., %p_hi, %s, %soff, %sstep, %t, %toff, %tstep {..., affine = ["scale", "shift"],
-        clamp = [0.0, 6.0]} : (...)   (each output clamp(v * s[c] + t[c], 0, 6) as written)
+        clamp = [0.0, 6.0]} : (...)   (each output clamp(v * s[c] + t[c], 0, 6) as written;
+        "residual": two more operands, a buffer laid out as y and its offset)
 """
 
 from __future__ import annotations
@@ -274,6 +275,10 @@ class QGemmOp(Operation):
         return []
 
 
+#: operands of each group of a ``loop.conv2d`` epilogue (buffer, offset[, step])
+AFFINE_OPERANDS = {"scale": 3, "shift": 3, "residual": 2}
+
+
 @register
 class Conv2dOp(Operation):
     """``loop.conv2d``: buffers x (padded input), w (weights), y (output), then ten
@@ -303,24 +308,34 @@ class Conv2dOp(Operation):
     stride-1 convolution may be computed as Winograd's F(m x m, 3x3) (backends/llvm/
     conv_winograd.py; equal up to rounding).
     An epilogue of the written outputs (attribute ``clamp = [lo, hi]``, floats, -inf /
-    inf for no bound): each is ``clamp(v * scale[c] + shift[c], lo, hi)`` for its
-    output channel c (``v * scale + shift`` may round once, as a fused multiply-add),
-    where ``affine`` lists which of "scale" and "shift" (in that order) follow the
-    ranges as (buffer, offset, step) operands, channel c's value at ``offset + c *
-    step``; a missing scale is 1, a missing shift -0.0. The clamp is ``arith.max`` then ``arith.min``
-    against the bounds (a NaN stays NaN)."""
+    inf for no bound): each is ``clamp(v * scale[c] + shift[c] + residual[c, p], lo,
+    hi)`` for its output channel c and pixel p (``v * scale + shift`` may round once,
+    as a fused multiply-add), where ``affine`` lists which of "scale", "shift" and
+    "residual" (in that order) follow the ranges: the scale and the shift as (buffer,
+    offset, step), channel c's value at ``offset + c * step``; the residual as (buffer,
+    offset), laid out as ``y`` (``offset + (c * ho + oh) * wo + ow``, as ``yoff``). A
+    missing scale is 1, a missing shift -0.0, a missing residual none. The clamp is
+    ``arith.max`` then ``arith.min`` against the bounds (a NaN stays NaN)."""
 
     name = "loop.conv2d"
 
     @property
     def affine(self) -> list[str]:
-        """The per-channel operands of the epilogue, in order ("scale", "shift")."""
+        """The epilogue's operand groups, in order ("scale", "shift", "residual")."""
         return list(self.attributes.get("affine", []))
 
     @property
     def affine_start(self) -> int:
         """The index of the first ``affine`` operand (after the ranges)."""
-        return len(self.operands) - 3 * len(self.affine)
+        return len(self.operands) - sum(AFFINE_OPERANDS.get(name, 0) for name in self.affine)
+
+    def affine_groups(self) -> list[tuple[str, int]]:
+        """Each ``affine`` group's name and the index of its first operand (its buffer)."""
+        out, at = [], self.affine_start
+        for name in self.affine:
+            out.append((name, at))
+            at += AFFINE_OPERANDS[name]
+        return out
 
     @property
     def pixel_range(self) -> bool:
@@ -333,11 +348,13 @@ class Conv2dOp(Operation):
         return self.affine_start == 17
 
     def verify(self) -> None:
-        expect_counts(self, (13, 23), 0)
+        expect_counts(self, (13, 26), 0)
         affine = self.attributes.get("affine", [])
-        if affine not in ([], ["scale"], ["shift"], ["scale", "shift"]):
-            raise self.error(f"attribute 'affine' must list \"scale\", \"shift\" or both in "
-                             f"that order, got {affine!r}")
+        order = ["scale", "shift", "residual"]
+        if not isinstance(affine, list) or not all(isinstance(v, str) and v in order for v in affine) \
+                or [v for v in order if v in affine] != affine:
+            raise self.error(f"attribute 'affine' must list some of \"scale\", \"shift\", \"residual\" "
+                             f"in that order, got {affine!r}")
         if affine and "clamp" not in self.attributes:
             raise self.error("has 'affine' operands but no 'clamp' epilogue")
         if "clamp" in self.attributes:
@@ -347,39 +364,42 @@ class Conv2dOp(Operation):
                 raise self.error(f"attribute 'clamp' must be two floats [lo, hi], got {bounds!r}")
         if self.affine_start not in (13, 15, 17):
             raise self.error("takes a pixel range and then a channel range, two operands each, "
-                             "then three per 'affine' entry")
+                             "then the 'affine' groups' (three for a scale or shift, two for a residual)")
         types = [expect_tensor(self, t, f"operand {i}") for i, t in enumerate(self.operand_types[:3])]
         if len({t.dtype for t in types}) != 1 or types[0].dtype not in (DType.F32, DType.F64):
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
         first = self.affine_start
         for i, t in enumerate(self.operand_types[3:first]):
             expect_index(self, t, f"operand {i + 3}")
-        for j, name in enumerate(affine):
-            at = first + 3 * j
+        for name, at in self.affine_groups():
             t = expect_tensor(self, self.operand_types[at], f"the {name} buffer")
             if t.dtype is not types[0].dtype:
                 raise self.error(f"takes a {name} buffer of {types[0].dtype}, got {t}")
-            for i in (at + 1, at + 2):
+            for i in range(at + 1, at + AFFINE_OPERANDS[name]):
                 expect_index(self, self.operand_types[i], f"operand {i}")
         stride = attr_ints(self, "stride", 2)
         if min(stride) < 1:
             raise self.error(f"needs stride >= 1, got {stride}")
 
-    def _epilogue(self, args: list[Any], values: np.ndarray, o_lo: int, o_hi: int) -> np.ndarray:
-        """``values`` (channels [o_lo, o_hi) x pixels) through the epilogue, if any."""
+    def _epilogue(self, args: list[Any], values: np.ndarray, o_lo: int, p_lo: int, plane: int) -> np.ndarray:
+        """``values`` (channels from ``o_lo`` x pixels from ``p_lo`` of planes of ``plane``
+        pixels) through the epilogue, if any."""
         if "clamp" not in self.attributes:
             return values
-        first = self.affine_start
-        channels = np.arange(o_lo, o_hi)
-        for j, name in enumerate(self.affine):
-            buf, off, step = args[first + 3 * j].reshape(-1), int(args[first + 3 * j + 1]), \
-                int(args[first + 3 * j + 2])
-            per = buf[off + channels * step].astype(values.dtype)[:, None]
-            values = values * per if name == "scale" else values + per
-        lo, hi = (values.dtype.type(v) for v in self.attributes["clamp"])
+        channels = np.arange(o_lo, o_lo + values.shape[0])[:, None]
+        pixels = np.arange(p_lo, p_lo + values.shape[1])[None, :]
+        for name, at in self.affine_groups():
+            buf, off = args[at].reshape(-1), int(args[at + 1])
+            index = off + channels * plane + pixels if name == "residual" else off + channels * int(args[at + 2])
+            if index.size and (index.min() < 0 or index.max() >= buf.size):
+                raise WiaRuntimeError(f"'{self.name}': its {name} reads outside its buffer of "
+                                      f"{buf.size} elements")
+            part = buf[index].astype(values.dtype)
+            values = values * part if name == "scale" else values + part
+        low, high = (values.dtype.type(v) for v in self.attributes["clamp"])
         with np.errstate(invalid="ignore"):
-            values = np.where((values > lo) | np.isnan(values), values, lo)
-            return np.where((values < hi) | np.isnan(values), values, hi)
+            values = np.where((values > low) | np.isnan(values), values, low)
+            return np.where((values < high) | np.isnan(values), values, high)
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, w, y = (a.reshape(-1) for a in args[:3])
@@ -399,5 +419,5 @@ class Conv2dOp(Operation):
             raise WiaRuntimeError(f"'{self.name}': channel range [{o_lo}, {o_hi}) outside the "
                                   f"{o} output channels")
         image = y[yoff:yoff + o * ho * wo].reshape(o, ho * wo)
-        image[o_lo:o_hi, lo:hi] = self._epilogue(args, out[o_lo:o_hi, lo:hi].astype(y.dtype), o_lo, o_hi)
+        image[o_lo:o_hi, lo:hi] = self._epilogue(args, out[o_lo:o_hi, lo:hi].astype(y.dtype), o_lo, lo, ho * wo)
         return []

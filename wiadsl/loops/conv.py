@@ -220,6 +220,8 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
     clamp = None
     if epilogue is not None and epilogue[1] is out:
         clamp = channel_clamp(lb, epilogue[0])
+        if clamp is not None and clamp.residual is not None and clamp.residual[0] is out:
+            clamp = None  # (the op writes partial sums there before its last K block)
 
     def piece(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (t,) = ivs
@@ -238,7 +240,10 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
             operands += [o_lo, o_hi]
             attributes["channels"] = const_value(per)
         if clamp is not None:  # the micro-kernels apply it as they store them
-            present = [(name, part) for name, part in (("scale", clamp.scale), ("shift", clamp.shift))
+            residual = None if clamp.residual is None else \
+                (clamp.residual[0], lb2.add(clamp.residual[1], yoff))  # laid out as y
+            present = [(name, part) for name, part in
+                       (("scale", clamp.scale), ("shift", clamp.shift), ("residual", residual))
                        if part is not None]
             attributes["affine"] = [name for name, _ in present]
             attributes["clamp"] = [clamp.lo, clamp.hi]

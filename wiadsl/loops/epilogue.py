@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..ir.core import Block, Value
+from ..ir.core import Block, Operation, Value
 from ..ir.types import ScalarType
 from ..records import record
 from .builder import LoopBuilder, const_value
@@ -85,27 +85,31 @@ class Epilogue:
 
 @record
 class ChannelClamp:
-    """An epilogue that is ``clamp(raw * scale[c] + shift[c], lo, hi)`` of output channel
-    c: what ``loop.conv2d``'s own epilogue (``affine``, ``clamp``) computes as its
-    micro-kernels store, with no pass over the output. ``scale`` / ``shift``: None,
-    or (buffer, offset, step): channel c's value at ``offset + c * step``; the bounds
+    """An epilogue that is ``clamp(raw * scale[c] + shift[c] + residual[n, c, p], lo, hi)``
+    of output channel c and pixel p: what ``loop.conv2d``'s own epilogue (``affine``,
+    ``clamp``) computes as its micro-kernels store, with no pass over the output.
+    ``scale`` / ``shift``: None, or (buffer, offset, step): channel c's value at ``offset
+    + c * step``; ``residual``: None, or (buffer, offset) of a tensor laid out as the
+    output (element (n, c, p) at ``offset + (n * C + c) * HO * WO + p``); the bounds
     -inf / inf where the body has none."""
 
     scale: tuple[Value, Value, Value] | None
     shift: tuple[Value, Value, Value] | None
+    residual: tuple[Value, Value] | None
     lo: float
     hi: float
 
 
-#: the ops of a ``ChannelClamp`` body, in the order they may appear (each at most once)
-_CHAIN = ("arith.mul", "arith.add", "arith.max", "arith.min")
+#: the steps of a ``ChannelClamp`` body, in the order they may appear (each at most once)
+_STAGES = ("scale", "shift", "residual", "lo", "hi")
 
 
 def channel_clamp(lb: LoopBuilder, epi: Epilogue) -> ChannelClamp | None:
-    """``epi`` as a ``ChannelClamp``, if its body is the chain ``raw [* s] [+ t] [max lo]
-    [min hi]``, s and t operands that vary with the channel only, the bounds constants
-    (not NaN) after the value (``max(x, 0)``: ``max(0, x)`` orders -0.0 and 0.0 the other
-    way); else None."""
+    """``epi`` as a ``ChannelClamp``, if its body is the chain ``raw [* s] [+ t] [+ r]
+    [max lo] [min hi]``, s and t operands that vary with the channel only, r one laid
+    out as the output, the bounds constants (not NaN) after the value (``max(x, 0)``:
+    ``max(0, x)`` orders -0.0 and 0.0 the other way); else None. The order is the
+    body's rounding order: ``raw + r + t`` is not ``raw + t + r``."""
     block = epi.body
     value: Value = block.args[0]
     operands = {id(a): e for a, e in zip(block.args[1:], epi.operands, strict=True)}
@@ -114,34 +118,47 @@ def channel_clamp(lb: LoopBuilder, epi: Epilogue) -> ChannelClamp | None:
     for op in block.ops[:-1]:
         if op.name == "arith.constant":
             continue
-        if op.name not in _CHAIN[stage:] or len(op.operands) != 2 or \
-                all(v is not value for v in op.operands):
+        if len(op.operands) != 2 or all(v is not value for v in op.operands):
             return None
-        stage = _CHAIN.index(op.name) + 1
-        other = op.operands[1] if op.operands[0] is value else op.operands[0]
-        if op.name in ("arith.mul", "arith.add"):
-            per_channel = _per_channel(lb, operands.get(id(other)), epi.extents, value.type)
-            if per_channel is None:
-                return None
-            found[op.name] = per_channel
-        else:
-            bound = const_value(op.operands[1])
-            if op.operands[0] is not value or not isinstance(bound, float) or bound != bound:
-                return None
-            found[op.name] = bound
+        step, part = _step(lb, op, value, operands, epi.extents)
+        if step is None or _STAGES.index(step) < stage:
+            return None
+        stage = _STAGES.index(step) + 1
+        found[step] = part
         value = op.results[0]
     last = block.ops[-1]
     if last.name != "tensor.yield" or list(last.operands) != [value]:
         return None
-    return ChannelClamp(found.get("arith.mul"), found.get("arith.add"),  # type: ignore[arg-type]
-                        found.get("arith.max", -math.inf), found.get("arith.min", math.inf))  # type: ignore[arg-type]
+    return ChannelClamp(found.get("scale"), found.get("shift"), found.get("residual"),  # type: ignore[arg-type]
+                        found.get("lo", -math.inf), found.get("hi", math.inf))  # type: ignore[arg-type]
 
 
-def _per_channel(lb: LoopBuilder, e: Expr | None, extents: list[Value],
-                 element: object) -> tuple[Value, Value, Value] | None:
-    """(buffer, offset, step) of an operand of scalar type ``element`` that, broadcast to
-    ``extents`` (n, c, ho, wo), varies with c only; None for any other."""
-    if not isinstance(e, Leaf) or e.rank > len(extents) or ScalarType(e.dtype) != element:
+def _step(lb: LoopBuilder, op: Operation, value: Value, operands: dict[int, Expr],
+          extents: list[Value]) -> tuple[str | None, object]:
+    """Which step of the chain ``op`` (of ``value`` and one other operand) is, and its
+    part: the per-channel operand, the residual's (buffer, offset) or the bound; None
+    for an op that is none of them."""
+    other = op.operands[1] if op.operands[0] is value else op.operands[0]
+    if op.name in ("arith.max", "arith.min"):
+        bound = const_value(other)
+        if op.operands[1] is not other or not isinstance(bound, float) or bound != bound:
+            return None, None
+        return ("lo" if op.name == "arith.max" else "hi"), bound
+    e = operands.get(id(other))
+    if op.name not in ("arith.mul", "arith.add") or e is None or ScalarType(e.dtype) != value.type:
+        return None, None
+    per_channel = _per_channel(lb, e, extents)
+    if per_channel is not None:
+        return ("scale" if op.name == "arith.mul" else "shift"), per_channel
+    if op.name == "arith.add" and isinstance(e, Leaf) and e.is_flat(extents):
+        return "residual", (e.buf, e.offset)
+    return None, None
+
+
+def _per_channel(lb: LoopBuilder, e: Expr, extents: list[Value]) -> tuple[Value, Value, Value] | None:
+    """(buffer, offset, step) of an operand that, broadcast to ``extents`` (n, c, ho, wo),
+    varies with c only; None for any other."""
+    if not isinstance(e, Leaf) or e.rank > len(extents):
         return None
     axis = 1 - (len(extents) - e.rank)  # c's axis in the operand (right-aligned)
     for k, extent in enumerate(e.extents):

@@ -704,38 +704,49 @@ def _conv2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     # a pixel range (the last two of ``dims``): that chunk on this thread (the kernel's
     # own loop splits), its epilogue applied by the micro-kernels as they store
     fn = declare(e.mod.ll, e.mod.libraries, "conv_range", t.dtype, stride)
-    e.b.call(fn, [*args, conv_epilogue(e, op, t, o_lo)])
+    ldc = e.b.mul(dims[6], dims[7])
+    e.b.call(fn, [*args, conv_epilogue(e, op, t, o_lo, args[2], ldc)])
     return []
 
 
-def conv_epilogue(e: FunctionEmitter, op: Conv2dOp, t: TensorType, o_lo: ir.Value) -> ir.Value:
+def conv_epilogue(e: FunctionEmitter, op: Conv2dOp, t: TensorType, o_lo: ir.Value, y: ir.Value,
+                  ldc: ir.Value) -> ir.Value:
     """A pointer to the ``TileEpilogue`` record (gemm.py) of a ``loop.conv2d``'s ``clamp``
-    epilogue, its per-channel operands from channel ``o_lo`` on; null without one."""
+    epilogue, its operands from channel ``o_lo`` on (``y``: that channel's output plane,
+    ``ldc`` apart); null without one."""
     if "clamp" not in op.attributes:
         return ir.Constant(PTR, None)
     et = mem_type(t.dtype)
+    record = epilogue_record(et)
     with e.b.goto_block(e.alloca_block):
         # as an untyped pointer: llvmlite types a GEP into a struct alloca as the struct
-        rec = e.b.inttoptr(e.b.ptrtoint(e.b.alloca(epilogue_record(et)), I64), PTR)
+        rec = e.b.inttoptr(e.b.ptrtoint(e.b.alloca(record), I64), PTR)
 
     def field(i: int) -> ir.Value:
-        return e.b.gep(rec, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=epilogue_record(et))
+        return e.b.gep(rec, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=record)
     lo, hi = op.attributes["clamp"]
-    for i, v in ((4, lo), (5, hi), (6, 1.0), (7, -0.0)):
+    for i, v in ((6, lo), (7, hi), (8, 1.0), (9, -0.0)):
         e.b.store(ir.Constant(et, v), field(i))
     # a missing scale reads the record's 1.0 and a missing shift its -0.0, step 0
-    for i, default in ((0, 6), (2, 7)):
+    for i, default in ((0, 8), (2, 9)):
         e.b.store(field(default), field(i))
         e.b.store(ir.Constant(I64, 0), field(i + 1))
-    first = op.affine_start
-    for j, name in enumerate(op.affine):
-        buf, off, step = op.operands[first + 3 * j:first + 3 * j + 3]
+    e.b.store(ir.Constant(I64, 0), field(4))
+    for name, at in op.affine_groups():
+        buf = op.operands[at]
         bt = buf.type
         assert isinstance(bt, TensorType)
-        i = 0 if name == "scale" else 2
-        start = e.b.add(e.get(off), e.b.mul(o_lo, e.get(step)))
-        e.b.store(e.element_ptr(e.buf(buf), bt, start), field(i))
-        e.b.store(e.get(step), field(i + 1))
+        if name == "residual":  # laid out as y: each element ``delta`` elements from y's
+            start = e.element_ptr(e.buf(buf), bt, e.b.add(e.get(op.operands[at + 1]), e.b.mul(o_lo, ldc)))
+            delta = e.b.sdiv(e.b.sub(e.b.ptrtoint(start, I64), e.b.ptrtoint(y, I64)),
+                             ir.Constant(I64, itemsize(t.dtype)))
+            e.b.store(ir.Constant(I64, 1), field(4))
+            e.b.store(delta, field(5))
+            continue
+        step = e.get(op.operands[at + 2])
+        e.b.store(e.element_ptr(e.buf(buf), bt, e.b.add(e.get(op.operands[at + 1]), e.b.mul(o_lo, step))),
+                  field(0 if name == "scale" else 2))
+        e.b.store(step, field(1 if name == "scale" else 3))
     return rec
 
 

@@ -99,12 +99,14 @@ NO_EPILOGUE = ir.Constant(PTR, None)
 def epilogue_record(et: ir.Type) -> ir.LiteralStructType:
     """The ``TileEpilogue`` record a micro-kernel's ``epi`` points to: row r of a tile
     whose first row is output row ``row`` becomes ``clamp(acc * scale[(row + r) *
-    scale_step] + shift[(row + r) * shift_step], lo, hi)``:
-    ``{ptr scale, i64 scale_step, ptr shift, i64 shift_step, et lo, et hi, et one,
-    et minus_zero}``. A missing scale points at ``one`` with step 0 and a missing shift
-    at ``minus_zero`` (x * 1 and x + -0.0 are x for every x), missing bounds are -inf
-    and inf (the clamp's compares keep every x): one branch-free form for all."""
-    return ir.LiteralStructType([PTR, I64, PTR, I64, et, et, et, et])
+    scale_step] + shift[(row + r) * shift_step] + residual, lo, hi)``:
+    ``{ptr scale, i64 scale_step, ptr shift, i64 shift_step, i64 has_residual, i64 delta,
+    et lo, et hi, et one, et minus_zero}``, the residual of an output element ``delta``
+    elements from it (laid out as the output). A missing scale points
+    at ``one`` with step 0 and a missing shift at ``minus_zero`` (x * 1 and x + -0.0 are
+    x for every x), missing bounds are -inf and inf (the clamp's compares keep every
+    x): one form for all but the residual, which is read only where there is one."""
+    return ir.LiteralStructType([PTR, I64, PTR, I64, I64, I64, et, et, et, et])
 
 
 def phis(b: ir.IRBuilder, incoming: list[tuple[ir.Block, list[ir.Value]]]) -> list[ir.Value]:
@@ -256,41 +258,23 @@ class GemmBuilder:
         splat_valid = self.splat(b, valid, vi)
         masks = [b.icmp_signed(">", splat_valid, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
                  for v in range(nv)]
-        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
-                               [PTR, I32, mask_t, self.vt])
         mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
                                 [self.vt, PTR, I32, mask_t])
         zero = ir.Constant(self.vt, [0.0] * self.w)
 
         def c_ptr(r: int, v: int) -> ir.Value:
             return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * self.w))], source_etype=self.et)
-        # C tile in: full tiles (the common case) use plain vector loads, ragged
-        # ones masked loads (slow on AMD), and nothing is read when not accumulating.
-        # (Measured: 52-55 -> 74-79 GFLOP/s per core at n = 768, one thread.)
+        # C tile in (``tile_in``), nothing read when not accumulating
         full = b.icmp_signed(">=", valid, _i(self.nr))
-        want, plain, ragged, none, start = (b.function.append_basic_block(f"c.{s}") for s in
-                                            ("load", "full", "ragged", "zero", "start"))
-        b.cbranch(load_c, want, none)
+        before = b.block
+        want, start = (b.function.append_basic_block(f"c.{s}") for s in ("load", "start"))
+        b.cbranch(load_c, want, start)
         b.position_at_end(want)
-        b.cbranch(full, plain, ragged)
-        b.position_at_end(plain)
-        tiles = [(plain, [vector_load(b, c_ptr(r, v), self.vt, self.size)
-                          for r in range(mr) for v in range(nv)])]
-        b.branch(start)
-        b.position_at_end(ragged)
-        tiles.append((ragged, [b.call(mload, [c_ptr(r, v), ir.Constant(I32, self.size), masks[v], zero])
-                               for r in range(mr) for v in range(nv)]))
-        b.branch(start)
-        b.position_at_end(none)
-        tiles.append((none, [zero] * (mr * nv)))
+        tile = self.tile_in(b, c_ptr, full, masks, mr)
+        loaded = b.block
         b.branch(start)
         b.position_at_end(start)
-        init = []
-        for j in range(mr * nv):
-            phi = b.phi(self.vt)
-            for blk, vals in tiles:
-                phi.add_incoming(vals[j], blk)
-            init.append(phi)
+        init = phis(b, [(before, [zero] * (mr * nv)), (loaded, tile)])
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
 
         def steps(p: ir.Value, accs: list[ir.Value], count: int) -> list[ir.Value]:
@@ -313,7 +297,7 @@ class GemmBuilder:
         if self.unroll > 1:  # the unrolled main loop, then the remainder one step at a time
             p0, accs = k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
         _, accs = k_loop(b, p0, accs, kc, 1, steps, "k")
-        accs = self.tile_epilogue(b, epi, row, accs, mr)
+        accs = self.tile_epilogue(b, epi, row, accs, mr, (c_ptr, full, masks))
         with b.if_else(full) as (plain, ragged):  # C tile out, as it came in
             with plain:
                 for r in range(mr):
@@ -326,12 +310,46 @@ class GemmBuilder:
         b.ret_void()
         return fn
 
-    def tile_epilogue(self, b: ir.IRBuilder, epi: ir.Value, row: ir.Value, accs: list[ir.Value],
-                      mr: int) -> list[ir.Value]:
+    def tile_in(self, b: ir.IRBuilder, at: Callable[[int, int], ir.Value], full: ir.Value,
+                masks: list[ir.Value] | None, mr: int,
+                combine: Callable[[int, ir.Value], ir.Value] = lambda j, x: x) -> list[ir.Value]:
+        """The ``mr`` x NR tile whose vector (r, v) is at ``at(r, v)``, each vector j as
+        ``combine(j, vector)`` (applied as it is loaded: a tile's worth of loads is not
+        held in registers at once): plain vector loads for a whole tile (``full``;
+        always, without ``masks``), else masked loads of the lanes ``masks`` keep, zero in
+        the others: a masked load costs twice a plain one on AMD (measured: 52-55 -> 74-79
+        GFLOP/s per core at n = 768, one thread)."""
+        nv = self.nr // self.w
+        if masks is None:
+            return [combine(r * nv + v, vector_load(b, at(r, v), self.vt, self.size))
+                    for r in range(mr) for v in range(nv)]
+        mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
+                               [PTR, I32, ir.VectorType(I1, self.w), self.vt])
+        zero = ir.Constant(self.vt, [0.0] * self.w)
+        plain, ragged, done = (b.function.append_basic_block(f"tile.{s}") for s in ("full", "ragged", "in"))
+        b.cbranch(full, plain, ragged)
+        b.position_at_end(plain)
+        incoming = [(plain, [combine(r * nv + v, vector_load(b, at(r, v), self.vt, self.size))
+                             for r in range(mr) for v in range(nv)])]
+        b.branch(done)
+        b.position_at_end(ragged)
+        incoming.append((ragged, [combine(r * nv + v, b.call(mload, [at(r, v), ir.Constant(I32, self.size),
+                                                                     masks[v], zero]))
+                                  for r in range(mr) for v in range(nv)]))
+        b.branch(done)
+        b.position_at_end(done)
+        return phis(b, incoming)
+
+    def tile_epilogue(self, b: ir.IRBuilder, epi: ir.Value, row: ir.Value, accs: list[ir.Value], mr: int,
+                      tile: tuple[Callable[[int, int], ir.Value], ir.Value, list[ir.Value] | None]
+                      ) -> list[ir.Value]:
         """The ``mr`` x NR tile ``accs`` (rows ``row ..`` of the output) through the
         ``TileEpilogue`` record at ``epi``, or unchanged when ``epi`` is null: row r is
-        ``clamp(acc * scale[r] + shift[r], lo, hi)``, the bounds as the loop IR's
-        ``arith.max`` / ``arith.min`` against a constant (``bounded``)."""
+        ``clamp(acc * scale[r] + shift[r] + residual, lo, hi)``, the bounds as the loop
+        IR's ``arith.max`` / ``arith.min`` against a constant (``bounded``). ``tile``: where
+        the tile's C vectors are (``at(r, v)``), whether the tile is whole and its lane
+        masks (``tile_in``); the residual's vector (r, v) is ``delta`` elements from C's."""
+        at, full, masks = tile
         nv = self.nr // self.w
         rec = epilogue_record(self.et)
         before = b.block
@@ -342,8 +360,10 @@ class GemmBuilder:
         def field(i: int, typ: ir.Type) -> ir.Value:
             return b.load(b.gep(epi, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=rec), typ=typ)
         scale, scale_step, shift, shift_step = field(0, PTR), field(1, I64), field(2, PTR), field(3, I64)
-        lo, hi = field(4, self.et), field(5, self.et)
+        has_residual, delta = field(4, I64), field(5, I64)
+        lo, hi = field(6, self.et), field(7, self.et)
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
+
         def per_row(base: ir.Value, step: ir.Value, channel: ir.Value) -> ir.Value:
             at = b.gep(base, [b.mul(channel, step)], source_etype=self.et)
             return self.splat(b, b.load(at, typ=self.et), self.vt)
@@ -352,6 +372,18 @@ class GemmBuilder:
             channel = b.add(row, _i(r))
             s, t = per_row(scale, scale_step, channel), per_row(shift, shift_step, channel)
             out += [b.call(fma, [accs[r * nv + v], s, t]) for v in range(nv)]
+
+        def residual_at(r: int, v: int) -> ir.Value:
+            return b.gep(at(r, v), [delta], source_etype=self.et)
+        plain = b.block
+        adding, added = (b.function.append_basic_block(f"epi.{s}") for s in ("residual", "sum"))
+        b.cbranch(b.icmp_signed("!=", has_residual, _i(0)), adding, added)
+        b.position_at_end(adding)
+        summed = self.tile_in(b, residual_at, full, masks, mr, lambda j, x, out=out: b.fadd(out[j], x))
+        from_residual = b.block
+        b.branch(added)
+        b.position_at_end(added)
+        out = phis(b, [(plain, out), (from_residual, summed)])
         out = self.bounded(b, self.bounded(b, out, lo, larger=True), hi, larger=False)
         b.branch(done)
         last = b.block
