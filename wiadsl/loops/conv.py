@@ -215,8 +215,9 @@ def _chunks(lb: LoopBuilder, src: tuple[Value, Value, Value, Value], w: Leaf, ou
     # of each other, so the threads' blocks of chunks are equal (28x28 as 256, 256,
     # 256 and 16 pixels gave one thread of two 512 and the other 272)
     units = lb.floordiv(lb.add(npix, lb.idx(UNIT - 1)), lb.idx(UNIT))
-    # an epilogue that is a per-channel affine map and clamp, written in place, goes
-    # into the op (stored by the micro-kernels: no second pass over the chunk)
+    # an epilogue that is a per-channel affine map, a residual add and bounds, written
+    # in place, goes into the op (the micro-kernels apply it as they store each tile:
+    # no second pass over the chunk)
     clamp = None
     if epilogue is not None and epilogue[1] is out:
         clamp = channel_clamp(lb, epilogue[0])

@@ -126,7 +126,7 @@ def choose(b: ir.IRBuilder, xs: list[ir.Value],
     """Each of ``xs`` mapped by the first form whose condition holds (``otherwise`` when
     none does): a block per form, one branch each, phis after."""
     done = b.function.append_basic_block("form.done")
-    incoming = []
+    incoming, rest = [], b.block
     for condition, form in forms:
         taken, rest = b.function.append_basic_block("form"), b.function.append_basic_block("form.next")
         b.cbranch(condition, taken, rest)
@@ -233,8 +233,8 @@ class GemmBuilder:
         """``uk(a, lda, panel, c, ldc, kc, valid, load_c, ldp, epi, row)``: C[mr x NR] (+)=
         A.panel, the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for
         the rows of B itself (few rows of A: no packing). ``epi``: null, or a
-        ``TileEpilogue`` record applied to the tile before it is stored, its rows being
-        rows ``row ..`` of the record's per-row scale and shift. Its loads claim only the element
+        ``TileEpilogue`` record applied to the tile before it is stored (``tile_epilogue``),
+        the tile's rows being output rows ``row ..``. Its loads claim only the element
         alignment (one kernel for both: an unaligned vector load of aligned data costs
         the same, and one variant per row count compiles in half the time).
         Declared unless ``define_ukernels``: one copy per process, called from every
