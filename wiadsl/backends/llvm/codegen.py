@@ -40,7 +40,7 @@ from ...ir.types import IndexType, IRType, TensorType
 from ...loops.stream_stores import NONTEMPORAL
 from . import scalars
 from .destinations import result_allocations
-from .gemm import epilogue_record
+from .gemm import Epi, epilogue_field, epilogue_record
 from .mathlib import type_suffix
 from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
 from .runtime import alloc_function, store_fence, stream_store, vector_load, vector_store
@@ -717,21 +717,21 @@ def conv_epilogue(e: FunctionEmitter, op: Conv2dOp, t: TensorType, o_lo: ir.Valu
     if "clamp" not in op.attributes:
         return ir.Constant(PTR, None)
     et = mem_type(t.dtype)
-    record = epilogue_record(et)
     with e.b.goto_block(e.alloca_block):
         # as an untyped pointer: llvmlite types a GEP into a struct alloca as the struct
-        rec = e.b.inttoptr(e.b.ptrtoint(e.b.alloca(record), I64), PTR)
+        rec = e.b.inttoptr(e.b.ptrtoint(e.b.alloca(epilogue_record(et)), I64), PTR)
 
-    def field(i: int) -> ir.Value:
-        return e.b.gep(rec, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=record)
+    def field(which: Epi) -> ir.Value:
+        return epilogue_field(e.b, rec, et, which)
     lo, hi = op.attributes["clamp"]
-    for i, v in ((6, lo), (7, hi), (8, 1.0), (9, -0.0)):
-        e.b.store(ir.Constant(et, v), field(i))
+    for which, v in ((Epi.LO, lo), (Epi.HI, hi), (Epi.ONE, 1.0), (Epi.MINUS_ZERO, -0.0)):
+        e.b.store(ir.Constant(et, v), field(which))
     # a missing scale reads the record's 1.0 and a missing shift its -0.0, step 0
-    for i, default in ((0, 8), (2, 9)):
-        e.b.store(field(default), field(i))
-        e.b.store(ir.Constant(I64, 0), field(i + 1))
-    e.b.store(ir.Constant(I64, 0), field(4))
+    for value, step, default in ((Epi.SCALE, Epi.SCALE_STEP, Epi.ONE),
+                                 (Epi.SHIFT, Epi.SHIFT_STEP, Epi.MINUS_ZERO)):
+        e.b.store(field(default), field(value))
+        e.b.store(ir.Constant(I64, 0), field(step))
+    e.b.store(ir.Constant(I64, 0), field(Epi.HAS_RESIDUAL))
     for name, at in op.affine_groups():
         buf = op.operands[at]
         bt = buf.type
@@ -740,13 +740,13 @@ def conv_epilogue(e: FunctionEmitter, op: Conv2dOp, t: TensorType, o_lo: ir.Valu
             start = e.element_ptr(e.buf(buf), bt, e.b.add(e.get(op.operands[at + 1]), e.b.mul(o_lo, ldc)))
             delta = e.b.sdiv(e.b.sub(e.b.ptrtoint(start, I64), e.b.ptrtoint(y, I64)),
                              ir.Constant(I64, itemsize(t.dtype)))
-            e.b.store(ir.Constant(I64, 1), field(4))
-            e.b.store(delta, field(5))
+            e.b.store(ir.Constant(I64, 1), field(Epi.HAS_RESIDUAL))
+            e.b.store(delta, field(Epi.DELTA))
             continue
         step = e.get(op.operands[at + 2])
         e.b.store(e.element_ptr(e.buf(buf), bt, e.b.add(e.get(op.operands[at + 1]), e.b.mul(o_lo, step))),
-                  field(0 if name == "scale" else 2))
-        e.b.store(step, field(1 if name == "scale" else 3))
+                  field(Epi.SCALE if name == "scale" else Epi.SHIFT))
+        e.b.store(step, field(Epi.SCALE_STEP if name == "scale" else Epi.SHIFT_STEP))
     return rec
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from enum import IntEnum
 
 from llvmlite import ir
 
@@ -107,6 +108,18 @@ def epilogue_record(et: ir.Type) -> ir.LiteralStructType:
     x for every x), missing bounds are -inf and inf (the clamp's compares keep every
     x): one form for all but the residual, which is read only where there is one."""
     return ir.LiteralStructType([PTR, I64, PTR, I64, I64, I64, et, et, et, et])
+
+
+class Epi(IntEnum):
+    """The fields of ``epilogue_record``, in order."""
+
+    SCALE, SCALE_STEP, SHIFT, SHIFT_STEP, HAS_RESIDUAL, DELTA, LO, HI, ONE, MINUS_ZERO = range(10)
+
+
+def epilogue_field(b: ir.IRBuilder, record: ir.Value, et: ir.Type, field: Epi) -> ir.Value:
+    """A pointer to ``field`` of the ``epilogue_record`` of element type ``et`` at ``record``."""
+    return b.gep(record, [ir.Constant(I32, 0), ir.Constant(I32, int(field))],
+                 source_etype=epilogue_record(et))
 
 
 def phis(b: ir.IRBuilder, incoming: list[tuple[ir.Block, list[ir.Value]]]) -> list[ir.Value]:
@@ -351,17 +364,17 @@ class GemmBuilder:
         masks (``tile_in``); the residual's vector (r, v) is ``delta`` elements from C's."""
         at, full, masks = tile
         nv = self.nr // self.w
-        rec = epilogue_record(self.et)
         before = b.block
         on, done = (b.function.append_basic_block(f"epi.{s}") for s in ("on", "done"))
         b.cbranch(b.icmp_unsigned("!=", epi, ir.Constant(PTR, None)), on, done)
         b.position_at_end(on)
 
-        def field(i: int, typ: ir.Type) -> ir.Value:
-            return b.load(b.gep(epi, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=rec), typ=typ)
-        scale, scale_step, shift, shift_step = field(0, PTR), field(1, I64), field(2, PTR), field(3, I64)
-        has_residual, delta = field(4, I64), field(5, I64)
-        lo, hi = field(6, self.et), field(7, self.et)
+        def field(which: Epi, typ: ir.Type) -> ir.Value:
+            return b.load(epilogue_field(b, epi, self.et, which), typ=typ)
+        scale, scale_step = field(Epi.SCALE, PTR), field(Epi.SCALE_STEP, I64)
+        shift, shift_step = field(Epi.SHIFT, PTR), field(Epi.SHIFT_STEP, I64)
+        has_residual, delta = field(Epi.HAS_RESIDUAL, I64), field(Epi.DELTA, I64)
+        lo, hi = field(Epi.LO, self.et), field(Epi.HI, self.et)
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
 
         def per_row(base: ir.Value, step: ir.Value, channel: ir.Value) -> ir.Value:
