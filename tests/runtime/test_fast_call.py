@@ -4,7 +4,12 @@ general way, so each call gives the right result or a WiaError naming the argume
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +34,7 @@ kernel stats(input x: f32[N], input scale: f32, output total: f32, output scaled
 }
 """
 MATMUL = "kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) { C = A @ B; }"
+ROOT = Path(__file__).resolve().parents[2]
 ANY = "kernel twice(input t: tensor, output y: tensor) { y = t + t; }"
 
 
@@ -325,6 +331,30 @@ def test_the_object_layout_is_verified():
     assert fastcall._agrees(layout, a)
     wrong = records.replace(layout, dims=layout.dims + 8)  # the strides field
     assert not fastcall._agrees(wrong, a)
+
+
+def test_the_call_helper_outlives_its_module(tmp_path):
+    """At interpreter exit the library module's objects may go before the builtin
+    ``call_helper`` returned, which reads its definition when it is freed: a process
+    crashed at exit about half the time under load. Here the module is emptied first,
+    in a child whose allocator fills freed memory (PYTHONMALLOC=debug), and the
+    builtin is still read and freed."""
+    program = textwrap.dedent("""
+        import gc
+        from wiadsl.backends.llvm import library
+        helper = library.call_helper()
+        library.__dict__.clear()
+        gc.collect()
+        reuse = [bytes(32) for _ in range(100_000)]
+        print(helper.__name__)
+        del helper
+    """)
+    env = dict(os.environ, PYTHONMALLOC="debug", WIADSL_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["wia_call"]
 
 
 def test_calls_that_alternate_shapes_each_take_their_native_plan(add, monkeypatch):

@@ -327,11 +327,28 @@ add_symbol(LIMIT_SYMBOL, ctypes.addressof(LIMIT))
 
 
 class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+    _fields_ = [("ml_name", ctypes.c_void_p), ("ml_meth", ctypes.c_void_p),
                 ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
 
 
-_METHOD_DEFS: list[_MethodDef] = []  # kept alive: a builtin points at its definition
+_RAW_MALLOC = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(("PyMem_RawMalloc", ctypes.pythonapi))
+
+
+def _lasting_method_def(name: bytes, function: int, flags: int) -> int:
+    """The address of a PyMethodDef (and its name) in memory that is never freed.
+    CPython reads a builtin's definition until the builtin itself is freed, and at
+    interpreter exit that can come after every object of this module is gone: with
+    the definition in a ctypes structure kept in a module list, a process crashed at
+    exit about half the time under load (SIGSEGV in ``meth_dealloc``, the list freed
+    before ``call_helper``'s cache)."""
+    size = ctypes.sizeof(_MethodDef)
+    address = _RAW_MALLOC(size + len(name) + 1)
+    if not address:
+        raise MemoryError("no memory for the native call helper's definition")
+    ctypes.memmove(address + size, name + b"\0", len(name) + 1)
+    definition = _MethodDef.from_address(address)
+    definition.ml_name, definition.ml_meth, definition.ml_flags = address + size, function, flags
+    return address
 
 
 @functools.cache
@@ -346,11 +363,10 @@ def call_helper() -> Any:
         add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, api), ctypes.c_void_p).value or 0)
     spec = call_spec(layout)
     ensure_loaded([spec])
-    method = _MethodDef(b"wia_call", _LOADED.peek(symbol(spec)), METH_FASTCALL, None)
-    _METHOD_DEFS.append(method)
+    definition = _lasting_method_def(b"wia_call", _LOADED.peek(symbol(spec)), METH_FASTCALL)
     new = ctypes.pythonapi.PyCFunction_NewEx
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
-    return new(ctypes.addressof(method), None, None)
+    return new(definition, None, None)
 
 
 __all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies",
