@@ -149,6 +149,16 @@ def test_pow_is_within_one_ulp_up_to_overflow_and_through_subnormals() -> None:
     assert err.max() <= 1, f"{x[worst]!r} ** {y[worst]!r} = {got[worst]!r}, exact {want[worst]!r}"
 
 
+def test_a_half_power_is_a_square_root() -> None:
+    """As NumPy and the CPU backend: ``x ** 0.5`` is ``sqrt(x)``, so -inf gives NaN and
+    -0.0 gives -0.0 where pow gives inf and 0.0 (fuzz seed 11500000000111)."""
+    x = np.concatenate([SPECIAL, f32_range(1e-45, 1e30, 2001), -f32_range(1e-3, 1e3, 11)])
+    got = run("x ** 0.5", x)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got, np.sqrt(x))
+    assert np.signbit(got[(x == 0) & np.signbit(x)]).all()
+
+
 EVERY_FN = "exp(x) + log(x) + tanh(x) + sigmoid(x) + erf(x) + sin(x) + cos(x) + x ** x"
 
 
