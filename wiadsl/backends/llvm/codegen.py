@@ -44,7 +44,7 @@ from .gemm import Epi, epilogue_field, epilogue_record
 from .mathlib import type_suffix
 from .prepacked import prepacked_b, prepacked_conv_weight, prepacked_qb, prepacked_winograd_weight
 from .runtime import alloc_function, store_fence, stream_store, vector_load, vector_store
-from .types import I1, I8, I32, I64, PTR, dtype_of, is_x86, itemsize, mem_type, scalar_type
+from .types import I1, I8, I32, I64, PTR, dtype_of, is_x86, itemsize, mem_type, scalar_type, splat
 
 
 @dataclass
@@ -543,9 +543,7 @@ def _broadcast(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     x = e.get(op.operands[0])
     if isinstance(x, ir.Constant):  # a constant vector: what scalars.py folds on (x ** 3)
         return [ir.Constant(vt, [x.constant] * vt.count)]
-    one = e.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-    mask = ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count)
-    return [e.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), mask)]
+    return [splat(e.b, x, vt)]
 
 
 def _reduce_intrinsic(e: FunctionEmitter, name: str, v: ir.Value, start: ir.Value | None) -> ir.Value:

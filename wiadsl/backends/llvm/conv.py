@@ -57,7 +57,7 @@ from .gemm_config import direct_ukernel_symbol
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_CONV_PACK, scratch, scratch_done
-from .types import I1, I32, I64, PTR
+from .types import I1, I32, I64, PTR, splat, undef, zeros
 
 NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, in L2
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
@@ -80,8 +80,8 @@ class ConvBuilder(GemmBuilder):
         """<W x i1>: lanes ``lo <= lane < hi``."""
         vi = ir.VectorType(I64, self.w)
         lanes = ir.Constant(vi, list(range(self.w)))
-        return b.and_(b.icmp_signed("<=", self.splat(b, lo, vi), lanes),
-                      b.icmp_signed(">", self.splat(b, hi, vi), lanes))
+        return b.and_(b.icmp_signed("<=", splat(b, lo, vi), lanes),
+                      b.icmp_signed(">", splat(b, hi, vi), lanes))
 
     def pack_vector(self, b: ir.IRBuilder, x: ir.Value, kbase: ir.Value, kc: ir.Value, dst: ir.Value,
                     offs: ir.Value, ows: ir.Value, valid: ir.Value, wo: ir.Value, wp: ir.Value) -> None:
@@ -89,7 +89,7 @@ class ConvBuilder(GemmBuilder):
         zero for the other lanes; ``offs``/``ows`` hold the source offset and output
         column of the vector's pixels (``dst`` is W lanes into a panel row: aligned to
         ``vector_align``)."""
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
@@ -111,7 +111,7 @@ class ConvBuilder(GemmBuilder):
                          for jj in range(self.w)]
 
             def gather(base: ir.Value) -> ir.Value:
-                vec: ir.Value = ir.Constant(self.vt, ir.Undefined)
+                vec: ir.Value = undef(self.vt)
                 for jj, off in enumerate(lane_offs):
                     v = b.load(b.gep(x, [b.add(base, off)], source_etype=self.et), typ=self.et)
                     vec = b.insert_element(vec, v, ir.Constant(I32, jj))
@@ -200,7 +200,7 @@ class ConvBuilder(GemmBuilder):
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         nv = self.nr // self.w
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
         # the weight rows' starts, once (the IR is compiled without IR passes: no LICM)
         rows = [b.gep(a, [b.mul(_i(r), lda)], source_etype=self.et) for r in range(mr)]
 
@@ -218,7 +218,7 @@ class ConvBuilder(GemmBuilder):
                     q = b.add(q0, j)
                     nexts = []
                     for r in range(mr):
-                        xs = self.splat(b, b.load(b.gep(rows[r], [q], source_etype=self.et), typ=self.et), self.vt)
+                        xs = splat(b, b.load(b.gep(rows[r], [q], source_etype=self.et), typ=self.et), self.vt)
                         nexts += [b.call(fma, [xs, bvecs[v], accs[r * nv + v]]) for v in range(nv)]
                     return nexts
                 return k_loop(b, _i(0), accs, kw, 1, per_j, "dj")[1]

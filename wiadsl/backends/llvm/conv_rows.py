@@ -47,7 +47,7 @@ from .gemm import _i, imin
 from .parallel import THREADS, new_context_function, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_store
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
-from .types import I1, I32, I64, PREPACK_TYPE, PTR
+from .types import I1, I32, I64, PREPACK_TYPE, PTR, zeros
 
 #: the context the workers read: x, wp, y, then the extents c, hp, wp, o, kh, kw, ho, wo,
 #: then the rows m (``split_driver``)
@@ -275,7 +275,7 @@ class ConvRowsBuilder(ConvBuilder):
                                [PTR, I32, mask_t, self.vt])
         align = ir.Constant(I32, self.size)
         taps = self.lane_masks(b, _i(0), kw)
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
 
         def pixel(r: ir.Value) -> None:  # offs[r]: where pixel lo + r's patch starts in a plane
             p = b.add(lo, r)

@@ -60,7 +60,7 @@ from .conv_rows import ConvRowsBuilder
 from .gemm import _i, imin
 from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
-from .types import I1, I32, I64, PREPACK_TYPE, PTR
+from .types import I1, I32, I64, PREPACK_TYPE, PTR, splat, undef, zeros
 
 
 @dataclass(frozen=True)
@@ -145,13 +145,13 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
         every = ir.Constant(ir.VectorType(I1, self.w), [1] * self.w)
-        undef = ir.Constant(self.vt, ir.Undefined)
+        blank = undef(self.vt)
         load = self.strided_gather(b, b.mul(c, _i(9)))  # lane l: channel oc + l's weights
 
         def pair(ob: ir.Value, q: ir.Value, jj: ir.Value) -> None:
             oc = b.add(ob, jj)
             taps = b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et)
-            g = [[load(taps, _i(3 * i + j), every, undef) for j in range(3)] for i in range(3)]
+            g = [[load(taps, _i(3 * i + j), every, blank) for j in range(3)] for i in range(3)]
             # G g (a x 3), then (G g) G^T (a x a)
             f, n = self.form, self.form.alpha
             gg = [[_combine(b, f.g[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(n)]
@@ -178,11 +178,11 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         gather = self.intrinsic(f"llvm.masked.gather.v{self.w}{self.suffix}.v{self.w}p0", self.vt,
                                 [ptrs_t, I32, mask_t, self.vt])
         lane_bytes = b.mul(ir.Constant(vi, list(range(self.w))),
-                           self.splat(b, b.mul(stride, _i(self.size)), vi))
+                           splat(b, b.mul(stride, _i(self.size)), vi))
 
         def load(base: ir.Value, offset: ir.Value, mask: ir.Value, passthru: ir.Value) -> ir.Value:
             first = b.ptrtoint(b.gep(base, [offset], source_etype=self.et), I64)
-            ptrs = b.inttoptr(b.add(self.splat(b, first, vi), lane_bytes), ptrs_t)
+            ptrs = b.inttoptr(b.add(splat(b, first, vi), lane_bytes), ptrs_t)
             return b.call(gather, [ptrs, ir.Constant(I32, self.size), mask, passthru])
         return load
 
@@ -288,8 +288,8 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
         align = ir.Constant(I32, self.size)
-        zero = ir.Constant(self.vt, [0.0] * self.w)
-        none = ir.Constant(mask_t, [0] * self.w)
+        zero = zeros(self.vt)
+        none = zeros(mask_t)
         plane_elems = b.mul(hp, wp)
         spans = range(0, n, self.w)  # the window's columns as vectors of W (one for n <= W)
 

@@ -48,7 +48,7 @@ from ...dtypes import DType
 from . import mathlib
 from .gemm_config import current_config
 from .runtime import _i, for_range
-from .types import F32, F64, I1, I32, I64, PTR
+from .types import F32, F64, I1, I32, I64, PTR, splat, undef, zeros
 
 
 @dataclass(frozen=True)
@@ -119,25 +119,18 @@ class DepthwiseBuilder:
     def lanes(self, b: ir.IRBuilder, start: ir.Value, step: int, count: int) -> ir.Value:
         """<count x i64>: start + l * step for each lane l."""
         vi = ir.VectorType(I64, count)
-        splat = b.shuffle_vector(b.insert_element(ir.Constant(vi, ir.Undefined), start, ir.Constant(I32, 0)),
-                                 ir.Constant(vi, ir.Undefined), ir.Constant(ir.VectorType(I32, count), [0] * count))
-        return b.add(splat, ir.Constant(vi, [lane * step for lane in range(count)]))
+        return b.add(splat(b, start, vi), ir.Constant(vi, [lane * step for lane in range(count)]))
 
     def in_range(self, b: ir.IRBuilder, v: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
         """Lanes of ``v`` in [lo, hi) (lo, hi scalars; unsigned compare of v - lo)."""
         n = v.type.count
         return b.icmp_unsigned("<", b.sub(v, self.lanes(b, lo, 0, n)), self.lanes(b, b.sub(hi, lo), 0, n))
 
-    def splat(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-        return b.shuffle_vector(b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0)),
-                                ir.Constant(self.vt, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, self.w), [0] * self.w))
-
     def taps(self, b: ir.IRBuilder, w: ir.Value, k: ir.Value, wstride: ir.Value) -> list[ir.Value]:
         """The splatted taps of plane ``k``: ``w[k + t * wstride]``."""
         kh, kw = self.g.kernel
-        return [self.splat(b, b.load(b.gep(w, [b.add(k, b.mul(wstride, _i(t)))], source_etype=self.et),
-                                     typ=self.et)) for t in range(kh * kw)]
+        return [splat(b, b.load(b.gep(w, [b.add(k, b.mul(wstride, _i(t)))], source_etype=self.et),
+                                typ=self.et), self.vt) for t in range(kh * kw)]
 
     def store(self, b: ir.IRBuilder, acc: ir.Value, at: ir.Value, full: ir.Value, live: ir.Value) -> None:
         """``acc`` to ``at``: a plain vector store when every lane is live, else masked."""
@@ -242,7 +235,7 @@ class DepthwiseBuilder:
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, ir.VectorType(I1, self.w), self.vt])
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
         total = b.mul(ho, wo)
         vi = ir.VectorType(I64, self.w)
         with b.goto_entry_block():
@@ -309,7 +302,7 @@ class DepthwiseBuilder:
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
-        align, zero = ir.Constant(I32, self.size), ir.Constant(self.vt, [0.0] * self.w)
+        align, zero = ir.Constant(I32, self.size), zeros(self.vt)
         masks = [b.and_(self.in_range(b, self.lanes(b, b.add(col0, _i(half * self.w)), 1, self.w), _i(0), wd),
                         b.icmp_signed("<", self.lanes(b, _i(half * self.w), 1, self.w), self.lanes(b, count, 0, self.w)))
                  for half in (0, 1)]
@@ -323,7 +316,7 @@ class DepthwiseBuilder:
     def column_loads(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
         """A function of a row pointer: the segment's W lanes of one tap column (input
         column col0 + l * sw for lane l), zero where masked off."""
-        sw, zero = self.g.stride[1], ir.Constant(self.vt, [0.0] * self.w)
+        sw, zero = self.g.stride[1], zeros(self.vt)
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
@@ -343,7 +336,7 @@ class DepthwiseBuilder:
                    for lane in range(self.w)]
 
         def gather(row: ir.Value) -> ir.Value:
-            v: ir.Value = ir.Constant(self.vt, ir.Undefined)
+            v: ir.Value = undef(self.vt)
             for lane, col in enumerate(clamped):
                 e = b.load(b.gep(row, [col], source_etype=self.et), typ=self.et)
                 v = b.insert_element(v, e, ir.Constant(I32, lane))

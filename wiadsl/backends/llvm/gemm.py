@@ -60,7 +60,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import _i, for_range, offset_align, vector_load, vector_store
 from .scratch import SLOT_GEMM_PACK, SLOT_GEMV_PARTIAL, scratch, scratch_done
-from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR
+from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR, splat, zeros
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
 GEMV_COLS = 2048
@@ -268,12 +268,12 @@ class GemmBuilder:
         nv = self.nr // self.w
         mask_t = ir.VectorType(I1, self.w)
         vi = ir.VectorType(I64, self.w)
-        splat_valid = self.splat(b, valid, vi)
+        splat_valid = splat(b, valid, vi)
         masks = [b.icmp_signed(">", splat_valid, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
                  for v in range(nv)]
         mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
                                 [self.vt, PTR, I32, mask_t])
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
 
         def c_ptr(r: int, v: int) -> ir.Value:
             return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * self.w))], source_etype=self.et)
@@ -300,7 +300,7 @@ class GemmBuilder:
                 for r in range(mr):
                     x = b.load(b.gep(a, [b.add(b.mul(_i(r), lda), pu)], source_etype=self.et),
                                typ=self.et)
-                    xs = self.splat(b, x, self.vt)
+                    xs = splat(b, x, self.vt)
                     for v in range(nv):
                         nexts.append(b.call(fma, [xs, bvecs[v], accs[r * nv + v]]))
                 accs = nexts
@@ -338,7 +338,7 @@ class GemmBuilder:
                     for r in range(mr) for v in range(nv)]
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, ir.VectorType(I1, self.w), self.vt])
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
         plain, ragged, done = (b.function.append_basic_block(f"tile.{s}") for s in ("full", "ragged", "in"))
         b.cbranch(full, plain, ragged)
         b.position_at_end(plain)
@@ -379,7 +379,7 @@ class GemmBuilder:
 
         def per_row(base: ir.Value, step: ir.Value, channel: ir.Value) -> ir.Value:
             at = b.gep(base, [b.mul(channel, step)], source_etype=self.et)
-            return self.splat(b, b.load(at, typ=self.et), self.vt)
+            return splat(b, b.load(at, typ=self.et), self.vt)
         out = []
         for r in range(mr):
             channel = b.add(row, _i(r))
@@ -412,8 +412,8 @@ class GemmBuilder:
         it is the same value), a compare and a mask for +0.0, a compare and a blend for
         -0.0 (where the sign of an equal x matters)."""
         beyond = ">" if larger else "<"
-        splat = self.splat(b, bound, self.vt)
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        limit = splat(b, bound, self.vt)
+        zero = zeros(self.vt)
         bits = ir.IntType(self.size * 8)
         open_end = ir.Constant(self.et, -math.inf if larger else math.inf)
         forms: list[tuple[ir.Value, Callable[[ir.Value], ir.Value]]] = [
@@ -422,9 +422,9 @@ class GemmBuilder:
              lambda x: b.select(b.fcmp_unordered(beyond, x, zero), x, zero)),
             # the bound where it is strictly beyond x, else x (NaN too): MAXPS / MINPS
             (b.fcmp_ordered("!=", bound, ir.Constant(self.et, 0.0)),
-             lambda x: b.select(b.fcmp_ordered(beyond, splat, x), splat, x)),
+             lambda x: b.select(b.fcmp_ordered(beyond, limit, x), limit, x)),
         ]
-        return choose(b, xs, forms, lambda x: b.select(b.fcmp_unordered(beyond, x, splat), x, splat))
+        return choose(b, xs, forms, lambda x: b.select(b.fcmp_unordered(beyond, x, limit), x, limit))
 
     def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value,
                   kernel: Callable[[int], ir.Function],
@@ -468,11 +468,6 @@ class GemmBuilder:
         for r in ukernel_rows(self.mr)[1:]:
             with b.if_then(b.icmp_signed("==", rows, _i(r))):
                 call(kernel(r), at)
-
-    def splat(self, b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
-        undef = ir.Constant(vt, ir.Undefined)
-        one = b.insert_element(undef, x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count))
 
     # --------------------------------------------------------- blocked rows
 
@@ -625,7 +620,7 @@ class GemmBuilder:
             jend = imin(b, b.add(jc, _i(GEMV_COLS)), n)
 
             def rows_from(p: ir.Value, count: int) -> None:
-                terms = [(self.splat(b, b.load(b.gep(a, [b.add(p, _i(t))], source_etype=self.et),
+                terms = [(splat(b, b.load(b.gep(a, [b.add(p, _i(t))], source_etype=self.et),
                                                typ=self.et), self.vt),
                           b.gep(bm, [b.mul(b.add(p, _i(t)), ldb)], source_etype=self.et))
                          for t in range(count)]
@@ -645,22 +640,22 @@ class GemmBuilder:
 
         def at(j: ir.Value, load, store) -> None:  # type: ignore[no-untyped-def]
             x = load(b.gep(c, [j], source_etype=self.et))
-            for splat, row in terms:
-                x = b.call(fma, [splat, load(b.gep(row, [j], source_etype=self.et)), x])
+            for broadcast, row in terms:
+                x = b.call(fma, [broadcast, load(b.gep(row, [j], source_etype=self.et)), x])
             store(x, b.gep(c, [j], source_etype=self.et))
         for_range(b, lo, whole, self.w, lambda j: at(
             j, lambda p: vector_load(b, p, self.vt, self.size),
             lambda v, p: vector_store(b, v, p, self.size)), "gv")
         with b.if_then(b.icmp_signed("<", whole, hi)):
             mask_t, vi = ir.VectorType(I1, self.w), ir.VectorType(I64, self.w)
-            mask = b.icmp_signed(">", self.splat(b, b.sub(hi, whole), vi),
+            mask = b.icmp_signed(">", splat(b, b.sub(hi, whole), vi),
                                  ir.Constant(vi, list(range(self.w))))
             mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                    [PTR, I32, mask_t, self.vt])
             mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
                                     [self.vt, PTR, I32, mask_t])
             align = ir.Constant(I32, self.size)
-            zero = ir.Constant(self.vt, [0.0] * self.w)
+            zero = zeros(self.vt)
             at(whole, lambda p: b.call(mload, [p, align, mask, zero]),
                lambda v, p: b.call(mstore, [v, p, align, mask]))
 
@@ -728,11 +723,11 @@ class GemmBuilder:
         vi = ir.VectorType(I64, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
-        zero = ir.Constant(self.vt, [0.0] * self.w)
+        zero = zeros(self.vt)
 
         def per_jr(jr: ir.Value) -> None:
-            splat = self.splat(b, b.sub(n, jr), vi)
-            masks = [b.icmp_signed(">", splat, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
+            left = splat(b, b.sub(n, jr), vi)
+            masks = [b.icmp_signed(">", left, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
                      for v in range(nv)]
             panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
 

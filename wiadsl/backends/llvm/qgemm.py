@@ -41,7 +41,7 @@ from .gemm import GEMV_COLS, GEMV_ROWS, _i, imin, k_loop
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import for_range, offset_align, vector_load, vector_store
 from .scratch import SLOT_QGEMM_A, SLOT_QGEMM_B, scratch, scratch_done
-from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR
+from .types import I1, I8, I32, I64, PREPACK_TYPE, PTR, splat, zeros
 
 I16 = ir.IntType(16)
 MR, NV, W = 4, 2, 8          # 4 rows x 2 vectors of 8 i32 lanes: NR = 16 columns
@@ -95,11 +95,11 @@ class QGemmBuilder:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         mask_t = ir.VectorType(I1, W)
         vi = ir.VectorType(I64, W)
-        sv = self.splat(b, valid, vi)
+        sv = splat(b, valid, vi)
         masks = [b.icmp_signed(">", sv, ir.Constant(vi, [v * W + j for j in range(W)])) for v in range(NV)]
         mload = _declare(self.mod, "llvm.masked.load.v8i32.p0", V8, [PTR, I32, mask_t, V8])
         mstore = _declare(self.mod, "llvm.masked.store.v8i32.p0", ir.VoidType(), [V8, PTR, I32, mask_t])
-        zero = ir.Constant(V8, [0] * W)
+        zero = zeros(V8)
 
         def c_ptr(r: int, v: int) -> ir.Value:
             return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * W))], source_etype=I32)
@@ -116,7 +116,7 @@ class QGemmBuilder:
             nexts = []
             for r in range(mr):
                 word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kp), p)], source_etype=I32), typ=I32)
-                xs = b.bitcast(self.splat(b, word, V8), V16S)
+                xs = b.bitcast(splat(b, word, V8), V16S)
                 for v in range(NV):
                     nexts.append(b.add(accs[r * NV + v], madd_pairs(b, xs, bvecs[v])))
             return nexts
@@ -126,12 +126,6 @@ class QGemmBuilder:
                 b.call(mstore, [accs[r * NV + v], c_ptr(r, v), ir.Constant(I32, 4), masks[v]])
         b.ret_void()
         return fn
-
-    @staticmethod
-    def splat(b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
-        undef = ir.Constant(vt, ir.Undefined)
-        one = b.insert_element(undef, x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count))
 
     # ------------------------------------------------------------ packing
 

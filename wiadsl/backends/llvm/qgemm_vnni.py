@@ -38,7 +38,7 @@ from .gemm import _i, imin, k_loop, tail_rows
 from .qgemm import PACK_BYTES, QGemmBuilder, _declare
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_QGEMM_A, scratch, scratch_done
-from .types import I1, I8, I32, I64, PTR
+from .types import I1, I8, I32, I64, PTR, splat, zeros
 
 I16 = ir.IntType(16)
 NV = 2  # vectors per micro-kernel row
@@ -91,11 +91,11 @@ class VnniQGemmBuilder(QGemmBuilder):
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         w, vt = self.w, self.vt
         mask_t, vi = ir.VectorType(I1, w), ir.VectorType(I64, w)
-        sv = self.splat(b, valid, vi)
+        sv = splat(b, valid, vi)
         masks = [b.icmp_signed(">", sv, ir.Constant(vi, [v * w + j for j in range(w)])) for v in range(NV)]
         mload = _declare(self.mod, f"llvm.masked.load.v{w}i32.p0", vt, [PTR, I32, mask_t, vt])
         mstore = _declare(self.mod, f"llvm.masked.store.v{w}i32.p0", ir.VoidType(), [vt, PTR, I32, mask_t])
-        zero = ir.Constant(vt, [0] * w)
+        zero = zeros(vt)
         full = b.icmp_signed(">=", valid, _i(self.nr))
 
         def c_ptr(r: int, v: int) -> ir.Value:
@@ -115,7 +115,7 @@ class VnniQGemmBuilder(QGemmBuilder):
             nexts = []
             for r in range(mr):
                 word = b.load(b.gep(ap, [b.add(b.mul(_i(r), kq), p)], source_etype=I32), typ=I32)
-                xs = self.splat(b, word, vt)
+                xs = splat(b, word, vt)
                 for v in range(NV):
                     nexts.append(self.dot_add(b, accs[r * NV + v], xs, bvecs[v]))
             return nexts
@@ -185,7 +185,7 @@ class VnniQGemmBuilder(QGemmBuilder):
                 with b.if_else(b.icmp_signed("<=", b.add(jr, _i(nr)), n)) as (then, other):
                     with then:
                         vs = [b.select(ok, vector_load(b, b.gep(r, [jr], source_etype=I8), vb, 1),
-                                       ir.Constant(vb, [0] * nr)) for r, ok in zip(rows, inside, strict=True)]
+                                       zeros(vb)) for r, ok in zip(rows, inside, strict=True)]
                         pairs = [x for j in range(nr) for x in (j, nr + j)]
                         lo = b.shuffle_vector(vs[0], vs[1], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
                         hi = b.shuffle_vector(vs[2], vs[3], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))

@@ -11,6 +11,8 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 
@@ -23,6 +25,38 @@ PTR = ir.PointerType()
 #: ``prepack(B, P, n, k, ldb)``: B into the layout a packed-B product reads (gemm.py's
 #: and qgemm.py's), called once per frozen B (prepacked.py)
 PREPACK_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64])
+
+class _WholeConstant(ir.Constant):
+    """A constant with its lanes (llvmlite checks a shuffle mask's) that prints as LLVM's
+    one word for it, ``zeroinitializer`` or ``undef``. llvmlite writes
+    ``ir.Constant(<16 x float>, 0.0)`` lane by lane (~400 characters): a micro-kernel
+    helper's IR text was one third such constants, all printed and parsed again on
+    its first build."""
+
+    def __init__(self, typ: ir.Type, lanes: object, word: str) -> None:
+        super().__init__(typ, lanes)
+        self.word = word
+
+    def _get_reference(self) -> str:
+        return self.word
+
+
+@functools.cache
+def zeros(t: ir.Type) -> ir.Constant:
+    """The all-zero constant of ``t`` (+0.0 in every float lane)."""
+    return _WholeConstant(t, 0, "zeroinitializer")
+
+
+@functools.cache
+def undef(t: ir.Type) -> ir.Constant:
+    return _WholeConstant(t, ir.Undefined, "undef")
+
+
+def splat(b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
+    """``x`` in every lane of ``vt`` (insertelement + a zero shuffle: x86 broadcasts)."""
+    one = b.insert_element(undef(vt), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, undef(vt), zeros(ir.VectorType(I32, vt.count)))
+
 
 _REG = {DType.BOOL: I1, DType.I8: I8, DType.I32: I32, DType.I64: I64,
         DType.F16: F16, DType.BF16: F32, DType.F32: F32, DType.F64: F64}
