@@ -43,11 +43,15 @@ def test_loop_ir_uses_qgemm_and_no_widened_copy():
 
 def test_one_row_reads_b_in_place():
     """CHECK: the driver calls wia.qgemm.gemv when m == 1 (B not packed: it cost twice
-    the product); its multiplies are i16 (exact for i8 x i8), its sums i32."""
+    the product); its multiplies are i16 (exact for i8 x i8), its sums i32, eight or
+    sixteen columns a step (written vectorized: the helper gets no IR passes), the
+    last columns one by one."""
     from wiadsl.backends.llvm.library_ir import library_ir
-    text = library_ir({"kind": "qgemm", "variant": "pmaddwd"})
-    gemv = text.split('define internal void @"wia.qgemm.gemv"')[1].split("\n}")[0]
-    assert "mul i16" in gemv and "sext i16" in gemv and "add i32" in gemv
+    for variant, lanes in [("pmaddwd", 8), ("vnni512", 16)]:
+        text = library_ir({"kind": "qgemm", "variant": variant})
+        gemv = text.split('define internal void @"wia.qgemm.gemv"')[1].split("\n}")[0]
+        assert f"mul <{lanes} x i16>" in gemv and f"add <{lanes} x i32>" in gemv, variant
+        assert "mul i16" in gemv and "sext i16" in gemv and "add i32" in gemv, variant
     driver = text.split('define internal void @"wia.qgemm"(')[1].split("\n}")[0]
     assert 'call void @"wia.qgemm.gemv"' in driver
 

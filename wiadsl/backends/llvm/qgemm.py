@@ -79,6 +79,33 @@ class QGemmBuilder:
         self.mr = MR  # rows of the micro-kernel (the unit of a thread's row chunk)
         self.nr, self.tag = NR, "pmaddwd"
         self.k_group, self.kc = 2, KCP  # k values per packed unit (a pair), units per block
+        self.gemv_lanes = W  # i32 lanes of the one-row product's vectors
+
+    # ------------------------------------------------------------ tails
+    # Written vectorized, as every loop here: the helpers compile without IR passes
+    # (library.py's ``pipeline``), so nothing vectorizes them afterwards.
+
+    def first_lanes(self, b: ir.IRBuilder, count: ir.Value, lanes: int) -> ir.Value:
+        """<lanes x i1>: lane l set for l < ``count``."""
+        vi = ir.VectorType(I64, lanes)
+        return b.icmp_signed(">", splat(b, count, vi), ir.Constant(vi, list(range(lanes))))
+
+    def load_first(self, b: ir.IRBuilder, at: ir.Value, mask: ir.Value) -> ir.Value:
+        """The bytes at ``at`` of the lanes ``mask`` sets, zero in the others."""
+        vb = ir.VectorType(I8, mask.type.count)
+        load = _declare(self.mod, f"llvm.masked.load.v{vb.count}i8.p0", vb,
+                        [PTR, I32, mask.type, vb])
+        return b.call(load, [at, ir.Constant(I32, 1), mask, zeros(vb)])
+
+    def store_first(self, b: ir.IRBuilder, x: ir.Value, at: ir.Value, mask: ir.Value) -> None:
+        store = _declare(self.mod, f"llvm.masked.store.v{x.type.count}i8.p0", ir.VoidType(),
+                         [x.type, PTR, I32, mask.type])
+        b.call(store, [x, at, ir.Constant(I32, 1), mask])
+
+    def clear(self, b: ir.IRBuilder, at: ir.Value, size: ir.Value) -> None:
+        """``size`` bytes at ``at`` set to zero."""
+        memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
+        b.call(memset, [at, ir.Constant(I8, 0), size, ir.Constant(I1, 0)])
 
     # ------------------------------------------------------------ micro-kernel
 
@@ -133,8 +160,8 @@ class QGemmBuilder:
                kp: ir.Value, out: ir.Value) -> None:
         """out[i * kp + p] = (i16 a[i, 2p]) | (i16 a[i, 2p+1]) << 16 (0 past column k):
         ``PACK_BYTES`` of a row at a time (sign-extended to i16, they are its words),
-        the rest pair by pair (pair by pair all along, the packing took ~10 % of a
-        64 x 512 x 512 product)."""
+        the rest with one masked load and store (pair by pair all along, the packing
+        took ~10 % of a 64 x 512 x 512 product)."""
         vb, vs = ir.VectorType(I8, PACK_BYTES), ir.VectorType(I16, PACK_BYTES)
         whole = b.sub(k, b.srem(k, _i(PACK_BYTES)))
 
@@ -147,16 +174,15 @@ class QGemmBuilder:
                 vector_store(b, b.sext(x, vs), b.gep(dst, [b.sdiv(t, _i(2))], source_etype=I32), 4)
             for_range(b, _i(0), whole, PACK_BYTES, chunk, "pv")
 
-            def pair(p: ir.Value) -> None:
-                k0 = b.mul(p, _i(2))
-                k1 = b.add(k0, _i(1))
-                lo = b.sext(b.load(b.gep(src, [k0], source_etype=I8), typ=I8), I32)
-                inside = b.icmp_signed("<", k1, k)
-                hi = b.sext(b.load(b.gep(src, [b.select(inside, k1, k0)], source_etype=I8), typ=I8), I32)
-                hi = b.select(inside, hi, ir.Constant(I32, 0))
-                word = b.or_(b.and_(lo, ir.Constant(I32, 0xFFFF)), b.shl(hi, ir.Constant(I32, 16)))
-                b.store(word, b.gep(dst, [p], source_etype=I32))
-            for_range(b, b.sdiv(whole, _i(2)), kp, 1, pair, "pa")
+            # the rest of the row, k - whole < PACK_BYTES bytes, and the pad to kp pairs
+            rest = b.sub(k, whole)
+            x = self.load_first(b, b.gep(src, [whole], source_etype=I8), self.first_lanes(b, rest, PACK_BYTES))
+            at = b.gep(dst, [b.sdiv(whole, _i(2))], source_etype=I32)
+            words = b.sext(x, vs)  # the zero lanes past k are the pad's zeros
+            fill = b.mul(b.sub(kp, b.sdiv(whole, _i(2))), _i(2))  # i16 words to write
+            store = _declare(self.mod, f"llvm.masked.store.v{PACK_BYTES}i16.p0", ir.VoidType(),
+                             [vs, PTR, I32, ir.VectorType(I1, PACK_BYTES)])
+            b.call(store, [words, at, ir.Constant(I32, 2), self.first_lanes(b, fill, PACK_BYTES)])
         for_range(b, _i(0), m, 1, row, "ra")
 
     def pack_b(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
@@ -171,32 +197,24 @@ class QGemmBuilder:
             in1 = b.icmp_signed("<", k1, k)
             r0 = b.gep(bm, [b.mul(k0, ldb)], source_etype=I8)
             r1 = b.gep(bm, [b.mul(b.select(in1, k1, k0), ldb)], source_etype=I8)
-            z = ir.Constant(I16, 0)
 
             def panel(jr: ir.Value) -> None:
                 dst = b.gep(out, [b.mul(b.add(b.mul(b.sdiv(jr, _i(NR)), kcp), p), _i(2 * NR))],
                             source_etype=I16)
                 full = b.icmp_signed("<=", b.add(jr, _i(NR)), n)
+
+                def interleave(load: Callable[[ir.Value], ir.Value]) -> None:
+                    # rows of B start at B + k*ldb: byte-aligned only (issue 17)
+                    v0, v1 = (b.sext(load(b.gep(r, [jr], source_etype=I8)), V16S) for r in (r0, r1))
+                    inter = [x for j in range(NR) for x in (j, NR + j)]
+                    both = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(I32, 2 * NR), inter))
+                    vector_store(b, both, dst, 2)
                 with b.if_else(full) as (then, other):
                     with then:   # a whole panel row: two 16-byte loads, one interleave
-                        # rows of B start at B + k*ldb: byte-aligned only (issue 17)
-                        v0 = b.sext(vector_load(b, b.gep(r0, [jr], source_etype=I8), V16B, 1), V16S)
-                        v1 = b.sext(vector_load(b, b.gep(r1, [jr], source_etype=I8), V16B, 1), V16S)
-                        inter = [x for j in range(NR) for x in (j, NR + j)]
-                        both = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(I32, 2 * NR), inter))
-                        vector_store(b, both, dst, 2)
-                    with other:  # the column tail: element by element, zero past n
-                        def col(j: ir.Value) -> None:
-                            jj = b.add(jr, j)
-                            inside = b.icmp_signed("<", jj, n)
-                            jc = b.select(inside, jj, _i(0))
-                            e0 = b.sext(b.load(b.gep(r0, [jc], source_etype=I8), typ=I8), I16)
-                            e1 = b.sext(b.load(b.gep(r1, [jc], source_etype=I8), typ=I8), I16)
-                            e0 = b.select(inside, e0, z)
-                            e1 = b.select(inside, e1, z)
-                            b.store(e0, b.gep(dst, [b.mul(j, _i(2))], source_etype=I16))
-                            b.store(e1, b.gep(dst, [b.add(b.mul(j, _i(2)), _i(1))], source_etype=I16))
-                        for_range(b, _i(0), _i(NR), 1, col, "pj")
+                        interleave(lambda at: vector_load(b, at, V16B, 1))
+                    with other:  # the column tail: masked loads, zero past n
+                        mask = self.first_lanes(b, b.sub(n, jr), NR)
+                        interleave(lambda at: self.load_first(b, at, mask))
             for_range(b, _i(0), npad, NR, panel, "pn")
         for_range(b, _i(0), kcp, 1, pair, "pp")
 
@@ -307,15 +325,12 @@ class QGemmBuilder:
         b.ret_void()
         return fn
 
-    @staticmethod
-    def zero_when_empty(b: ir.IRBuilder, c: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value,
+    def zero_when_empty(self, b: ir.IRBuilder, c: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value,
                         ldc: ir.Value) -> None:
         """k == 0: the empty sums are zeros."""
         with b.if_then(b.icmp_signed("==", k, _i(0))):
-            def zrow(i: ir.Value) -> None:
-                for_range(b, _i(0), n, 1, lambda j: b.store(
-                    ir.Constant(I32, 0), b.gep(c, [b.add(b.mul(i, ldc), j)], source_etype=I32)), "zc")
-            for_range(b, _i(0), m, 1, zrow, "zr")
+            for_range(b, _i(0), m, 1, lambda i: self.clear(
+                b, b.gep(c, [b.mul(i, ldc)], source_etype=I32), b.mul(n, _i(4))), "zr")
 
     # ------------------------------------------------------------ one row
 
@@ -324,10 +339,11 @@ class QGemmBuilder:
         A with B given per call. Packing B for one row cost twice the product (1 x 512 x
         512 took 35-37 us, 0.6x NumPy's f32 product, on AMD Zen 3; now 24-27): B is read
         in place instead, ``GEMV_ROWS`` rows at a time into C, whose columns go in blocks
-        of ``GEMV_COLS`` (in L1; the f32 gemv's blocking, gemm.py). Written as scalar
-        loops over columns, which the kernel module's -O3 vectorizes (8 columns a step
-        with AVX2); an i8 x i8 product is exact in i16 (|p| <= 2**14), so the multiplies
-        are i16 (``vpmullw``) and only the sums widen to i32."""
+        of ``GEMV_COLS`` (in L1; the f32 gemv's blocking, gemm.py), ``gemv_lanes`` columns
+        a step, then the block's last columns one by one. An i8 x i8 product is exact in
+        i16 (|p| <= 2**14), so the multiplies are i16 (``vpmullw``) and only the sums
+        widen to i32. Written vectorized: the helper compiles without IR passes
+        (library.py's ``pipeline``)."""
         name = "wia.qgemm.gemv"
         if name in self.mod.globals:
             return self.mod.globals[name]
@@ -337,26 +353,38 @@ class QGemmBuilder:
         for p in (a, bm, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        for_range(b, _i(0), n, 1, lambda j: b.store(
-            ir.Constant(I32, 0), b.gep(c, [j], source_etype=I32)), "gz")
+        lanes = self.gemv_lanes
+        vb, vs, vw = (ir.VectorType(t, lanes) for t in (I8, I16, I32))
+        self.clear(b, c, b.mul(n, _i(4)))
         whole = b.sub(k, b.srem(k, _i(GEMV_ROWS)))
 
         def block(jc: ir.Value) -> None:
             jend = imin(b, b.add(jc, _i(GEMV_COLS)), n)
+            vend = b.sub(jend, b.srem(b.sub(jend, jc), _i(lanes)))
 
             def rows_from(p: ir.Value, count: int) -> None:
-                terms = [(b.sext(b.load(b.gep(a, [b.add(p, _i(t))], source_etype=I8), typ=I8), I16),
-                          b.gep(bm, [b.mul(b.add(p, _i(t)), ldb)], source_etype=I8))
-                         for t in range(count)]
+                xs = [b.sext(b.load(b.gep(a, [b.add(p, _i(t))], source_etype=I8), typ=I8), I16)
+                      for t in range(count)]
+                rows = [b.gep(bm, [b.mul(b.add(p, _i(t)), ldb)], source_etype=I8) for t in range(count)]
+                splats = [splat(b, x, vs) for x in xs]
+
+                def columns(j: ir.Value) -> None:
+                    at = b.gep(c, [j], source_etype=I32)
+                    total = vector_load(b, at, vw, 4)
+                    for x, row in zip(splats, rows, strict=True):
+                        y = b.sext(vector_load(b, b.gep(row, [j], source_etype=I8), vb, 1), vs)
+                        total = b.add(total, b.sext(b.mul(x, y), vw))
+                    vector_store(b, total, at, 4)
 
                 def column(j: ir.Value) -> None:
                     at = b.gep(c, [j], source_etype=I32)
                     total = b.load(at, typ=I32)
-                    for x, row in terms:
+                    for x, row in zip(xs, rows, strict=True):
                         y = b.sext(b.load(b.gep(row, [j], source_etype=I8), typ=I8), I16)
                         total = b.add(total, b.sext(b.mul(x, y), I32))
                     b.store(total, at)
-                for_range(b, jc, jend, 1, column, "gj")
+                for_range(b, jc, vend, lanes, columns, "gv")
+                for_range(b, vend, jend, 1, column, "gj")
             for_range(b, _i(0), whole, GEMV_ROWS, lambda p: rows_from(p, GEMV_ROWS), "g4")
             for_range(b, whole, k, 1, lambda p: rows_from(p, 1), "g1")
         for_range(b, _i(0), n, GEMV_COLS, block, "gc")

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import _i, imax
+from .gemm import _i, imax, k_loop
 from .qgemm import ARGS, I16, QGemmBuilder, _declare
 from .qgemm_vnni import VnniQGemmBuilder
-from .runtime import for_range
-from .types import I8, I64, PREPACK_TYPE
+from .runtime import vector_load
+from .types import I8, I32, I64, PREPACK_TYPE, zeros
 
 #: the largest |b| the narrow kernel is exact for (2 * 255 * 64 <= 32767)
 NARROW_LIMIT = 64
@@ -94,22 +94,27 @@ class NarrowWeightQGemmBuilder(QGemmBuilder):
     def all_narrow(self, b: ir.IRBuilder, bm: ir.Value, n: ir.Value, k: ir.Value,
                    ldb: ir.Value) -> ir.Value:
         """Whether every b[i, j] lies in [-NARROW_LIMIT, NARROW_LIMIT]: an OR over the
-        rows of each row's out-of-range bytes (``b + 64`` above 128 as u8), a loop
-        LLVM vectorizes."""
-        wide = b.alloca(I8)
-        b.store(ir.Constant(I8, 0), wide)
+        rows of each row's out-of-range bytes (``b + 64`` above 128 as u8), 32 bytes a
+        step (the last ones of a row masked)."""
+        limit, span = (ir.Constant(V32B, [v] * 32) for v in (NARROW_LIMIT, 2 * NARROW_LIMIT))
+        whole = b.sub(n, b.srem(n, _i(32)))
 
-        def row(i: ir.Value) -> None:
+        def out_of_range(x: ir.Value) -> ir.Value:
+            return b.zext(b.icmp_unsigned(">", b.add(x, limit), span), V32B)
+
+        def row(i: ir.Value, acc: list[ir.Value], _count: int) -> list[ir.Value]:
             src = b.gep(bm, [b.mul(i, ldb)], source_etype=I8)
-
-            def col(j: ir.Value) -> None:
-                x = b.load(b.gep(src, [j], source_etype=I8), typ=I8)
-                shifted = b.add(x, ir.Constant(I8, NARROW_LIMIT))
-                out = b.icmp_unsigned(">", shifted, ir.Constant(I8, 2 * NARROW_LIMIT))
-                b.store(b.or_(b.load(wide, typ=I8), b.zext(out, I8)), wide)
-            for_range(b, _i(0), n, 1, col, "nc")
-        for_range(b, _i(0), k, 1, row, "nr")
-        return b.icmp_unsigned("==", b.load(wide, typ=I8), ir.Constant(I8, 0))
+            _, (wide,) = k_loop(b, _i(0), acc, whole, 32, lambda j, w, _c: [b.or_(
+                w[0], out_of_range(vector_load(b, b.gep(src, [j], source_etype=I8), V32B, 1)))], "nc")
+            rest = self.load_first(b, b.gep(src, [whole], source_etype=I8),
+                                   self.first_lanes(b, b.sub(n, whole), 32))
+            return [b.or_(wide, out_of_range(rest))]  # masked-off lanes load 0: in range
+        _, (wide,) = k_loop(b, _i(0), [zeros(V32B)], k, 1, row, "nr")
+        lanes = [b.extract_element(wide, ir.Constant(I32, j)) for j in range(32)]
+        any_wide = lanes[0]
+        for lane in lanes[1:]:
+            any_wide = b.or_(any_wide, lane)
+        return b.icmp_unsigned("==", any_wide, ir.Constant(I8, 0))
 
     def driver(self, prepacked: bool = False) -> ir.Function:
         if not prepacked:

@@ -32,6 +32,8 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from .gemm import _i, imin, k_loop, tail_rows
@@ -67,6 +69,7 @@ class VnniQGemmBuilder(QGemmBuilder):
         self.vt = ir.VectorType(I32, self.w)
         self.tag = f"vnni{bits}"
         self.k_group, self.kc = 4, self.kcq
+        self.gemv_lanes = self.w
 
     # ------------------------------------------------------------ micro-kernel
 
@@ -137,8 +140,8 @@ class VnniQGemmBuilder(QGemmBuilder):
     def pack_a_quads(self, b: ir.IRBuilder, a: ir.Value, m: ir.Value, k: ir.Value, lda: ir.Value,
                      kq: ir.Value, out: ir.Value) -> None:
         """Bytes out[i * 4kq + t] = a[i, t] xor 0x80 (a + 128 as u8), 0x80 (a = 0) past k:
-        ``PACK_BYTES`` at a time, the rest of each row byte by byte (byte by byte all
-        along, the packing took ~10 % of a 64 x 512 x 512 product)."""
+        ``PACK_BYTES`` at a time, the rest of each row with one masked load and store
+        (byte by byte all along, the packing took ~10 % of a 64 x 512 x 512 product)."""
         vb = ir.VectorType(I8, PACK_BYTES)
         flip = ir.Constant(vb, [0x80 - 256] * PACK_BYTES)
         whole = b.sub(k, b.srem(k, _i(PACK_BYTES)))
@@ -150,14 +153,12 @@ class VnniQGemmBuilder(QGemmBuilder):
             def chunk(t: ir.Value) -> None:  # rows of A are byte-aligned only
                 x = vector_load(b, b.gep(src, [t], source_etype=I8), vb, 1)
                 vector_store(b, b.xor(x, flip), b.gep(dst, [t], source_etype=I8), 1)
-
-            def byte(t: ir.Value) -> None:
-                inside = b.icmp_signed("<", t, k)
-                x = b.load(b.gep(src, [b.select(inside, t, _i(0))], source_etype=I8), typ=I8)
-                x = b.select(inside, x, ir.Constant(I8, 0))
-                b.store(b.xor(x, ir.Constant(I8, 0x80)), b.gep(dst, [t], source_etype=I8))
             for_range(b, _i(0), whole, PACK_BYTES, chunk, "qv")
-            for_range(b, whole, b.mul(kq, _i(4)), 1, byte, "qa")
+            # the rest of the row (k - whole < PACK_BYTES bytes) and its pad to 4kq bytes
+            x = self.load_first(b, b.gep(src, [whole], source_etype=I8),
+                                self.first_lanes(b, b.sub(k, whole), PACK_BYTES))
+            self.store_first(b, b.xor(x, flip), b.gep(dst, [whole], source_etype=I8),
+                             self.first_lanes(b, b.sub(b.mul(kq, _i(4)), whole), PACK_BYTES))
         for_range(b, _i(0), m, 1, row, "ra")
 
     def pack_b_quads(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
@@ -165,7 +166,7 @@ class VnniQGemmBuilder(QGemmBuilder):
                      comp: ir.Value) -> None:
         """Bytes out[((jr/NR) * kcq + p) * 4NR + 4j + t] = b[4(pc+p) + t, jr + j] (0 past k
         or n). A whole panel row: four unaligned NR-byte loads (rows past k read row 0
-        and are zeroed) and two interleaves; the column tail byte by byte. Each packed
+        and are zeroed) and two interleaves; the column tail alike from masked loads. Each packed
         row adds 128 * its quads' sums to comp[jr:jr + NR] (zeroed by the caller)."""
         nr = self.nr
         vb = ir.VectorType(I8, nr)
@@ -182,27 +183,22 @@ class VnniQGemmBuilder(QGemmBuilder):
             def panel(jr: ir.Value) -> None:
                 dst = b.gep(out, [b.mul(b.add(b.mul(b.sdiv(jr, _i(nr)), kcq), p), _i(4 * nr))],
                             source_etype=I8)
+                def interleave(load: Callable[[ir.Value], ir.Value]) -> None:
+                    vs = [b.select(ok, load(b.gep(r, [jr], source_etype=I8)), zeros(vb))
+                          for r, ok in zip(rows, inside, strict=True)]
+                    pairs = [x for j in range(nr) for x in (j, nr + j)]
+                    lo = b.shuffle_vector(vs[0], vs[1], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                    hi = b.shuffle_vector(vs[2], vs[3], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                    wt = ir.VectorType(I16, nr)
+                    quads = b.shuffle_vector(b.bitcast(lo, wt), b.bitcast(hi, wt),
+                                             ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
+                    vector_store(b, quads, dst, 64 if nr == 32 else 32)
                 with b.if_else(b.icmp_signed("<=", b.add(jr, _i(nr)), n)) as (then, other):
                     with then:
-                        vs = [b.select(ok, vector_load(b, b.gep(r, [jr], source_etype=I8), vb, 1),
-                                       zeros(vb)) for r, ok in zip(rows, inside, strict=True)]
-                        pairs = [x for j in range(nr) for x in (j, nr + j)]
-                        lo = b.shuffle_vector(vs[0], vs[1], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
-                        hi = b.shuffle_vector(vs[2], vs[3], ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
-                        wt = ir.VectorType(I16, nr)
-                        quads = b.shuffle_vector(b.bitcast(lo, wt), b.bitcast(hi, wt),
-                                                 ir.Constant(ir.VectorType(I32, 2 * nr), pairs))
-                        vector_store(b, quads, dst, 64 if nr == 32 else 32)
-                    with other:
-                        def col(j: ir.Value) -> None:
-                            jj = b.add(jr, j)
-                            in_n = b.icmp_signed("<", jj, n)
-                            jc = b.select(in_n, jj, _i(0))
-                            for t in range(4):
-                                x = b.load(b.gep(rows[t], [jc], source_etype=I8), typ=I8)
-                                x = b.select(b.and_(in_n, inside[t]), x, ir.Constant(I8, 0))
-                                b.store(x, b.gep(dst, [b.add(b.mul(j, _i(4)), _i(t))], source_etype=I8))
-                        for_range(b, _i(0), _i(nr), 1, col, "pj")
+                        interleave(lambda at: vector_load(b, at, vb, 1))
+                    with other:  # the column tail: masked loads, zero past n
+                        mask = self.first_lanes(b, b.sub(n, jr), nr)
+                        interleave(lambda at: self.load_first(b, at, mask))
                 self.add_column_sums(b, dst, b.gep(comp, [jr], source_etype=I32))
             for_range(b, _i(0), npad, nr, panel, "pn")
         for_range(b, _i(0), kcq, 1, quad, "pq")
@@ -225,8 +221,7 @@ class VnniQGemmBuilder(QGemmBuilder):
 
     def pack_block(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
                    npad: ir.Value, pc: ir.Value, kc: ir.Value, block: ir.Value) -> None:
-        for_range(b, _i(0), npad, 1, lambda j: b.store(
-            ir.Constant(I32, 0), b.gep(block, [j], source_etype=I32)), "cz")
+        self.clear(b, block, b.mul(npad, _i(4)))
         self.pack_b_quads(b, bm, ldb, k, n, npad, pc, kc, b.gep(block, [npad], source_etype=I32),
                           block)
 
