@@ -145,9 +145,11 @@ def load_object(obj: bytes, name: str | None) -> int:
 
 def ensure_loaded(specs: list[Spec]) -> None:
     """Compile (or read from the cache) and load every helper of ``specs`` not yet loaded.
-    Those whose background build has not started come first: this thread builds them
-    itself (``_load``) while the builds under way finish, instead of waiting for them
-    and then for the queue."""
+    The builds still queued in the background, theirs and their dependencies', this
+    thread makes first, while the builds under way finish, instead of waiting for
+    those and then for the queue (the small CNN's first call: 340 -> 250 ms)."""
+    for spec in [*specs, *(d for s in specs for d in dependencies(s))]:
+        _claim_queued(spec)
     for spec in sorted(specs, key=_build_started):
         name = symbol(spec)
         if name not in _LOADED:
@@ -221,14 +223,34 @@ def prefetch(specs: list[Spec]) -> None:
     unlocked compiles); ``ensure_loaded`` then takes their object code (the builds
     read the disk cache first). Called for kernels compiled, not for those loaded."""
     todo = [s for s in specs if symbol(s) not in _LOADED]
-    # and what they link against (the scratch buffers: short, the loading thread takes it)
-    todo += [d for s in todo for d in dependencies(s) if d not in todo]
+    # What they link against first: a driver loads only after it, and the micro-kernels
+    # are the longest builds (the first matmul's: 95 of the 210 ms its first call took;
+    # queued after its driver, they started last and ended last). The scratch buffers,
+    # short, last: the loading thread takes them.
+    needed = [d for s in todo for d in dependencies(s) if d not in todo]
+    todo = [d for d in needed if d != SCRATCH_SPEC] + todo + [d for d in needed if d == SCRATCH_SPEC]
     for spec in todo:
         name = symbol(spec)
         with _BUILDS_LOCK:
             if name in _BUILDS or name in _LOADED:
                 continue
             _BUILDS[name] = _builder().submit(_object, spec, name)
+
+
+def _claim_queued(spec: Spec) -> None:
+    """Build on this thread the object of a helper whose background build is queued and
+    not yet started (``_load`` then takes it as it takes a background build's)."""
+    name = symbol(spec)
+    with _BUILDS_LOCK:
+        build = _BUILDS.get(name)
+        if build is None or not build.cancel():
+            return
+        mine = type(build)()
+        _BUILDS[name] = mine
+    try:
+        mine.set_result(_object(spec, name))
+    except BaseException as exc:  # reported by the thread that loads it
+        mine.set_exception(exc)
 
 
 def _build_started(spec: Spec) -> bool:
@@ -282,13 +304,15 @@ def _object(spec: Spec, name: str) -> bytes:
 
 def _load(spec: Spec, name: str) -> int:
     """Load one helper (this thread holds its flight in ``_LOADED``; no lock): the
-    object ``prefetch`` built or is building, else (none, or still queued) one built here."""
-    ensure_loaded(dependencies(spec))  # their symbols must resolve when this one links
+    object ``prefetch`` built or is building, else (none, or still queued) one built here,
+    then what it links against. In that order: waiting first for a dependency that a
+    background thread builds left this one queued, and idle, meanwhile."""
     with _BUILDS_LOCK:
         build = _BUILDS.pop(name, None)
     if build is not None and build.cancel():  # still queued: build it here, now
         build = None
     obj = build.result() if build is not None else _object(spec, name)
+    ensure_loaded(dependencies(spec))  # their symbols must resolve when this one links
     address = load_object(obj, name)
     add_symbol(name, address)
     return address

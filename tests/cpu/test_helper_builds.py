@@ -1,0 +1,74 @@
+"""The order in which a kernel's helpers are built on a cold cache (library.py's
+``prefetch``, ``ensure_loaded``): the micro-kernels, the longest builds, are queued
+before the drivers that link against them, and a thread that needs helpers builds
+the still-queued ones itself instead of waiting behind them. Checked on the queue
+with recorded builds (no LLVM work, nothing loaded)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+
+from wiadsl.backends.llvm import library
+from wiadsl.backends.llvm.gemm_config import GemmConfig
+
+#: a config no other test loads, so none of its helpers is in this process yet
+CONFIG = GemmConfig(mr=3, nv=1, vector_bits=128, kc=96, mc=9).as_dict()
+GEMM = {"kind": "gemm", "dtype": "f32", "config": CONFIG}
+UKERNELS = {"kind": "ukernels", "dtype": "f32", "config": CONFIG}
+
+
+class Recorder:
+    """A builder pool that queues and never runs: its futures stay pending."""
+
+    def __init__(self) -> None:
+        self.queued: list[str] = []
+
+    def submit(self, fn, spec, name) -> Future:  # type: ignore[no-untyped-def]
+        self.queued.append(name)
+        return Future()
+
+
+@pytest.fixture
+def queue(monkeypatch):
+    recorder = Recorder()
+    monkeypatch.setattr(library, "_BUILDS", {})
+    monkeypatch.setattr(library, "_builder", lambda: recorder)
+    return recorder
+
+
+def test_dependencies_are_queued_before_their_driver_and_scratch_last(queue):
+    library.prefetch([GEMM])
+    order = [library.symbol(s) for s in (UKERNELS, GEMM, library.SCRATCH_SPEC)]
+    assert queue.queued == [name for name in order if name not in library._LOADED]
+
+
+def test_a_queued_build_is_made_by_the_thread_that_needs_it(queue, monkeypatch):
+    built: list[tuple[str, str]] = []
+
+    def fake_object(spec, name):  # type: ignore[no-untyped-def]
+        built.append((name, threading.current_thread().name))
+        return b"object"
+    monkeypatch.setattr(library, "_object", fake_object)
+    library.prefetch([GEMM])
+    queued = dict(library._BUILDS)
+    running = queued[library.symbol(UKERNELS)]
+    assert running.set_running_or_notify_cancel()  # a background thread has started it
+    library._claim_queued(GEMM)
+    library._claim_queued(UKERNELS)
+    assert built == [(library.symbol(GEMM), threading.current_thread().name)]
+    assert queued[library.symbol(GEMM)].cancelled()  # the background one will not run
+    assert library._BUILDS[library.symbol(GEMM)].result() == b"object"
+    assert library._BUILDS[library.symbol(UKERNELS)] is running  # left to its thread
+
+
+def test_a_failed_claimed_build_is_reported_by_the_thread_that_loads_it(queue, monkeypatch):
+    def failing(spec, name):  # type: ignore[no-untyped-def]
+        raise RuntimeError("LLVM said no")
+    monkeypatch.setattr(library, "_object", failing)
+    library.prefetch([GEMM])
+    library._claim_queued(GEMM)
+    with pytest.raises(RuntimeError, match="LLVM said no"):
+        library._BUILDS[library.symbol(GEMM)].result()
