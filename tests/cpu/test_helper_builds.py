@@ -1,7 +1,7 @@
 """The order in which a kernel's helpers are built on a cold cache (library.py's
-``prefetch``, ``ensure_loaded``): the micro-kernels, the longest builds, are queued
-before the drivers that link against them, and a thread that needs helpers builds
-the still-queued ones itself instead of waiting behind them. Checked on the queue
+``prefetch``, ``ensure_loaded``): queued longest first (``longest_first``), and a
+thread that needs helpers builds the still-queued ones itself instead of waiting
+behind them. Checked on the queue
 with recorded builds (no LLVM work, nothing loaded)."""
 
 from __future__ import annotations
@@ -39,9 +39,16 @@ def queue(monkeypatch):
     return recorder
 
 
-def test_dependencies_are_queued_before_their_driver_and_scratch_last(queue):
+def test_a_kernels_helpers_are_queued_longest_first(queue):
+    """The micro-kernels before the gemm driver that links against them, the scratch
+    buffers last; a convolution's driver between the two kinds of micro-kernels."""
     library.prefetch([GEMM])
     order = [library.symbol(s) for s in (UKERNELS, GEMM, library.SCRATCH_SPEC)]
+    assert queue.queued == [name for name in order if name not in library._LOADED]
+    queue.queued.clear()
+    conv = {**GEMM, "kind": "conv_range", "stride": [1, 1]}
+    library.prefetch([conv])
+    order = [library.symbol(s) for s in (conv, {**UKERNELS, "kind": "dukernels"})]
     assert queue.queued == [name for name in order if name not in library._LOADED]
 
 

@@ -147,8 +147,8 @@ def ensure_loaded(specs: list[Spec]) -> None:
     """Compile (or read from the cache) and load every helper of ``specs`` not yet loaded.
     The builds still queued in the background, theirs and their dependencies', this
     thread makes first, while the builds under way finish, instead of waiting for
-    those and then for the queue (the small CNN's first call: 340 -> 250 ms)."""
-    for spec in [*specs, *(d for s in specs for d in dependencies(s))]:
+    those and then for the queue (``longest_first``)."""
+    for spec in longest_first([*specs, *(d for s in specs for d in dependencies(s))]):
         _claim_queued(spec)
     for spec in sorted(specs, key=_build_started):
         name = symbol(spec)
@@ -212,6 +212,28 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     return (3, True, True) if spec["kind"] in ("pool", "call", "scratch") else (0, False, False)
 
 
+#: Milliseconds to build a helper of each kind (its IR and object code, one thread, on
+#: an empty cache; AMD Zen 5, AVX-512, f32; llvmlite 0.50 with LLVM's assertions). Only
+#: their order matters: the builds of a kernel's helpers are queued longest first.
+_BUILD_MS = {"conv_wino4_raw": 135, "conv_wino2_raw": 114, "conv_wino4": 111, "conv": 108,
+             "ukernels": 97, "conv_range": 95, "conv_wino2": 86, "dukernels": 78, "gemm": 73,
+             "qgemm": 60, "pool": 58, "conv_rows": 37, "qgemm_packed": 36, "gemm_packed": 28,
+             "conv_wino4_prepack": 26, "depthwise": 20, "arena": 15, "conv_wino2_prepack": 15,
+             "maxpool": 14, "qgemm_prepack": 13, "scratch": 12, "gemm_prepack": 6,
+             "conv_rows_prepack": 4}
+
+
+def longest_first(specs: list[Spec]) -> list[Spec]:
+    """``specs`` without repeats, the longest builds first: with the builds spread over
+    the builder thread and the thread that needs them, the longest ones must not start
+    last (list scheduling). In the order they were needed, the micro-kernels queued
+    after their driver: the first matmul's first call took 208-235 ms, 168-178 with
+    them first; the small CNN's conv helpers, 340-350 -> 289 (both with a thread that
+    needs queued builds making them, ``ensure_loaded``)."""
+    unique = list({symbol(s): s for s in specs}.values())
+    return sorted(unique, key=lambda s: -_BUILD_MS.get(s["kind"], 50))
+
+
 #: name -> the object code of a helper being built in the background (``prefetch``)
 _BUILDS: dict[str, Future[bytes]] = {}
 _BUILDS_LOCK = child_safe_lock(globals(), "_BUILDS_LOCK")
@@ -223,12 +245,8 @@ def prefetch(specs: list[Spec]) -> None:
     unlocked compiles); ``ensure_loaded`` then takes their object code (the builds
     read the disk cache first). Called for kernels compiled, not for those loaded."""
     todo = [s for s in specs if symbol(s) not in _LOADED]
-    # What they link against first: a driver loads only after it, and the micro-kernels
-    # are the longest builds (the first matmul's: 95 of the 210 ms its first call took;
-    # queued after its driver, they started last and ended last). The scratch buffers,
-    # short, last: the loading thread takes them.
-    needed = [d for s in todo for d in dependencies(s) if d not in todo]
-    todo = [d for d in needed if d != SCRATCH_SPEC] + todo + [d for d in needed if d == SCRATCH_SPEC]
+    # and what they link against, longest build first (``longest_first``)
+    todo = longest_first(todo + [d for s in todo for d in dependencies(s) if d not in todo])
     for spec in todo:
         name = symbol(spec)
         with _BUILDS_LOCK:
