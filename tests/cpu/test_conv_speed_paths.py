@@ -110,10 +110,11 @@ def test_repeated_calls_are_stable(mod):
 @pytest.mark.parametrize("shape,o", [
     ((2, 16, 7, 9), 33),     # in place, a ragged last panel (63 pixels), 4/2/1-row tails
     ((3, 5, 1, 1), 7),       # one pixel per image: only the packed tail
-    ((1, 64, 32, 32), 40),   # planes 4 KiB apart, K 64 in one L1 set: each panel copied
+    ((1, 64, 32, 32), 40),   # planes 4 KiB apart, K 64 in one L1 set, 5+ row tiles: copied
     ((1, 8, 32, 32), 40),    # the same planes, K 8: in place
     ((1, 64, 32, 32), 100),  # more channels than one row block: the block's panels packed
-    ((1, 600, 32, 32), 20),  # copied panels over two K blocks of 300 (the second accumulates)
+    ((1, 600, 32, 32), 40),  # copied panels over two K blocks of 300 (the second accumulates)
+    ((1, 600, 32, 32), 20),  # the same, three row tiles: copied, or in place on a 12-way L1
     ((1, 300, 16, 16), 33),  # two K blocks of 150 rows, 1 KiB planes: in place
     ((1, 64, 57, 57), 70),   # in place, split over the pool
 ])

@@ -119,7 +119,8 @@ def test_odd_sizes(hw, co):
 @pytest.mark.parametrize("body", sorted(BODIES))
 @pytest.mark.parametrize("shape", [
     (2, 16, 64, 32, 1, 1),   # 1x1, K 16 on 4 KiB planes: panels packed (64 channels)
-    (2, 64, 16, 32, 1, 1),   # 1x1, K 64: each panel copied before its tiles
+    (2, 64, 40, 32, 1, 1),   # 1x1, K 64, five row tiles: each panel copied before them
+    (2, 64, 16, 32, 1, 1),   # 1x1, K 64, two row tiles: copied, or in place on a 12-way L1
     (1, 32, 64, 16, 1, 1),   # 1x1 on 1 KiB planes: panels read in place
     (1, 8, 16, 32, 3, 1),    # 3x3 at stride 1, small weight: direct tiles
     (1, 64, 24, 14, 3, 1),   # K 576: two K blocks, the epilogue on the second only

@@ -53,6 +53,55 @@ def test_rows_sharing_a_set_scale_with_the_ways(monkeypatch, ways, rows):
     assert caches.set_rows() == rows
 
 
+@pytest.mark.parametrize("ways, tiles", [(8, 1), (12, 4), (16, 4)])
+def test_crowded_panels_are_read_in_place_by_few_tiles(monkeypatch, ways, tiles):
+    monkeypatch.setattr(caches, "l1_data_ways", lambda: ways)
+    assert caches.in_place_tiles() == tiles
+
+
+#: a child that builds the helpers for an L1 of ``ways`` and runs the products whose
+#: panels crowd one L1 set on both sides of ``in_place_tiles``, against NumPy
+CROWDED = """
+import sys
+import numpy as np
+from wiadsl.backends.llvm import caches
+caches.l1_data_ways = lambda: {ways}
+import wiadsl
+mm = wiadsl.jit("kernel mm(input A: f32[M, K], input B: f32[K, N], output C: f32[M, N]) {{ C = A @ B; }}")
+cv = wiadsl.jit("kernel cv(input x: f32[N, C, H, W], input w: f32[O, C, 1, 1], output y: f32[N, O, H, W])"
+                " {{ y = conv2d(x, w); }}")
+rng = np.random.default_rng(3)
+for m in (2, 7, 9, 17, 23):            # one to three tiles of the gemm's few rows
+    for k, n in ((600, 1024), (64, 1019)):
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, 1024), dtype=np.float32)[:, :n]
+        np.testing.assert_allclose(mm.mm(a, b), a @ b, rtol=1e-4, atol=1e-3)
+for c, o in ((64, 5), (64, 16), (600, 20), (64, 40)):   # 1x1 on 4 KiB planes
+    x = rng.standard_normal((1, c, 32, 32), dtype=np.float32)
+    w = rng.standard_normal((o, c, 1, 1), dtype=np.float32)
+    want = np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x)
+    np.testing.assert_allclose(cv.cv(x, w), want, rtol=1e-4, atol=1e-3)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("ways", [8, 12])
+def test_crowded_panels_on_both_kinds_of_l1(tmp_path, ways):
+    """Whatever this host's L1, both sides of the rule run: an 8-way L1 copies the
+    panels read by two tiles or more, a 12-way one reads up to four tiles' in place."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, WIADSL_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", CROWDED.format(ways=ways)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], proc.stderr[-3000:]
+
+
 def test_helpers_that_read_panels_in_place_name_the_l1_they_were_built_for(monkeypatch):
     """Their code depends on the L1 (``set_rows``): a host with another L1 must not load
     it from a shared cache; a helper that does not depend on it keeps one key."""

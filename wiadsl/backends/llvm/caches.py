@@ -55,6 +55,23 @@ def l1_data_ways() -> int:
     return DEFAULT_WAYS
 
 
+def in_place_tiles() -> int:
+    """Row tiles (micro-kernel calls per panel) up to which a panel whose rows crowd one
+    L1 set (more of them than ``set_rows``) is still read in place rather than copied
+    first: gemm.py's few rows of A, conv.py's 1x1 convolutions (``panel_reads``). In
+    place, each tile reads the panel from L2; copied, one pass does, then every tile
+    reads L1. On a 12-way L1 (AMD Zen 5: 48 KiB, beside an L2 that delivers a line a
+    cycle) up to 4; measured at one thread, copied -> in place: gemm 16x512x2048 269-271
+    -> 143-173 us, 12x512x2048 243-245 -> 179-181, 23x512x2048 311-324 -> 200-253,
+    16x1024x4096 1132-1136 -> 758-930, 7x512x2048 134 -> 119-133; 1x1 convolutions at
+    32x32, batch 4: 64 -> 16 channels (2 tiles of 8 rows) 73-74 -> 47-55, 128 -> 32 (4
+    tiles) 176-216 -> 166-169, 64 -> 32 91-96 -> 87-90; but 64 -> 64 (8 tiles) 157 ->
+    194-211 and 128 -> 96 436-443 -> 446-499. On an 8-way one (Zen 3) one tile: gemm
+    8x512x2048 took 449 us copied, 662 in place, the convolution 64 -> 16 at 32x32
+    170-213 copied, 264-288 in place (gemm.py's ``DIRECT_ROW_TILES``)."""
+    return 4 if l1_data_ways() >= 12 else 1
+
+
 def l1_data_bytes() -> int:
     """The host's L1 data cache in bytes (``SET_BYTES`` per way: 32 KiB with 8 ways)."""
     return SET_BYTES * l1_data_ways()

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
-from .caches import l1_data_bytes, set_rows
+from .caches import in_place_tiles, l1_data_bytes, set_rows
 from .gemm import NO_EPILOGUE, GemmBuilder, _i, imax, imin, k_loop, one_set
 from .gemm_config import direct_ukernel_symbol
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
@@ -277,9 +277,9 @@ class ConvBuilder(GemmBuilder):
         """(in place, copied): how a 1x1 kernel at stride 1 on an unpadded input (K row
         ci of the patches is input plane ci) gets its patch panels; neither: packed with
         the block's other panels, as every other convolution. In place, unless the
-        panel's rows all fall in one L1 set (planes a multiple of 4 KiB apart) and there
-        are more of them than the L1 keeps (a K block above caches.py's ``set_rows``):
-        then each panel is copied right before its row tiles read it, while the output
+        panel's rows all fall in one L1 set (planes a multiple of 4 KiB apart), there
+        are more of them than the L1 keeps (a K block above caches.py's ``set_rows``)
+        and more row tiles read them than ``in_place_tiles``: then each panel is copied right before its row tiles read it, while the output
         channels are one block of rows (at most MC: the tiles of all of them read the
         copy); more channels pack the block (their row blocks each read all of its
         panels). Measured at one thread (AMD Zen 5, a 12-way L1), packed -> in place:
@@ -297,6 +297,8 @@ class ConvBuilder(GemmBuilder):
                       b.and_(b.icmp_signed("==", hp, ho), b.icmp_signed("==", wp, wo)))
         crowded = b.and_(one_set(b, b.mul(b.mul(ho, wo), _i(self.size))),
                          b.icmp_signed(">", kcb, _i(set_rows())))
+        # few row tiles read even a crowded panel in place (caches.py's in_place_tiles)
+        crowded = b.and_(crowded, b.icmp_signed(">", o, _i(in_place_tiles() * self.mr)))
         in_place = b.and_(unit, b.not_(crowded))
         copied = b.and_(b.and_(unit, crowded), b.icmp_signed("<=", o, _i(self.mc)))
         return in_place, copied

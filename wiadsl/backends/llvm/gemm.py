@@ -43,7 +43,7 @@ from enum import IntEnum
 from llvmlite import ir
 
 from ...dtypes import DType
-from .caches import SET_BYTES, set_rows
+from .caches import SET_BYTES, in_place_tiles, set_rows
 from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
     CHUNKS,
     KC,
@@ -74,9 +74,10 @@ GEMV_ROWS = 4
 #: 551-580 -> 481-484, 12x1024x1024 and 8x512x2048 the same within the noise; but
 #: three whole tiles, 18x512x2048, 641-698 -> 731-732: so three tiles pack. B's rows
 #: a multiple of 4 KiB apart all fall in one L1 set: when a K block has more of them
-#: than the L1 keeps (caches.py's ``set_rows``) and more than one tile reads them, each
-#: panel is copied before its tiles. One Zen 3 thread, medians of 4 alternating
-#: processes (each a minimum of 60 pairs of calls), in place -> copied: 7x256x2048
+#: than the L1 keeps (caches.py's ``set_rows``) and more tiles read them than
+#: ``in_place_tiles`` (one on this 8-way L1; four on a 12-way one), each panel is copied
+#: before its tiles. One Zen 3 thread, medians of 4 alternating processes (each a
+#: minimum of 60 pairs of calls), in place -> copied: 7x256x2048
 #: 351 -> 226 us, 7x512x2048 598 -> 411, 8x512x2048 662 -> 449, 12x256x2048 245 -> 240,
 #: 12x512x2048 521 -> 519, 16x256x2048 351 -> 283, 16x512x2048 711 -> 610,
 #: 16x1024x4096 3514 -> 3373; 16x64x1024 40-64 -> 33-37 (three runs). In place is
@@ -534,10 +535,11 @@ class GemmBuilder:
         nc_max = max(self.nr, NC // self.nr * self.nr)
         kcb = self.k_block(b, k)
         few = b.icmp_signed("<", m, _i(DIRECT_ROW_TILES * self.mr))
-        # B's rows in one L1 set, more than it keeps, and more than one tile to read them
+        # B's rows in one L1 set, more than it keeps, and more tiles to read them than
+        # read such a panel in place (caches.py's in_place_tiles)
         crowded = b.and_(b.and_(one_set(b, b.mul(ldb, _i(self.size))),
                                 b.icmp_signed(">", kcb, _i(set_rows()))),
-                         b.icmp_signed(">", m, _i(self.mr)))
+                         b.icmp_signed(">", m, _i(in_place_tiles() * self.mr)))
         # as many panels as the call packs (few rows: the tail one), not a whole NC x KC
         # block: glibc consolidates its free lists on every free of 64 KiB or more
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
