@@ -69,6 +69,32 @@ def test_a_queued_build_is_made_by_the_thread_that_needs_it(queue, monkeypatch):
     assert queued[library.symbol(GEMM)].cancelled()  # the background one will not run
     assert library._BUILDS[library.symbol(GEMM)].result() == b"object"
     assert library._BUILDS[library.symbol(UKERNELS)] is running  # left to its thread
+    library._claim_queued(GEMM)  # a second thread: takes the first one's, builds nothing
+    assert len(built) == 1 and library._BUILDS[library.symbol(GEMM)].result() == b"object"
+
+
+def test_threads_that_claim_at_once_build_once_and_all_get_the_object(queue, monkeypatch):
+    """A claimed build is running from the start: another thread that needs it waits
+    for it and cannot cancel it (issue 17's many first calls at once had raised
+    InvalidStateError from a claimed build another thread cancelled)."""
+    started, release = threading.Event(), threading.Event()
+    built: list[str] = []
+
+    def slow_object(spec, name):  # type: ignore[no-untyped-def]
+        built.append(name)
+        started.set()
+        release.wait(10)
+        return b"object"
+    monkeypatch.setattr(library, "_object", slow_object)
+    library.prefetch([GEMM])
+    first = threading.Thread(target=library._claim_queued, args=(GEMM,))
+    first.start()
+    assert started.wait(10)
+    library._claim_queued(GEMM)  # while the first builds: nothing to claim
+    release.set()
+    first.join(10)
+    assert built == [library.symbol(GEMM)]
+    assert library._BUILDS[library.symbol(GEMM)].result() == b"object"
 
 
 def test_a_failed_claimed_build_is_reported_by_the_thread_that_loads_it(queue, monkeypatch):

@@ -267,6 +267,7 @@ def _claim_queued(spec: Spec) -> None:
         if build is None or not build.cancel():
             return
         mine = type(build)()
+        mine.set_running_or_notify_cancel()  # others wait for it, none cancels it
         _BUILDS[name] = mine
     try:
         mine.set_result(_object(spec, name))
