@@ -279,10 +279,10 @@ class ConvBuilder(GemmBuilder):
         the block's other panels, as every other convolution. In place, unless the
         panel's rows all fall in one L1 set (planes a multiple of 4 KiB apart), there
         are more of them than the L1 keeps (a K block above caches.py's ``set_rows``)
-        and more row tiles read them than ``in_place_tiles``: then each panel is copied right before its row tiles read it, while the output
-        channels are one block of rows (at most MC: the tiles of all of them read the
-        copy); more channels pack the block (their row blocks each read all of its
-        panels). Measured at one thread (AMD Zen 5, a 12-way L1), packed -> in place:
+        and more row tiles read them than ``in_place_tiles``: then each panel is copied
+        right before its row tiles read it, while the output channels are one block of
+        rows (at most MC: the tiles of all of them read the copy); more channels pack the
+        block (their row blocks each read all of its panels). Measured at one thread (AMD Zen 5, a 12-way L1), packed -> in place:
         64 -> 16 channels at 32x32 90 -> 55 us, 16 -> 64 at 32x32 72 -> 52, 512 -> 128 at
         16x16 152 -> 136, 128 -> 128 at 56x56 425 -> 405; but 256 -> 256 at 32x32 589 ->
         689 and 64 -> 256 at 64x64 592 -> 711. On AMD Zen 3 (an 8-way L1), with a

@@ -98,9 +98,11 @@ class QGemmBuilder:
         return b.call(load, [at, ir.Constant(I32, 1), mask, zeros(vb)])
 
     def store_first(self, b: ir.IRBuilder, x: ir.Value, at: ir.Value, mask: ir.Value) -> None:
-        store = _declare(self.mod, f"llvm.masked.store.v{x.type.count}i8.p0", ir.VoidType(),
+        """The integer lanes of ``x`` that ``mask`` sets to ``at`` (aligned to an element)."""
+        bits = x.type.element.width
+        store = _declare(self.mod, f"llvm.masked.store.v{x.type.count}i{bits}.p0", ir.VoidType(),
                          [x.type, PTR, I32, mask.type])
-        b.call(store, [x, at, ir.Constant(I32, 1), mask])
+        b.call(store, [x, at, ir.Constant(I32, bits // 8), mask])
 
     def clear(self, b: ir.IRBuilder, at: ir.Value, size: ir.Value) -> None:
         """``size`` bytes at ``at`` set to zero."""
@@ -178,11 +180,9 @@ class QGemmBuilder:
             rest = b.sub(k, whole)
             x = self.load_first(b, b.gep(src, [whole], source_etype=I8), self.first_lanes(b, rest, PACK_BYTES))
             at = b.gep(dst, [b.sdiv(whole, _i(2))], source_etype=I32)
-            words = b.sext(x, vs)  # the zero lanes past k are the pad's zeros
             fill = b.mul(b.sub(kp, b.sdiv(whole, _i(2))), _i(2))  # i16 words to write
-            store = _declare(self.mod, f"llvm.masked.store.v{PACK_BYTES}i16.p0", ir.VoidType(),
-                             [vs, PTR, I32, ir.VectorType(I1, PACK_BYTES)])
-            b.call(store, [words, at, ir.Constant(I32, 2), self.first_lanes(b, fill, PACK_BYTES)])
+            # (the zero lanes past k are the pad's zeros)
+            self.store_first(b, b.sext(x, vs), at, self.first_lanes(b, fill, PACK_BYTES))
         for_range(b, _i(0), m, 1, row, "ra")
 
     def pack_b(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, k: ir.Value, n: ir.Value,
