@@ -2,7 +2,9 @@
 that read each tile's patch rows from the padded input instead of packing them. It is
 taken where output rows are whole tiles of NR pixels (16 on AVX2, 32 on AVX-512 for
 f32; half that for f64), so the widths below are multiples of 32 (every host takes it)
-besides widths that are not (the packed path), against NumPy: every row count of
+besides widths that are not (the packed path), and where each output row is one vector
+of W pixels (8 or 16 for f32, 4 or 8 for f64) and the rows pair up into whole tiles:
+widths 4, 8 and 16 at even and odd heights. Against NumPy: every row count of
 output channels (the micro-kernels of 1 to MR rows and the borrowed halves), kernels
 wider than 3x3, one input channel, the K and weight-size limits on either side, f64,
 a batch split over the pool and the fused epilogue. The IR tests check the kernel's
@@ -42,6 +44,17 @@ def test_output_channel_counts(c, o):
 @pytest.mark.parametrize("w", [32, 64, 16, 48, 7, 33])
 def test_row_widths_direct_and_packed(w):
     case(2, 4, 8, 3, w)
+
+
+@pytest.mark.parametrize("w", [16, 8, 4])
+@pytest.mark.parametrize("h", [2, 7, 16])
+def test_rows_of_one_vector(h, w):
+    """Each output row one vector of the tile (the other vectors the next rows): rows
+    that pair up (even heights) and an odd last row (the packed path), wide windows and
+    both element types."""
+    case(2, 3, 9, h, w)
+    case(1, 5, 8, h, w, (5, 3))
+    case(1, 2, 3, h, w, (3, 3), np.float64)
 
 
 @pytest.mark.parametrize("k", [(5, 5), (1, 3), (3, 1), (7, 7)])
@@ -97,7 +110,8 @@ def test_the_stride_one_drivers_call_the_shared_direct_kernels():
 
 def test_direct_kernel_reads_the_input_not_a_packed_panel():
     """The micro-kernel's B vectors are loaded from its ``x`` argument (the tile's window
-    corner) and there is one loop per window axis and input channel; nothing is stored
+    corner; the second ``vstep`` elements after the first: ``wp`` where each vector is
+    an output row) and there is one loop per window axis and input channel; nothing is stored
     but the C tile (its epilogue's multiply-adds, on the ``epi.on`` path, come after
     the loops)."""
     from llvmlite import ir
@@ -111,3 +125,5 @@ def test_direct_kernel_reads_the_input_not_a_packed_panel():
     fmas = [line for line in lines if "@\"llvm.fmuladd" in line]
     assert fmas and len(stores) == len(fmas)  # each accumulator stored once, nothing else
     assert "scratch" not in text
+    vstep = fn.args[10].get_reference()
+    assert f"mul i64 1, {vstep}" in text

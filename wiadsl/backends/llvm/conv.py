@@ -37,7 +37,11 @@ itself, so nothing is packed: ``direct_ukernel`` walks the window (input channel
 rows, columns) and reads them in place, for every row block of output channels
 while the tile's rows are in L1 (``direct_applies``). Packing was a third of a small CNN's time (3 -> 8
 and 8 -> 16 channels at 32x32 and 16x16, batch 8, one thread, Zen 3: 98 -> 56 and
-84 -> 61 us per convolution).
+84 -> 61 us per convolution). Where each output row is one vector of W pixels, a
+tile is NR / W rows, each vector's K row W consecutive elements of its own input row
+(Zen 5, one thread, batch 4, 3x3 with ReLU, packed -> direct: 8 -> 8 channels at 16x16
+11.7 -> 7.0 us, 16 -> 16 30 -> 21.5; the exported ResNet-18 at 1/8 width 77 -> 73 us,
+the small CNN model 54 -> 43.5).
 
 Invariants: reads stay inside the padded image (loops/conv.py); every y element
 of the image is written exactly once per K block (the first stores, later ones
@@ -176,11 +180,13 @@ class ConvBuilder(GemmBuilder):
                         lanes()
 
     def direct_ukernel(self, mr: int) -> ir.Function:
-        """``duk(a, lda, x, c, ldc, ci, kh, kw, plane, wp, epi, row)``: the ``mr`` x NR tile of C at
-        ``c`` (rows ``ldc`` apart) = A[mr x K] @ the tile's patches, read from the padded
-        input itself: K row ``(ci, i, j)`` of NR consecutive pixels of one output row at
-        stride 1 is the NR elements at ``x + ci*plane + i*wp + j``, where ``x`` is the
-        tile's first pixel's window corner. No packing, no K blocks: the accumulators
+        """``duk(a, lda, x, c, ldc, ci, kh, kw, plane, wp, vstep, epi, row)``: the ``mr`` x NR
+        tile of C at ``c`` (rows ``ldc`` apart, NR consecutive elements each) = A[mr x K]
+        @ the tile's patches, read from the padded input itself: at stride 1, K row
+        ``(ci, i, j)`` of the tile's W-pixel vector ``v`` is the W elements at
+        ``x + ci*plane + i*wp + j + v*vstep``, where ``x`` is the tile's first pixel's
+        window corner and ``vstep`` is W where a tile lies in one output row, ``wp``
+        where each vector is a whole output row (``direct_applies``). No packing, no K blocks: the accumulators
         start at zero and are stored once, through the epilogue at ``epi`` if not null
         (gemm.py's ``tile_epilogue``). (gemm.py's ``ukernel`` reads a packed panel.)
         Declared unless ``define_ukernels``: the "dukernels" helper defines them once for
@@ -189,12 +195,12 @@ class ConvBuilder(GemmBuilder):
         name = direct_ukernel_symbol(self.suffix, self.config, mr)
         if name in self.mod.globals:
             return self.mod.globals[name]
-        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR] + [I64] * 6 + [PTR, I64]),
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, PTR] + [I64] * 7 + [PTR, I64]),
                          name)
         if not self.define_ukernels:
             return fn
         fn.attributes.add("noinline")  # linked into AOT output, still one copy
-        a, lda, x, c, ldc, cin, kh, kw, plane, wp, epi, row = fn.args
+        a, lda, x, c, ldc, cin, kh, kw, plane, wp, vstep, epi, row = fn.args
         for p in (a, x, c):
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -203,6 +209,7 @@ class ConvBuilder(GemmBuilder):
         zero = zeros(self.vt)
         # the weight rows' starts, once (the IR is compiled without IR passes: no LICM)
         rows = [b.gep(a, [b.mul(_i(r), lda)], source_etype=self.et) for r in range(mr)]
+        vector_offsets = [b.mul(_i(v), vstep) for v in range(nv)]  # of the tile's vectors in x
 
         def per_ci(ci: ir.Value, accs: list[ir.Value], _: int) -> list[ir.Value]:
             x_ci = b.gep(x, [b.mul(ci, plane)], source_etype=self.et)
@@ -213,8 +220,8 @@ class ConvBuilder(GemmBuilder):
 
                 def per_j(j: ir.Value, accs: list[ir.Value], _: int) -> list[ir.Value]:
                     at = b.gep(row, [j], source_etype=self.et)
-                    bvecs = [vector_load(b, b.gep(at, [_i(v * self.w)], source_etype=self.et), self.vt, self.size)
-                             for v in range(nv)]
+                    bvecs = [vector_load(b, b.gep(at, [off], source_etype=self.et) if v else at, self.vt, self.size)
+                             for v, off in enumerate(vector_offsets)]
                     q = b.add(q0, j)
                     nexts = []
                     for r in range(mr):
@@ -235,25 +242,39 @@ class ConvBuilder(GemmBuilder):
         return fn
 
     def direct_applies(self, b: ir.IRBuilder, c: ir.Value, kh: ir.Value, kw: ir.Value,
-                       o: ir.Value, wo: ir.Value) -> ir.Value | None:
+                       o: ir.Value, ho: ir.Value, wo: ir.Value) -> ir.Value | None:
         """Whether ``direct_tiles`` computes the image (None: never, at this stride): stride
-        1, a window wider than one pixel (a 1x1 kernel has ``panel_reads``), output rows of
-        whole NR-pixel tiles (so a tile's patch rows are contiguous and its reads stay in
-        the padded row), a tile's patch rows (C x KH of them, NR + KW - 1 elements each,
-        in whole cache lines) and one row block of the weight (MR x K) in L1 together
-        (each row block reads all those rows again), and a weight that stays in L2
-        (every tile reads all of it). Measured at one thread (Zen 3, 32 KiB L1), packed
-        -> direct, 3x3: 48 -> 24 channels at 64x64 (28 KiB) 1213-1459 -> 1116-1302 us,
-        but 56 -> 32 at 32x32 (33 KiB) 446-526 -> 465-662."""
+        1, a window wider than one pixel (a 1x1 kernel has ``panel_reads``), whole tiles
+        whose vectors each stay in one output row (``row_vectors``: a vector's patch rows
+        are contiguous and its reads stay in the padded row), a tile's patch rows (C x KH
+        of them per output row the tile covers, in whole cache lines) and one row block of
+        the weight (MR x K) in L1 together (each row block reads all those rows again),
+        and a weight that stays in L2 (every tile reads all of it). Measured at one thread
+        (Zen 3, 32 KiB L1), packed -> direct, 3x3: 48 -> 24 channels at 64x64 (28 KiB)
+        1213-1459 -> 1116-1302 us, but 56 -> 32 at 32x32 (33 KiB) 446-526 -> 465-662."""
         if (self.sh, self.sw) != (1, 1):
             return None
         k = b.mul(c, b.mul(kh, kw))
-        line_bytes = b.mul(b.sdiv(b.add(b.mul(b.add(kw, _i(self.nr - 1)), _i(self.size)), _i(63)), _i(64)),
-                           _i(64))
-        in_l1 = b.add(b.mul(b.mul(c, kh), line_bytes), b.mul(k, _i(self.mr * self.size)))
-        ok = b.and_(b.icmp_signed(">", b.mul(kh, kw), _i(1)), b.icmp_signed("==", b.srem(wo, _i(self.nr)), _i(0)))
+        whole, per_row = self.row_vectors(b, ho, wo)
+        segment = b.select(per_row, _i(self.w), _i(self.nr))  # a tile's pixels in one output row
+        segments = b.select(per_row, _i(self.nr // self.w), _i(1))
+        line_bytes = b.mul(b.sdiv(b.add(b.mul(b.add(kw, b.sub(segment, _i(1))), _i(self.size)), _i(63)),
+                                  _i(64)), _i(64))
+        in_l1 = b.add(b.mul(b.mul(b.mul(c, kh), segments), line_bytes), b.mul(k, _i(self.mr * self.size)))
+        ok = b.and_(b.icmp_signed(">", b.mul(kh, kw), _i(1)), b.or_(whole, per_row))
         return b.and_(ok, b.and_(b.icmp_signed("<=", in_l1, _i(l1_data_bytes())),
                                  b.icmp_signed("<=", b.mul(o, k), _i(DIRECT_WEIGHTS))))
+
+    def row_vectors(self, b: ir.IRBuilder, ho: ir.Value, wo: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(whole, per_row): output rows are whole tiles of NR pixels; or each output row
+        is one W-pixel vector and the image whole tiles of NR / W rows (16-pixel rows on
+        AVX-512, 8-pixel ones on AVX2: ResNet-18's first stage at 64x64)."""
+        whole = b.icmp_signed("==", b.srem(wo, _i(self.nr)), _i(0))
+        if self.nr == self.w:
+            return whole, ir.Constant(I1, 0)
+        per_row = b.and_(b.icmp_signed("==", wo, _i(self.w)),
+                         b.icmp_signed("==", b.srem(ho, _i(self.nr // self.w)), _i(0)))
+        return whole, per_row
 
     def direct_tiles(self, b: ir.IRBuilder, x: ir.Value, w: ir.Value, y: ir.Value,
                      dims: tuple[ir.Value, ...], p_lo: ir.Value, p_hi: ir.Value, epi: ir.Value) -> None:
@@ -261,6 +282,8 @@ class ConvBuilder(GemmBuilder):
         per tile of NR pixels, its rows of output channels (``row_tiles``), which all read
         the tile's patch rows while they are in L1."""
         c, hp, wp, o, kh, kw, k, wo, ldc = dims
+        # from a tile's vector to its next: W pixels on in one output row, or the next row
+        vstep = b.select(b.icmp_signed("==", b.srem(wo, _i(self.nr)), _i(0)), _i(self.w), wp)
 
         def tile(col: ir.Value) -> None:
             corner = b.gep(x, [b.add(b.mul(b.sdiv(col, wo), wp), b.srem(col, wo))], source_etype=self.et)
@@ -268,7 +291,7 @@ class ConvBuilder(GemmBuilder):
             def call(kernel: ir.Function, row: ir.Value) -> None:
                 b.call(kernel, [b.gep(w, [b.mul(row, k)], source_etype=self.et), k, corner,
                                 b.gep(y, [b.add(b.mul(row, ldc), col)], source_etype=self.et), ldc,
-                                c, kh, kw, b.mul(hp, wp), wp, epi, row])
+                                c, kh, kw, b.mul(hp, wp), wp, vstep, epi, row])
             self.row_tiles(b, _i(0), o, self.direct_ukernel, call, "dt")
         for_range(b, p_lo, p_hi, self.nr, tile, "dp")
 
@@ -432,7 +455,7 @@ class ConvBuilder(GemmBuilder):
                                 panel_at=lambda col: b.gep(packed, [b.mul(b.sub(col, pb), kc)],
                                                            source_etype=self.et), epi=last)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
-        direct = self.direct_applies(b, c, kh, kw, o, wo)
+        direct = self.direct_applies(b, c, kh, kw, o, ho, wo)
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             if direct is None:
                 for_range(b, p_lo, p_hi, blk, per_block, "pb")
