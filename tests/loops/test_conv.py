@@ -99,3 +99,48 @@ def test_an_image_of_few_pixels_splits_over_its_output_channels(batch, channels,
     w = rng.standard_normal((channels, 8, 3, 3)).astype(np.float32)
     want = run_func(parse_module(conv()), "f", [x, w])[0]
     np.testing.assert_allclose(run_func(module, "f", [x, w])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_stride_two_stem_runs_on_its_input_phases():
+    """A stride-2 convolution of an image's few channels (loops/conv.py
+    ``phase_split_pays``) lowers to the four phase planes of each input channel and the
+    weight's taps regrouped for them, then a stride-1 ``loop.conv2d`` of 4x the channels
+    and a ceil(k/2) window on the phases: 3 channels 7x7 at 64x64 (pad 3) -> 12
+    channels 4x4 on 35x35 planes, 32x32 outputs."""
+    module = lower_module(parse_module(conv(sh=2, sw=2, ph=3, pw=3)), {"f": [(1, 3, 64, 64), (8, 3, 7, 7)]})
+    verify(module)
+    out = print_module(module)
+    filecheck(out, """
+    CHECK: loop.alloc : tensor<1x8x32x32xf32>
+    CHECK: loop.alloc : tensor<1x12x35x35xf32>
+    CHECK: loop.alloc : tensor<8x12x4x4xf32>
+    CHECK: loop.conv2d {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{.*}} {stride = [1, 1]} : (tensor<1x12x35x35xf32>, tensor<8x12x4x4xf32>, tensor<1x8x32x32xf32>
+    """)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,pad", [
+    ((1, 3, 64, 64), (96, 3, 7, 7), 3),    # 96 * 12 * 4 * 4 taps: over DIRECT_WEIGHTS
+    ((1, 5, 64, 64), (8, 5, 3, 3), 1),     # more than an image's channels
+    ((1, 3, 64, 60), (8, 3, 3, 3), 1),     # 30-pixel output rows: no whole tiles
+    ((1, 3, 64, 64), (8, 3, 9, 9), 4),     # a window over 7x7
+    ((1, 3, 64, 64), (8, 3, 2, 2), 0),     # one tap a phase: nothing to regroup
+])
+def test_other_stride_two_convolutions_pack_their_patches(x_shape, w_shape, pad):
+    out = print_module(lower_module(parse_module(conv(sh=2, sw=2, ph=pad, pw=pad)), {"f": [x_shape, w_shape]}))
+    filecheck(out, "CHECK: loop.conv2d {{.*}} {stride = [2, 2]}")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+@pytest.mark.parametrize("h,w,k,ph,pw", [(64, 64, 7, 3, 3), (31, 64, 3, 1, 1), (32, 33, 5, 0, 2), (33, 32, 3, 2, 1)])
+def test_phase_split_loop_ir_runs_like_the_tensor_ir(dt, h, w, k, ph, pw):
+    """Odd and even heights, paddings wider than a phase's border, every window side
+    (the interpreter runs the loop IR, phase planes and regrouped weight included)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, h, w)).astype(dt.replace("f", "float"))
+    wt = rng.standard_normal((4, 3, k, k)).astype(x.dtype)
+    tensor = parse_module(conv(dt, 2, 2, ph, pw))
+    module = lower_module(tensor, {"f": [x.shape, wt.shape]})
+    if (w + 2 * pw - k) // 2 + 1 == 32:
+        assert "stride = [1, 1]" in print_module(module)
+    np.testing.assert_allclose(run_func(module, "f", [x, wt])[0], run_func(tensor, "f", [x, wt])[0],
+                               rtol=1e-5, atol=1e-5)

@@ -15,7 +15,7 @@ from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
-from .conv import implicit_gemm, rows_pays, winograd_tile
+from .conv import implicit_gemm, phase_split, phase_split_pays, rows_pays, winograd_tile
 from .epilogue import Epilogue
 from .expr import Expr, Leaf, MapExpr, broadcast_extents, broadcast_ivs, buffer_leaf
 from .lower import Ctx, Lowered, lowering
@@ -200,8 +200,13 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
             epi = Epilogue(op.regions[0].blocks[0], [ctx.operand(v) for v in op.operands[2:]],
                            [nb, o, ho, wo], shape)
             epilogue = (epi, final)
-        implicit_gemm(lb, x, w, out, (nb, c, h, wd, o, kh, kw, ho, wo), (sh, sw), (ph, pw), epilogue,
-                      rows, winograd)
+        dims = (nb, c, h, wd, o, kh, kw, ho, wo)
+        sizes = [const_value(v) for v in (c, o, kh, kw, ho, wo)]
+        if not (rows or winograd) and None not in sizes and phase_split_pays(
+                *sizes[:4], (sh, sw), *sizes[4:]):  # type: ignore[arg-type]
+            x, w, dims = phase_split(lb, x, w, dims, (ph, pw))
+            (sh, sw), (ph, pw) = (1, 1), (0, 0)
+        implicit_gemm(lb, x, w, out, dims, (sh, sw), (ph, pw), epilogue, rows, winograd)
         return buffer_leaf(lb, final, owned=True), epilogue is not None
 
     def image(lb2: LoopBuilder, ivs: list[Value]) -> None:

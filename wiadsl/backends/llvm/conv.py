@@ -55,6 +55,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from ...dtypes import DType
+from ...loops.conv import DIRECT_WEIGHTS  # the weights ``direct_tiles`` takes, at most
 from .caches import in_place_tiles, l1_data_bytes, set_rows
 from .gemm import NO_EPILOGUE, GemmBuilder, _i, imax, imin, k_loop, one_set
 from .gemm_config import direct_ukernel_symbol
@@ -67,9 +68,6 @@ NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, 
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
 #: pixels per chunk handed to a thread, at least (smaller images get fewer chunks)
 CHUNK_PIXELS = 128
-#: weight elements (O x K) up to which a stride-1 convolution takes ``direct_tiles``
-#: (64 KiB of f32: every tile reads the whole weight, so it must stay in L2)
-DIRECT_WEIGHTS = 16384
 
 
 class ConvBuilder(GemmBuilder):
