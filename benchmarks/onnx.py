@@ -32,6 +32,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 import wiadsl  # noqa: E402
+from benchmarks.core_latency import round_trip_ns  # noqa: E402
 from tests.onnx import models  # noqa: E402
 from wiadsl.onnx.importer import load_onnx  # noqa: E402
 
@@ -130,12 +131,15 @@ def bench(name: str, case, counts: list[int], rounds: int, seconds: float) -> li
         for _ in range(3):
             run_ours(), run_ort()
         t_ours, t_ort = [], []
+        trips = [round_trip_ns(0.25)] if threads > 1 else []
         for _ in range(rounds):
             t_ours.append(_time(run_ours, seconds))
             t_ort.append(_time(run_ort, seconds))
+        trips += [round_trip_ns(0.25)] if threads > 1 else []
         a, b = statistics.median(t_ours), statistics.median(t_ort)
+        trip = "-" if None in trips or not trips else " / ".join(f"{t:.0f}" for t in trips)
         rows.append([name, what, str(threads), _fmt(a), _fmt(b), f"{b / a:.2f}x", f"{err:.1e}",
-                     f"{compile_s:.1f} s"])
+                     f"{compile_s:.1f} s", trip])
     return rows
 
 
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds, seconds = (3, 0.1) if args.quick else (7, 0.3)
     print(f"threads: {', '.join(map(str, counts))} (wiadsl.set_num_threads and ORT intra-op)\n")
     header = ["model", "size", "threads", "wiadsl cpu", "onnxruntime", "ratio (ort/ours)",
-              "max |diff|", "compile"]
+              "max |diff|", "compile", "core round trip ns (before / after)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name in names:
@@ -168,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
             rows = bench(name, cases[name], counts, rounds, seconds)
         except Exception as exc:  # report and go on: one broken model hides no others
             rows = [[name, cases[name][2], f"error: {type(exc).__name__}: {exc}"[:120],
-                     "", "", "", "", ""]]
+                     "", "", "", "", "", ""]]
         for row in rows:
             print("| " + " | ".join(row) + " |", flush=True)
+    print("\nCore round trip: a cache line between CPUs 0 and 1 and back (core_latency.py), "
+          "before and after a model's rounds at two or more threads; ~3x the lowest one "
+          "means the two vCPUs sit in different core complexes and the two-thread rows "
+          "of both sides read slower.")
     return 0
 
 
