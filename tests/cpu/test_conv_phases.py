@@ -36,7 +36,7 @@ def test_heights_and_channels(h, c):
     case(2, c, 5, h, 64, (3, 3), (1, 1))
 
 
-@pytest.mark.parametrize("o", [1, 7, 8, 13, 16, 33, 64])
+@pytest.mark.parametrize("o", [1, 7, 8, 13, 16, 23, 26])  # 26: the most at 7x7 (PHASE_EXTRA)
 def test_output_channel_counts(o):
     case(1, 3, o, 64, 64, (7, 7), (3, 3))
 

@@ -119,7 +119,9 @@ def test_a_stride_two_stem_runs_on_its_input_phases():
 
 
 @pytest.mark.parametrize("x_shape,w_shape,pad", [
-    ((1, 3, 64, 64), (96, 3, 7, 7), 3),    # 96 * 12 * 4 * 4 taps: over DIRECT_WEIGHTS
+    ((1, 3, 64, 64), (32, 3, 7, 7), 3),    # 32 * 15 extra taps a pixel: over PHASE_EXTRA * 49
+    ((1, 3, 64, 64), (16, 3, 3, 3), 1),    # 16 * 7 extra taps: over PHASE_EXTRA * 9
+    ((1, 4, 64, 64), (300, 4, 4, 4), 1),   # no extra taps, but 300 * 16 * 2 * 2: over DIRECT_WEIGHTS
     ((1, 5, 64, 64), (8, 5, 3, 3), 1),     # more than an image's channels
     ((1, 3, 64, 60), (8, 3, 3, 3), 1),     # 30-pixel output rows: no whole tiles
     ((1, 3, 64, 64), (8, 3, 9, 9), 4),     # a window over 7x7

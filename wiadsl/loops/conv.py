@@ -115,6 +115,9 @@ DIRECT_WEIGHTS = 16384
 #: 32 KiB L1, as ``direct_applies`` asks)
 PHASE_CHANNELS = 4
 PHASE_WINDOW = 7
+#: multiply-adds the phases may add per output pixel and input channel, in units of
+#: the window's taps, summed over the output channels (``phase_split_pays``)
+PHASE_EXTRA = 8
 
 
 def phase_split_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], ho: int, wo: int) -> bool:
@@ -122,14 +125,19 @@ def phase_split_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], 
     (``phase_split``): a network's stem (an image's channels, a window wider than 2x2),
     whose output rows the backend's direct stride-1 kernels cover on every host (rows of
     a multiple of 32 pixels, or 16-pixel rows in pairs) with a weight they keep in L2.
-    The stride-2 packing of the patches is replaced by one pass over the input and
-    ceil(KH/2) * ceil(KW/2) * 4 taps a channel instead of KH * KW (1.3x the multiply-adds
-    at 7x7, 1.8x at 3x3). Zen 5, one thread: 3 -> 8 channels 7x7 at 64x64 28.1 -> 14.1
-    us; 3 -> 16 3x3 at 64x64, batch 4, 34.5 -> 27.2."""
+    The stride-2 packing of the patches (each patch element costs about as much as 13
+    multiply-adds) gives way to one pass over the input and 4 ceil(KH/2) ceil(KW/2)
+    taps a channel instead of KH KW (1.3x the multiply-adds at 7x7, 1.8x at 3x3), which
+    every output channel pays: so only up to PHASE_EXTRA taps' worth of extra ones.
+    Zen 5, one thread, packed -> phases: 3 -> 8 channels 7x7 at 64x64 25 -> 16.6 us,
+    3 -> 16 34 -> 29, 1 -> 16 5x5 15.5 -> 13.3; but 3 -> 32 7x7 53 -> 55, 3 -> 64
+    90 -> 105, 3 -> 32 3x3 13 -> 16.7, 3 -> 64 3x3 20 -> 30 (outside the rule)."""
     kh2, kw2 = -(-kh // 2), -(-kw // 2)
     rows = wo % 32 == 0 or (wo == 16 and ho % 2 == 0)
+    extra = o * (4 * kh2 * kw2 - kh * kw)
     return (tuple(stride) == (2, 2) and c <= PHASE_CHANNELS and max(kh, kw) <= PHASE_WINDOW
-            and kh2 * kw2 > 1 and rows and o * 4 * c * kh2 * kw2 <= DIRECT_WEIGHTS)
+            and kh2 * kw2 > 1 and rows and extra <= PHASE_EXTRA * kh * kw
+            and o * 4 * c * kh2 * kw2 <= DIRECT_WEIGHTS)
 
 
 def phase_split(lb: LoopBuilder, x: Leaf, w: Leaf, dims: tuple[Value, ...],
