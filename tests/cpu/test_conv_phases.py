@@ -57,14 +57,10 @@ kernel stem(input x: f32[N, 3, H, W], input w: f32[O, 3, 7, 7], input b: f32[O, 
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_batch_over_the_pool_with_the_fused_epilogue(threads):
+def test_a_batch_over_the_pool_with_the_fused_epilogue(threads, restore_thread_count):
     mod = wiadsl.jit(STEM, target="cpu")
     x = rng.standard_normal((5, 3, 64, 64)).astype(np.float32)
     w = rng.standard_normal((16, 3, 7, 7)).astype(np.float32)
     b = rng.standard_normal((16, 1, 1)).astype(np.float32)
-    before = wiadsl.get_num_threads()
     wiadsl.set_num_threads(threads)
-    try:
-        check(mod.stem(x, w, b), np.maximum(ref(x, w, (2, 2), (3, 3)) + b, 0))
-    finally:
-        wiadsl.set_num_threads(before)
+    check(mod.stem(x, w, b), np.maximum(ref(x, w, (2, 2), (3, 3)) + b, 0))

@@ -197,7 +197,8 @@ def test_few_rows_split_by_output_channels() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int, no_winograd) -> None:
+def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int, no_winograd,
+                                         restore_thread_count) -> None:
     """The lowering takes planes of up to ROWS_PIXELS; the kernel itself is right for
     any (a 28x28 plane, the limit raised): its per-pixel offsets live in scratch
     memory sized by the plane. (They were a 256-entry stack array; what writing past
@@ -207,11 +208,7 @@ def test_the_rows_kernel_takes_any_plane(monkeypatch, threads: int, no_winograd)
     x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
     w = rng.standard_normal((128, 64, 3, 3)).astype(np.float32)
     b = rng.standard_normal((128, 1, 1)).astype(np.float32)
-    before = wiadsl.get_num_threads()
     wiadsl.set_num_threads(threads)
-    try:
-        f = wiadsl.jit(BIASED.format(s=1, p=1), "c", frozen=(1,), shapes="static")
-        np.testing.assert_allclose(f(x, w, b), np.maximum(reference(x, w, 1, 1) + b, 0),
-                                   rtol=2e-4, atol=2e-4)
-    finally:
-        wiadsl.set_num_threads(before)
+    f = wiadsl.jit(BIASED.format(s=1, p=1), "c", frozen=(1,), shapes="static")
+    np.testing.assert_allclose(f(x, w, b), np.maximum(reference(x, w, 1, 1) + b, 0),
+                               rtol=2e-4, atol=2e-4)

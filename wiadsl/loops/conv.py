@@ -167,10 +167,10 @@ def phase_split(lb: LoopBuilder, x: Leaf, w: Leaf, dims: tuple[Value, ...],
         return lo, lb2.max(lo, lb2.min(hi, count))
 
     def zeros(lb2: LoopBuilder, start: Value, count: Value) -> None:
-        def one(lb3: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
+        def clear(lb3: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
             lb3.store(zero, xs, lb3.add(start, j))
             return []
-        lb2.loop(lb2.idx(0), count, one)
+        lb2.loop(lb2.idx(0), count, clear)
 
     def plane(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (q,) = ivs  # (n, ci, a, b)
