@@ -140,6 +140,28 @@ def phase_split_pays(c: int, o: int, kh: int, kw: int, stride: tuple[int, int], 
             and o * 4 * c * kh2 * kw2 <= DIRECT_WEIGHTS)
 
 
+def _fill(lb: LoopBuilder, dst: Value, start: Value, count: Value, value: Value | None = None,
+          src: tuple[Value, Value, int] | None = None) -> None:
+    """``dst[start + j]`` for ``j < count``: ``value``, or ``src = (buf, at, step)``'s
+    ``buf[at + j * step]`` (element loops, which LLVM vectorizes: a memcpy call per row
+    cost more than the row in the small planes of a network's later stages)."""
+    def one(lb2: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
+        if src is None:
+            v = value
+        else:
+            buf, at, step = src
+            v = lb2.load(buf, lb2.add(at, j if step == 1 else lb2.mul(j, lb2.idx(step))))
+        lb2.store(v, dst, lb2.add(start, j))
+        return []
+    lb.loop(lb.idx(0), count, one)
+
+
+def _phase(lb: LoopBuilder, p: Value) -> tuple[Value, Value, Value]:
+    """Input channel ``p`` of ``phase_split``'s phases as (ci, a, b): ``p = 4 ci + 2 a + b``."""
+    two = lb.idx(2)
+    return lb.floordiv(p, lb.idx(4)), lb.mod(lb.floordiv(p, two), two), lb.mod(p, two)
+
+
 def phase_split(lb: LoopBuilder, x: Leaf, w: Leaf, dims: tuple[Value, ...],
                 pad: tuple[int, int]) -> tuple[Leaf, Leaf, tuple[Value, ...]]:
     """The stride-2 convolution of ``x`` (``dims`` as ``implicit_gemm``'s, zero padding
@@ -166,41 +188,32 @@ def phase_split(lb: LoopBuilder, x: Leaf, w: Leaf, dims: tuple[Value, ...],
         lo = lb2.min(lo, count)
         return lo, lb2.max(lo, lb2.min(hi, count))
 
-    def zeros(lb2: LoopBuilder, start: Value, count: Value) -> None:
-        def clear(lb3: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
-            lb3.store(zero, xs, lb3.add(start, j))
-            return []
-        lb2.loop(lb2.idx(0), count, clear)
-
     def plane(lb2: LoopBuilder, ivs: list[Value]) -> None:
         (q,) = ivs  # (n, ci, a, b)
         n, p = lb2.floordiv(q, c4), lb2.mod(q, c4)
-        ci, a, b = lb2.floordiv(p, lb2.idx(4)), lb2.mod(lb2.floordiv(p, two), two), lb2.mod(p, two)
+        ci, a, b = _phase(lb2, p)
         first = lb2.mul(q, lb2.mul(hp2, wp2))
         source = lb2.add(x.offset, lb2.mul(lb2.add(lb2.mul(n, c), ci), lb2.mul(h, wd)))
         r_lo, r_hi = span(lb2, a, ph, h, hp2)
         s_lo, s_hi = span(lb2, b, pw, wd, wp2)
-        zeros(lb2, first, lb2.mul(r_lo, wp2))
-        zeros(lb2, lb2.add(first, lb2.mul(r_hi, wp2)), lb2.mul(lb2.sub(hp2, r_hi), wp2))
+        _fill(lb2, xs, first, lb2.mul(r_lo, wp2), zero)
+        _fill(lb2, xs, lb2.add(first, lb2.mul(r_hi, wp2)), lb2.mul(lb2.sub(hp2, r_hi), wp2), zero)
 
         def row(lb3: LoopBuilder, r: Value, _: list[Value]) -> list[Value]:
             dst = lb3.add(first, lb3.mul(r, wp2))
             src = lb3.add(source, lb3.mul(lb3.sub(lb3.add(lb3.mul(r, two), a), lb3.idx(ph)), wd))
-            zeros(lb3, dst, s_lo)
-
-            def pixel(lb4: LoopBuilder, s: Value, _: list[Value]) -> list[Value]:
-                at = lb4.add(src, lb4.sub(lb4.add(lb4.mul(s, two), b), lb4.idx(pw)))
-                lb4.store(lb4.load(x.buf, at), xs, lb4.add(dst, s))
-                return []
-            lb3.loop(s_lo, s_hi, pixel)
-            zeros(lb3, lb3.add(dst, s_hi), lb3.sub(wp2, s_hi))
+            _fill(lb3, xs, dst, s_lo, zero)
+            # pixel s_lo + j of the phase row is input column 2 (s_lo + j) + b - pw
+            at = lb3.add(src, lb3.sub(lb3.add(lb3.mul(s_lo, two), b), lb3.idx(pw)))
+            _fill(lb3, xs, lb3.add(dst, s_lo), lb3.sub(s_hi, s_lo), src=(x.buf, at, 2))
+            _fill(lb3, xs, lb3.add(dst, s_hi), lb3.sub(wp2, s_hi), zero)
             return []
         lb2.loop(r_lo, r_hi, row)
     lb.nest([lb.mul(nb, c4)], plane, parallel=True)
 
     def tap(lb2: LoopBuilder, ivs: list[Value]) -> None:
         oc, p, i, j = ivs
-        ci, a, b = lb2.floordiv(p, lb2.idx(4)), lb2.mod(lb2.floordiv(p, two), two), lb2.mod(p, two)
+        ci, a, b = _phase(lb2, p)
         ii, jj = lb2.add(lb2.mul(i, two), a), lb2.add(lb2.mul(j, two), b)
         inside = lb2.and_(lb2.cmp("slt", ii, kh), lb2.cmp("slt", jj, kw))
         at = lb2.add(lb2.mul(lb2.add(lb2.mul(lb2.add(lb2.mul(oc, c), ci), kh), lb2.min(ii, lb2.sub(kh, one))), kw),
@@ -245,14 +258,11 @@ def implicit_gemm(lb: LoopBuilder, x: Leaf, w: Leaf, out: Value, dims: tuple[Val
         st = ScalarType(x.dtype)
 
         def fill(lb2: LoopBuilder, start: Value, count: Value, src: Value | None = None) -> None:
-            """``count`` elements from ``start``: zeros, or x's from ``src`` (element
-            loops, which LLVM vectorizes: a memcpy call per row cost more than the row
-            in the small planes of a network's later stages)."""
-            def one(lb3: LoopBuilder, j: Value, _: list[Value]) -> list[Value]:
-                v = lb3.const(0.0, st) if src is None else lb3.load(x.buf, lb3.add(src, j))
-                lb3.store(v, xbuf, lb3.add(start, j))
-                return []
-            lb2.loop(lb2.idx(0), count, one)
+            """``count`` elements from ``start``: zeros, or x's from ``src``."""
+            if src is None:
+                _fill(lb2, xbuf, start, count, lb2.const(0.0, st))
+            else:
+                _fill(lb2, xbuf, start, count, src=(x.buf, src, 1))
 
         def plane(lb2: LoopBuilder, ivs: list[Value]) -> None:
             (q,) = ivs

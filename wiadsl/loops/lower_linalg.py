@@ -191,7 +191,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
     t = ScalarType(dtype)
     if dtype in GEMM_DTYPES:
         epilogue, final = None, out
-        rows, winograd = image_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
+        rows, winograd, phases = image_layout(ctx, op, (c, o, kh, kw, ho, wo), (sh, sw))
         if fused_in_chunks(op) and not (rows or winograd):
             rt = op.result.type
             assert isinstance(rt, TensorType)
@@ -201,9 +201,7 @@ def conv2d(ctx: Ctx, op: Operation) -> tuple[Leaf, bool]:
                            [nb, o, ho, wo], shape)
             epilogue = (epi, final)
         dims = (nb, c, h, wd, o, kh, kw, ho, wo)
-        sizes = [const_value(v) for v in (c, o, kh, kw, ho, wo)]
-        if not (rows or winograd) and None not in sizes and phase_split_pays(
-                *sizes[:4], (sh, sw), *sizes[4:]):  # type: ignore[arg-type]
+        if phases:
             x, w, dims = phase_split(lb, x, w, dims, (ph, pw))
             (sh, sw), (ph, pw) = (1, 1), (0, 0)
         implicit_gemm(lb, x, w, out, dims, (sh, sw), (ph, pw), epilogue, rows, winograd)
@@ -260,19 +258,21 @@ def fused_in_chunks(op: Operation) -> bool:
 
 
 def image_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
-                  stride: tuple[int, int]) -> tuple[bool, int]:
-    """(rows, winograd): whether a float convolution with static ``extents`` (c, o, kh,
-    kw, ho, wo) is one ``loop.conv2d`` per image with its epilogue after it, with the
-    hint ``rows`` (its weight a frozen parameter, loops/conv.py ``rows_pays``) and
-    ``winograd`` (``winograd_tile``'s m, or 0; frozen or not)."""
+                  stride: tuple[int, int]) -> tuple[bool, int, bool]:
+    """(rows, winograd, phases): whether a float convolution with static ``extents`` (c,
+    o, kh, kw, ho, wo) is one ``loop.conv2d`` per image with its epilogue after it, with
+    the hint ``rows`` (its weight a frozen parameter, loops/conv.py ``rows_pays``) and
+    ``winograd`` (``winograd_tile``'s m, or 0; frozen or not); else whether it runs on
+    its input's phases (``phase_split_pays``)."""
     sizes = [const_value(v) for v in extents]
     if None in sizes:
-        return False, 0
+        return False, 0, False
     c, o, kh, kw, ho, wo = sizes
     frozen = id(op.operands[1]) in ctx.frozen
     winograd = winograd_tile(c, o, kh, kw, stride, ho, wo, frozen)  # type: ignore[arg-type]
     rows = frozen and (bool(winograd) or rows_pays(c, o, kh, kw, ho, wo))  # type: ignore[arg-type]
-    return rows, winograd
+    phases = not (rows or winograd) and phase_split_pays(c, o, kh, kw, stride, ho, wo)  # type: ignore[arg-type]
+    return rows, winograd, phases
 
 
 @lowering("tensor.fused_conv2d")
