@@ -23,7 +23,8 @@ from wiadsl.backends.llvm.scratch import SLOTS
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="the object loader runs on Linux x86-64 only")
 
-PROGRAM = textwrap.dedent("""
+#: a child's preamble: every native allocation counted in ``counter.value``
+COUNTING = textwrap.dedent("""
     import ctypes, sys
     import numpy as np
     from llvmlite import ir
@@ -47,7 +48,9 @@ PROGRAM = textwrap.dedent("""
     add_symbol("aligned_alloc", load_module(llmod, fn.name))
     from wiadsl.backends.llvm.loader import symbol_address
     counter = ctypes.c_int64.from_address(symbol_address("wia_test_alloc_count"))
+""")
 
+PROGRAM = COUNTING + textwrap.dedent("""
     import wiadsl
     SRC = '''
     kernel model(input x: f32[N, C, H, W], input w: f32[O, C, 3, 3], input u: f32[K2],

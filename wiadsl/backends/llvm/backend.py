@@ -59,6 +59,7 @@ from .keys import cpu_key_parts, cpu_text, target_text
 from .layout import Layout
 from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
+from .threads import THREADS
 from .tiered import MAX_STEPS, TierUp
 
 if TYPE_CHECKING:
@@ -386,7 +387,8 @@ class Code:
         generic = any(d is None for s in self.pattern for d in s)
         stats = {"compile_ms": self.compile_ms if fresh else 0.0, "shapes": shapes,
                  "cache": self.source if fresh else "memory",
-                 "code": "generic" if generic else "static", "pattern": self.pattern}
+                 "code": "generic" if generic else "static", "pattern": self.pattern,
+                 "batch_slices": layout.slices}
         return Native(self.loaded.fn, self.messages, layout.n_slots, n_in, in_dtypes, plan, outs, specs,
                       extents, stats, state=self.state)
 
@@ -694,6 +696,8 @@ class CpuKernel:
             pipeline += f" | loop: {self.loop_pipeline}"
         if self.frozen:  # an entry with a state
             pipeline += f" | frozen: {sorted(self.frozen)}"
+        # the threads a batch is cut for (compile.batch_split) and loops are chunked for
+        pipeline += f" | threads: {THREADS}"
         parts = cpu_key_parts(self.ir, self.kernel, pattern, dtypes, self.level, pipeline,
                               (config or default_config()).label())
         return parts, config

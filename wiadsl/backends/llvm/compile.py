@@ -32,6 +32,7 @@ from ...ir.types import IRType, ScalarType, TensorType
 from ...ir.verifier import verify
 from ...loops import lower_module
 from ...loops.passes import default_loop_pipeline, run_loop_passes
+from .batch_split import SLICE_ENTRY, BatchSplit, plan, split_entry
 from .caches import last_level_bytes
 from .codegen import ModuleEmitter, slot_count
 from .gemm import GemmConfig, use_config
@@ -40,7 +41,7 @@ from .layout import Layout
 from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch
 from .parallel import SLOT_SYMBOL, THREADS
 from .partition import partition
-from .runtime import dynamic_axes, entry_wrapper, extent_base, uses_arena
+from .runtime import ENTRY, dynamic_axes, entry_wrapper, extent_base, uses_arena
 from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
 
 
@@ -63,6 +64,8 @@ class LoweredKernel:
     in_place: list[int] = field(default_factory=list)
     #: the LLVM functions of the entry and the kernel (partition.py's root)
     root: set[str] = field(default_factory=set)
+    #: the slices of the batch the entry runs (batch_split.py; 1: the whole batch at once)
+    slices: int = 1
 
     @functools.cached_property
     def llvm_ir(self) -> str:
@@ -76,20 +79,23 @@ class LoweredKernel:
 
 def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
                  loop_pipeline: str = "", frozen: frozenset[int] = frozenset(),
-                 on_libraries: Callable[[list[Spec]], None] | None = None) -> LoweredKernel:
+                 on_libraries: Callable[[list[Spec]], None] | None = None,
+                 split: BatchSplit | None = None) -> LoweredKernel:
     """Lower ``kernel`` for ``shapes`` and run the loop passes: the default pipeline,
     then the user's ``loop_pipeline`` (e.g. ``"tile{size=64},unroll{factor=4}"``).
     A None extent in ``shapes`` stays a run-time value (a shape-generic entry: its
     extent comes in an argument slot, runtime.py). ``frozen``: positions of inputs
     whose contents never change between calls (prepacked.py). ``on_libraries``: told
     of the helpers the module calls as each function is emitted (compile_object
-    starts building them then, beside the rest of the lowering).
+    starts building them then, beside the rest of the lowering). ``split``: lower at
+    one slice's shapes, under an entry that runs the batch's slices (batch_split.py).
 
     The user's passes run after ``parallelize``/``fuse-parallel`` on purpose: those
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
     afterwards every function (outlined bodies included) is transformed, and the
     parallel regions (hence thread hand-offs) stay what the default gives."""
-    loops = lower_module(module, {kernel: list(shapes)}, {kernel: frozen})
+    at = split.slice_shapes(shapes) if split is not None else shapes  # type: ignore[arg-type]
+    loops = lower_module(module, {kernel: list(at)}, {kernel: frozen})
     pipeline = ",".join(p for p in (cpu_loop_pipeline(), loop_pipeline) if p)
     if pipeline:
         run_loop_passes(loops, pipeline)
@@ -102,13 +108,47 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
         if isinstance(t, TensorType):
             kfn.args[k].add_attribute("noalias")  # inputs are read-only: never written
         k += 1 + (t.rank if isinstance(t, TensorType) else 0)
-    entry_wrapper(emitter.ll, kfn, list(func.arg_types), list(shapes), list(func.result_types),
-                  stateful=emitter.state_cells > 0)
+    params, results = list(func.arg_types), list(func.result_types)
+    stateful = emitter.state_cells > 0
+    in_place = sorted(set(emitter.destinations.get(kernel, {}).values()))
+    if split is None:
+        entry_wrapper(emitter.ll, kfn, params, list(at), results, stateful=stateful)
+    else:
+        entry_wrapper(emitter.ll, kfn, params, list(at), results, stateful, name=SLICE_ENTRY)
+        split_entry(emitter.ll, split, params, shapes, results,  # type: ignore[arg-type]
+                    whole_batch(results, split), stateful,
+                    emitter.code_for("out of memory allocating the results of a batch"))
+        in_place = list(range(len(results)))  # every result lands in the caller's buffer
     libraries = ([ARENA_SPEC] if uses_arena(emitter.ll) else []) + emitter.libraries
-    return LoweredKernel(emitter.ll, emitter.messages, list(func.arg_types),
-                         list(func.result_types), loops, libraries,
-                         dynamic_axes(list(func.arg_types), shapes), emitter.state_cells,
-                         sorted(set(emitter.destinations.get(kernel, {}).values())), {"wia_entry", kfn.name})
+    return LoweredKernel(emitter.ll, emitter.messages, params, results, loops, libraries,
+                         dynamic_axes(params, at), emitter.state_cells, in_place,
+                         {ENTRY, SLICE_ENTRY, kfn.name} if split else {ENTRY, kfn.name},
+                         1 if split is None else split.slices)
+
+
+def whole_batch(results: Sequence[IRType], split: BatchSplit) -> list[TensorType]:
+    """The result types of the whole batch, given a slice's."""
+    return [TensorType(t.dtype, shape)  # type: ignore[union-attr]
+            for t, shape in zip(results, split.results, strict=True)]
+
+
+def batch_split(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
+                frozen: frozenset[int], threads: int = THREADS, min_work: int | None = None
+                ) -> BatchSplit | None:
+    """How ``kernel`` runs its batch at ``shapes`` on ``threads`` threads (batch_split.py),
+    from the IR as the frontend lowered it (None: all at once). ``min_work``: per slice,
+    by default what a parallel loop needs (``MIN_PARALLEL_WORK``)."""
+    from ...loops.passes import MIN_PARALLEL_WORK
+    from ...passes.batch_axis import NotSeparable, separable
+
+    func = module.get(kernel)
+    if func is None or threads < 2:
+        return None
+    try:
+        found = separable(func, frozen, shapes)
+    except NotSeparable:
+        return None
+    return plan(found, shapes, threads, MIN_PARALLEL_WORK if min_work is None else min_work)
 
 
 def cpu_loop_pipeline() -> str:
@@ -166,7 +206,7 @@ def layout_of(lowered: LoweredKernel, symbol: str) -> Layout:
     n_slots = base + len(dynamic) + (1 if lowered.state_cells else 0)
     return Layout(symbol, messages, [str(storage(t)) for t in lowered.param_types],
                   results, n_slots, lowered.libraries, dynamic, lowered.state_cells,
-                  lowered.in_place)
+                  lowered.in_place, lowered.slices)
 
 
 def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
@@ -181,19 +221,21 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     loaded last."""
     prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
     with no_cyclic_gc():  # the IR is acyclic trees of objects that live until the text is made
+        # decided on the IR as the frontend made it (the analysis knows its ops)
+        split = batch_split(module, kernel, shapes, frozen) if passes else None
         if passes:
             with stages.stage("passes"):
                 module = tensor_passes(module, level)
         with stages.stage("lower"), use_config(config):
             # its helpers compile beside the rest of the lowering and the kernel's LLVM work
-            lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, on_libraries=prefetch)
+            lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, prefetch, split)
             texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
     if any(SLOT_SYMBOL in t for t in texts):
         prefetch([POOL_SPEC])  # the thread pool: it has a parallel region
     others = [_part_pool().submit(_part_object, t, level) for t in texts[1:]]
     with stages.stage("llvm-opt"):
         mod = build_text(texts[0], level)
-        mod.get_function("wia_entry").name = symbol
+        mod.get_function(ENTRY).name = symbol
     with stages.stage("codegen"):
         objects = [emit_unlocked(mod)] + [f.result() for f in others]
     return objects, layout_of(lowered, symbol)

@@ -27,6 +27,8 @@ class Layout:
     #: tensor results (their index among them) the entry computes in the caller's
     #: buffer when one of the right size is given (destinations.py): never copied
     in_place: list[int] = field(default_factory=list)
+    #: how many slices of its batch the entry runs, one per thread (batch_split.py; 1: none)
+    slices: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -37,7 +39,7 @@ class Layout:
                       [list(r) for r in d["results"]], int(d["n_slots"]),
                       [dict(s) for s in d.get("libraries", [])],
                       [list(a) for a in d.get("dynamic", [])], int(d.get("state", 0)),
-                      [int(j) for j in d.get("in_place", [])])
+                      [int(j) for j in d.get("in_place", [])], int(d.get("slices", 1)))
 
     def errors(self, sources: dict[str, SourceFile]) -> list[tuple[str, Span | None]]:
         """The runtime error messages with their spans rebuilt on ``sources`` (file

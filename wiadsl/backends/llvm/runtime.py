@@ -61,6 +61,8 @@ ARENA_POOL = 4
 ARENA_POOL_COUNT = 5
 #: A kernel module's pool of intermediate buffers kept between calls (a table, or 0).
 POOL_SYMBOL = "wia.arena.pool"
+#: The function Python calls (renamed per cache key when compiled: compile.py).
+ENTRY = "wia_entry"
 #: The most bytes of intermediates a kernel keeps for its next call; a call with more
 #: frees them as it always did (a process with many kernels keeps at most this each).
 POOL_BYTES = 32 << 20
@@ -294,11 +296,16 @@ def extent_base(param_types: Sequence[IRType], result_types: Sequence[IRType]) -
 
 def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRType],
                   shapes: Sequence[Sequence[int | None]], result_types: Sequence[IRType],
-                  stateful: bool = False) -> ir.Function:
+                  stateful: bool = False, name: str = ENTRY) -> ir.Function:
     """``i32 @wia_entry(ptr %args)``: unpack inputs, call the kernel, free the arena;
-    ``stateful``: the last argument slot is the entry's state (the arena's fourth word)."""
-    fn = ir.Function(mod, ir.FunctionType(I32, [PTR]), "wia_entry")
-    (args,) = fn.args
+    ``stateful``: the last argument slot is the entry's state (the arena's fourth word).
+    Under another ``name``, ``i32 @name(ptr %args, ptr %cell)``: the same with the
+    pool of intermediates kept in ``cell`` instead of the module's (batch_split.py's
+    slices, one cell each)."""
+    own_cell = name != ENTRY
+    fn = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR] if own_cell else [PTR]), name)
+    args = fn.args[0]
+    cell = fn.args[1] if own_cell else pool_global(mod)
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     arena = b.alloca(I64, size=ARENA_WORDS)
@@ -326,7 +333,7 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
         state = b.load(b.gep(args, [ir.Constant(I64, next_extent)], source_etype=I64), typ=I64)
         b.store(state, b.gep(arena, [ir.Constant(I64, ARENA_STATE)], source_etype=I64))
     # this call's pool (no other call can take it until it is given back)
-    pool = b.atomic_rmw("xchg", pool_global(mod), _i(0), "acquire")
+    pool = b.atomic_rmw("xchg", cell, _i(0), "acquire")
     with b.if_then(b.icmp_unsigned("!=", pool, _i(0))):
         b.store(pool, b.gep(arena, [_i(ARENA_POOL)], source_etype=I64))
         b.store(b.load(b.inttoptr(pool, PTR), typ=I64), b.gep(arena, [_i(ARENA_POOL_COUNT)], source_etype=I64))
@@ -335,7 +342,7 @@ def entry_wrapper(mod: ir.Module, kernel: ir.Function, param_types: Sequence[IRT
     n_slots = sum(1 + t.rank if isinstance(t, TensorType) else 1 for t in result_types)
     _copy_out(b, results, b.gep(results, [ir.Constant(I64, max(1, n_slots))], source_etype=I64),
               result_types, rc)
-    _free_arena(b, arena, results, result_types, rc)
+    _free_arena(b, arena, cell, results, result_types, rc)
     b.ret(rc)
     return fn
 
@@ -375,9 +382,10 @@ def _copy_out(b: ir.IRBuilder, results: ir.Value, dst: ir.Value, result_types: S
         j += 1
 
 
-def _free_arena(b: ir.IRBuilder, arena: ir.Value, results: ir.Value,
+def _free_arena(b: ir.IRBuilder, arena: ir.Value, cell: ir.Value, results: ir.Value,
                 result_types: Sequence[IRType], rc: ir.Value) -> None:
-    """The end of a call (``ARENA_FINISH``), given the addresses of the tensor results."""
+    """The end of a call (``ARENA_FINISH``), given the pool's cell and the addresses of
+    the tensor results."""
     mod = b.module
     kept: list[ir.Value] = []
     k = 0
@@ -390,8 +398,7 @@ def _free_arena(b: ir.IRBuilder, arena: ir.Value, results: ir.Value,
     table = b.alloca(I64, size=max(1, len(kept)))
     for j, address in enumerate(kept):
         b.store(address, b.gep(table, [_i(j)], source_etype=I64))
-    b.call(_arena_function(mod, ARENA_FINISH, FINISH_TYPE),
-           [arena, pool_global(mod), table, _i(len(kept)), rc])
+    b.call(_arena_function(mod, ARENA_FINISH, FINISH_TYPE), [arena, cell, table, _i(len(kept)), rc])
 
 
 def _define_finish(mod: ir.Module) -> None:
