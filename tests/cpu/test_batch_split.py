@@ -21,8 +21,10 @@ from wiadsl.backends.llvm.loader import NATIVE
 from wiadsl.backends.llvm.scratch import SLOTS
 from wiadsl.diagnostics import WiaRuntimeError
 from wiadsl.frontend.compile import compile_to_ir
+from wiadsl.ir import run_func
 from wiadsl.testing.filecheck import filecheck
 
+from .programs import EXAMPLES, random_inputs
 from .test_scratch_buffers import COUNTING
 
 SRC = """
@@ -43,11 +45,14 @@ kernel picked(input x: f32[N, 4], input i: i64, output y: f32[N]) { y = x[:, i] 
 
 @pytest.fixture
 def split_always(monkeypatch, fresh_cache):
-    """Every separable kernel with an even batch split in two, in a cache of its own."""
+    """Every separable kernel with an even batch split in two, in a cache of its own;
+    gives the forced planner."""
     real = cpu_compile.batch_split
-    monkeypatch.setattr(cpu_compile, "batch_split",
-                        lambda module, kernel, shapes, frozen: real(module, kernel, shapes, frozen,
-                                                                    threads=2, min_work=0))
+
+    def forced(module, kernel, shapes, frozen):  # type: ignore[no-untyped-def]
+        return real(module, kernel, shapes, frozen, threads=2, min_work=0)
+    monkeypatch.setattr(cpu_compile, "batch_split", forced)
+    return forced
 
 
 def numpy_net(x: np.ndarray, w: np.ndarray, fc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +74,7 @@ def numpy_net(x: np.ndarray, w: np.ndarray, fc: np.ndarray) -> tuple[np.ndarray,
 @pytest.mark.parametrize("batch", [2, 4, 6])
 def test_a_split_batch_gives_numpys_results(split_always, restore_thread_count, batch, threads):
     wiadsl.set_num_threads(threads)
-    mod = wiadsl.jit(SRC, target="cpu", shapes="static")
+    mod = wiadsl.jit(SRC, target="cpu", shapes="static", frozen=(1, 2))  # net's weights
     rng = np.random.default_rng(batch)
     x = rng.standard_normal((batch, 3, 10, 10), dtype=np.float32)
     w = rng.standard_normal((6, 3, 3, 3), dtype=np.float32)
@@ -171,7 +176,7 @@ STEADY = COUNTING + textwrap.dedent("""
         y = relu(conv2d(t, w, stride=1, padding=1)) + t;
     }
     '''
-    net = wiadsl.jit(SRC, "net", shapes="static")
+    net = wiadsl.jit(SRC, "net", shapes="static", frozen=(1,))
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 8, 12, 12), dtype=np.float32)
     w = rng.standard_normal((8, 8, 3, 3), dtype=np.float32)
@@ -198,3 +203,43 @@ def test_a_steady_state_split_call_allocates_only_its_output(threads, tmp_path):
     # intermediates: nothing, but for a pool worker's first scratch buffers, which the
     # OS may schedule after the warm-up calls (test_scratch_buffers.py)
     assert batch == 4 and allocations <= (0 if threads == 1 else SLOTS), allocations
+
+
+def _example_kernels() -> list[tuple[str, str]]:
+    return [(path.name, name) for path in EXAMPLES
+            for name in wiadsl.jit(path.read_text(), filename=str(path)).kernels]
+
+
+@pytest.mark.parametrize("example", _example_kernels(), ids=lambda e: f"{e[0]}:{e[1]}")
+def test_the_example_kernels_split_with_the_interpreters_results(split_always, restore_thread_count,
+                                                                 example):
+    # every example kernel at a batch of 4 (its first input's leading dim) and two
+    # threads, its other inputs frozen (as a model's weights: packed once, in the
+    # entry's state, which the slices share): split where separable, whole
+    # otherwise; the interpreter is the oracle
+    path, name = example
+    wiadsl.set_num_threads(2)
+    source = (EXAMPLES[0].parent / path).read_text()
+    signature = wiadsl.jit(source, filename=path).kernels[name].signature
+    leading = next((p.dims[0] for p in signature.inputs if p.dims and isinstance(p.dims[0], str)), None)
+    weights = tuple(i for i, p in enumerate(signature.inputs)
+                    if not (p.dims and leading and p.dims[0] == leading))
+    kernel = wiadsl.jit(source, filename=path, shapes="static", frozen=weights).kernels[name]
+    inputs = random_inputs(signature, np.random.default_rng(7), {leading: 4} if leading else None)
+    for _ in range(2):  # the first call packs the frozen weights, the second reads them
+        got = kernel(*inputs)
+        want = run_func(kernel.ir_for(), name, inputs)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    planned = split_always(kernel.ir_for(), name, [a.shape for a in inputs], frozenset(weights))
+    assert kernel.stats["batch_slices"] == (1 if planned is None else 2)
+    assert (planned is not None) == (example in SPLIT), "the examples the analysis takes changed"
+
+
+#: the example kernels that run as two slices at a batch of 4
+SPLIT = {("attention.wia", "attn"), ("attention.wia", "attn_explicit"),
+         ("attention.wia", "attn_batched"), ("causal_attention.wia", "attn_causal_batched"),
+         ("layernorm_softmax.wia", "ln_softmax"), ("layernorm_softmax.wia", "ln_log_softmax"),
+         ("matmul.wia", "matmul"), ("mlp.wia", "mlp_relu"), ("mlp.wia", "mlp_gelu"),
+         ("quantize.wia", "roundtrip"), ("quantize.wia", "int8_matmul"), ("quantize.wia", "qlinear"),
+         ("quantized_mlp.wia", "mlp")}

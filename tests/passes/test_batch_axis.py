@@ -93,11 +93,16 @@ def _inputs(func, batch: int, seed: int) -> list:
     return out
 
 
+def _weights(func) -> frozenset[int]:
+    """The inputs of static shape, frozen as a model's weights are."""
+    return frozenset(i for i, t in enumerate(func.arg_types) if None not in getattr(t, "shape", ()))
+
+
 @pytest.mark.parametrize("name", sorted(SEPARABLE))
 def test_slices_of_a_separable_kernel_give_the_batchs_results(name: str) -> None:
     module = compile_to_ir(SEPARABLE[name])
     func = module.get("k")
-    found = separable(func)
+    found = separable(func, _weights(func))
     assert found.inputs and all(func.arg_types[i].shape[0] is None for i in found.inputs)
     args = _inputs(func, 6, seed=len(name))
     whole = run_func(module, "k", args)
@@ -115,7 +120,7 @@ def test_slices_of_a_separable_kernel_give_the_batchs_results(name: str) -> None
 def test_a_kernel_that_mixes_the_batch_is_refused_with_the_reason(why: str) -> None:
     func = compile_to_ir(REFUSED[why]).get("k")
     with pytest.raises(NotSeparable, match=why):
-        separable(func)
+        separable(func, _weights(func))
 
 
 def test_frozen_inputs_are_never_split() -> None:
@@ -126,13 +131,32 @@ def test_frozen_inputs_are_never_split() -> None:
         separable(func, frozen=frozenset({1}))
 
 
+def test_a_product_with_a_weight_that_is_not_frozen_is_refused() -> None:
+    # each slice would pack the weight again (a frozen one is packed once)
+    src = "kernel k(input x: f32[N, 8], input w: f32[8, 4], output y: f32[N, 4]) { y = x @ w; }"
+    func = compile_to_ir(src).get("k")
+    with pytest.raises(NotSeparable, match="would pack its weight"):
+        separable(func)
+    assert separable(func, frozen=frozenset({1})).inputs == (0,)
+
+
 def test_the_work_estimate_counts_results_and_products_at_the_given_shapes() -> None:
     src = """kernel k(input x: f32[N, 8], input w: f32[8, 16], output y: f32[N, 16]) {
         y = relu(x @ w);
     }"""
     func = compile_to_ir(src).get("k")
-    found = separable(func, shapes=[(10, 8), (8, 16)])
+    found = separable(func, frozenset({1}), shapes=[(10, 8), (8, 16)])
     assert found.results == ((10, 16),)
     # the product: 10 x 16 results of 8 multiply-adds; relu: 10 x 16
     assert found.work == 10 * 16 * 8 + 10 * 16
-    assert separable(func).work is None  # no batch size: unknown
+    assert separable(func, frozenset({1})).work is None  # no batch size: unknown
+
+
+def test_named_dims_and_called_functions_give_the_work_at_the_shapes() -> None:
+    src = """import nn;
+    kernel k(input x: f32[N, D], input g: f32[D], input w: f32[D, H], output y: f32[N, H]) {
+        y = nn.softmax(nn.layer_norm(x, g, g) @ w);
+    }"""
+    func = compile_to_ir(src).get("k")
+    found = separable(func, frozenset({1, 2}), shapes=[(6, 5), (5,), (5, 3)])
+    assert found.results == ((6, 3),) and found.work is not None and found.work > 6 * 3 * 5

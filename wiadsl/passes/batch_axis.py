@@ -34,15 +34,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
 
 from ..ir.core import Operation, Value
 from ..ir.module import FuncOp
 from ..ir.ops_base import normalize_axis
 from ..ir.ops_elementwise import TensorElementwiseOp
 from ..ir.ops_index import AxisSpec, SliceOpBase
-from ..ir.ops_tensor import ReduceOp
+from ..ir.ops_tensor import ReduceOp, matmul_shape
 from ..ir.types import TensorType
 from ..records import record
+from .extents import Extents
 
 BATCHED = "batched"
 EXTENT = "extent"
@@ -78,47 +82,138 @@ def separable(func: FuncOp, frozen: frozenset[int] = frozenset(),
     """The batch inputs of ``func`` and the work estimate at the inputs' ``shapes``;
     raises NotSeparable with the reason when the kernel is not separable."""
     inputs = _batch_inputs(func, frozen)
-    batch = shapes[inputs[0]][0] if shapes is not None else None
-    returned, work = _walk(func, [BATCHED if i in inputs else None for i in range(len(func.args))],
-                           batch, 0)
-    if any(r != BATCHED for r in returned):
+    sizes = _Sizes(func, shapes, inputs[0])
+    states = [BATCHED if i in inputs else None for i in range(len(func.args))]
+    varying = [i not in inputs and i not in frozen for i in range(len(func.args))]
+    returned, work = _walk(func, states, varying, sizes, 0)
+    if any(state != BATCHED for _, state in returned):
         raise NotSeparable("a result is not computed per batch index")
-    shapes_out = [_extents(t, True, batch) for t in func.result_types if isinstance(t, TensorType)]
-    known = None if None in shapes_out else tuple(tuple(s) for s in shapes_out)  # type: ignore[arg-type]
+    results = [sizes.shape(v, True) for v, _ in returned]
+    known = None if None in results else tuple(tuple(r) for r in results)  # type: ignore[arg-type]
     return Separable(tuple(inputs), work, known)
 
 
-def _walk(func: FuncOp, args: Sequence[str | None], batch: int | None, depth: int
-          ) -> tuple[list[str | None], int | None]:
-    """The states of what ``func`` returns given its arguments' states, and its work."""
+class _Sizes:
+    """The extents of values at the caller's input shapes, learned op by op: static
+    ones, the batch for a batched value's axis 0, named dims (``passes/extents.py``)
+    that an input gives, and what broadcasting and products make of known shapes."""
+
+    def __init__(self, func: FuncOp, shapes: Sequence[Sequence[int | None]] | None, first: int):
+        self.batch = shapes[first][0] if shapes is not None else None
+        self.extents = Extents()
+        self.named: dict[str, int] = {}
+        #: values whose shape is known: the inputs, then each op's results (a called
+        #: function's parameters and body too)
+        self.known: dict[Value, list[int] | None] = {}
+        for arg, names, shape in zip(func.args, func.attributes.get("arg_dims") or [],
+                                     shapes or [], strict=False):
+            self.known[arg] = None if None in shape else list(shape)  # type: ignore[arg-type]
+            for name, extent in zip(names, shape, strict=False):
+                if name and extent is not None:
+                    self.named[name] = extent
+
+    def shape(self, v: Value, batched: bool) -> list[int] | None:
+        """``v``'s extents (None where one is not known)."""
+        if v in self.known:
+            return self.known[v]
+        if not isinstance(v.type, TensorType):
+            return []
+        shape = list(v.type.shape)
+        if batched and shape[0] is None:
+            shape[0] = self.batch
+        if None in shape:
+            symbols = self.extents.of(v)
+            shape = [d if d is not None else self._named(e) for d, e in zip(shape, symbols, strict=True)]
+        return None if None in shape else shape  # type: ignore[return-value]
+
+    def learn(self, op: Operation, state: dict[Value, str]) -> None:
+        """Record the shapes of ``op``'s results."""
+        for r in op.results:
+            shape = self.shape(r, state.get(r) == BATCHED)
+            self.known[r] = shape if shape is not None else self._inferred(op, state)
+
+    def _inferred(self, op: Operation, state: dict[Value, str]) -> list[int] | None:
+        """A broadcast's or a product's result shape from its operands' known ones."""
+        operands = []
+        for v in op.operands:
+            shape = self.shape(v, state.get(v) == BATCHED)
+            if shape is None:
+                return None
+            operands.append(tuple(shape))
+        try:
+            if isinstance(op, TensorElementwiseOp) or op.name in _BROADCASTING:
+                return list(np.broadcast_shapes(*operands))
+            if op.name == "tensor.matmul":
+                return list(matmul_shape(*operands))  # type: ignore[arg-type]
+        except ValueError:  # shapes that do not fit: the kernel fails at run time anyway
+            return None
+        return None
+
+    def _named(self, extent: Any) -> int | None:
+        if isinstance(extent, tuple) and extent[0] == "dim":
+            return self.named.get(extent[1])
+        if isinstance(extent, tuple) and extent[0] == "arg":  # a parameter's axis
+            shape = self.known.get(extent[1])
+            return shape[extent[2]] if shape else None
+        return None
+
+
+def _walk(func: FuncOp, args: Sequence[str | None], varying_args: Sequence[bool], sizes: _Sizes,
+          depth: int) -> tuple[list[tuple[Value, str | None]], int | None]:
+    """What ``func`` returns, with states, given its arguments' states (and which vary
+    between calls: inputs that are neither batched nor frozen); and its work."""
     if len(func.blocks) != 1:
         raise NotSeparable(f"function '{func.name}' has control flow")
     state: dict[Value, str] = {a: s for a, s in zip(func.args, args, strict=True) if s is not None}
+    varying: set[Value] = {a for a, v in zip(func.args, varying_args, strict=True) if v}
     work: int | None = 0
     for op in func.entry.ops:
         if op.name == "func.return":
-            return [state.get(v) for v in op.operands], work
+            return [(v, state.get(v)) for v in op.operands], work
+        traced = op.name == "func.call" and any(state.get(v) for v in op.operands)
         called: int | None = None
-        if op.name == "func.call" and any(state.get(v) for v in op.operands):
-            results, called = _call(op, func, state, batch, depth)  # the callee's work
+        if traced:  # the callee's states, shapes and work
+            results, called = _call(op, func, state, varying, sizes, depth)
         else:
             results = [_state_of(op, state)] * len(op.results)
+        _refuse_repacking(op, state, varying)
         for r, s in zip(op.results, results, strict=True):
             if s is not None:
                 state[r] = s
-        more = called if op.name == "func.call" else _op_work(op, state, batch)
+            elif any(v in varying for v in op.operands):
+                varying.add(r)
+        if not traced:
+            sizes.learn(op, state)
+        more = called if op.name == "func.call" else _op_work(op, state, sizes)
         work = None if work is None or more is None else work + more
     raise NotSeparable(f"function '{func.name}' does not return")
 
 
-def _call(op: Operation, caller: FuncOp, state: dict[Value, str], batch: int | None,
-          depth: int) -> tuple[list[str | None], int | None]:
+def _refuse_repacking(op: Operation, state: dict[Value, str], varying: set[Value]) -> None:
+    """A product of batched data with a weight that changes between calls would pack
+    that weight in every slice (a frozen one is packed once, at the first call):
+    ``mm(A, B)`` at 2 threads as two slices ran 5-10 % slower than the gemm's own
+    threads, which pack each panel of B once."""
+    if op.name in ("tensor.matmul", "tensor.conv2d") and any(state.get(v) == BATCHED for v in op.operands) \
+            and state.get(op.operands[1]) != BATCHED and op.operands[1] in varying:
+        raise NotSeparable(f"'{op.name}' would pack its weight, an input that is not frozen, "
+                           "in every slice")
+
+
+def _call(op: Operation, caller: FuncOp, state: dict[Value, str], varying: set[Value],
+          sizes: _Sizes, depth: int) -> tuple[list[str | None], int | None]:
     """A call's result states, from its callee's body with the arguments' states."""
     module, name = caller.parent, op.attributes.get("callee")
     callee = module.get(name) if module is not None and isinstance(name, str) else None
     if callee is None or depth >= _MAX_DEPTH:
         raise NotSeparable(f"'{op.name}' calls a function the analysis cannot see")
-    return _walk(callee, [state.get(v) for v in op.operands], batch, depth + 1)
+    for param, v in zip(callee.args, op.operands, strict=True):
+        sizes.known[param] = sizes.shape(v, state.get(v) == BATCHED)
+    returned, work = _walk(callee, [state.get(v) for v in op.operands],
+                           [v in varying for v in op.operands], sizes, depth + 1)
+    for r, (v, s) in zip(op.results, returned, strict=True):
+        sizes.known[r] = sizes.shape(v, s == BATCHED)
+    return [s for _, s in returned], work
 
 
 def _batch_inputs(func: FuncOp, frozen: frozenset[int]) -> list[int]:
@@ -286,36 +381,25 @@ _RULES: dict[str, Callable[[Operation, dict[Value, str]], str | None]] = {
 }
 
 
-def _op_work(op: Operation, state: dict[Value, str], batch: int | None) -> int | None:
+def _op_work(op: Operation, state: dict[Value, str], sizes: _Sizes) -> int | None:
     """``op``'s work estimate; None when an extent is unknown."""
     total = 0
     for r in op.results:
-        if not isinstance(r.type, TensorType):
-            continue
-        shape = _extents(r.type, state.get(r) == BATCHED, batch)
+        shape = sizes.shape(r, state.get(r) == BATCHED)
         if shape is None:
             return None
-        total += math.prod(shape) * _reduced(op)
+        if isinstance(r.type, TensorType):
+            total += math.prod(shape) * _reduced(op, state, sizes)
     return total
 
 
-def _extents(t: TensorType, batched: bool, batch: int | None) -> Sequence[int] | None:
-    shape = list(t.shape)
-    if batched and shape and shape[0] is None:
-        shape[0] = batch
-    return None if None in shape else shape  # type: ignore[return-value]
-
-
-def _reduced(op: Operation) -> int:
-    """The products' multiply-adds per result element (1 for other ops; unknown
-    extents count as 1)."""
+def _reduced(op: Operation, state: dict[Value, str], sizes: _Sizes) -> int:
+    """The products' multiply-adds per result element (1 for other ops; an unknown
+    extent counts as 1)."""
+    if op.name not in ("tensor.matmul", "tensor.conv2d", "tensor.depthwise_conv2d"):
+        return 1
+    x, w = (sizes.shape(v, state.get(v) == BATCHED) or [] for v in op.operands[:2])
     if op.name == "tensor.matmul":
-        return _shape(op.operands[0])[-1] or 1
-    if op.name in ("tensor.conv2d", "tensor.depthwise_conv2d"):
-        w = _shape(op.operands[1])  # O x C x KH x KW, or a depthwise one's KH x KW x C
-        return math.prod(d or 1 for d in (w[1:] if op.name == "tensor.conv2d" else w[:2]))
-    return 1
-
-
-def _shape(v: Value) -> tuple[int | None, ...]:
-    return v.type.shape if isinstance(v.type, TensorType) else ()
+        return x[-1] if x else 1
+    # O x C x KH x KW, or a depthwise one's KH x KW x C
+    return math.prod(w[1:] if op.name == "tensor.conv2d" else w[:2]) if w else 1
