@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -108,6 +109,33 @@ def test_results_land_in_the_callers_buffers(split_always, restore_thread_count,
         got = mod.rows(x, np.float32(seed), b, y=out)
         assert got is out and mod.rows.stats["batch_slices"] == 2
         np.testing.assert_allclose(out, np.exp(x * np.float32(seed)) + b, rtol=1e-6, atol=1e-6)
+
+
+def test_calls_from_many_threads_at_once(split_always, restore_thread_count):
+    # the pool serves one region at a time: the other calls run their slices on their
+    # own thread, and a slice whose pool cell another call holds allocates afresh
+    wiadsl.set_num_threads(2)
+    mod = wiadsl.jit(SRC, target="cpu", shapes="static")
+    b = np.linspace(-1, 1, 7, dtype=np.float32)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            rng = np.random.default_rng(seed)
+            for k in range(30):
+                x = rng.standard_normal((2 * (1 + (seed + k) % 3), 7), dtype=np.float32)
+                np.testing.assert_allclose(mod.rows(x, np.float32(0.5), b),
+                                           np.exp(x * np.float32(0.5)) + b, rtol=1e-6, atol=1e-6)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors[0]
+    assert mod.rows.stats["batch_slices"] == 2
 
 
 def test_a_failing_slice_reports_the_kernels_error(split_always, restore_thread_count):
