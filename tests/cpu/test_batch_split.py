@@ -23,6 +23,7 @@ from wiadsl.backends.llvm.scratch import SLOTS
 from wiadsl.diagnostics import WiaRuntimeError
 from wiadsl.frontend.compile import compile_to_ir
 from wiadsl.ir import run_func
+from wiadsl.records import replace
 from wiadsl.testing.filecheck import filecheck
 
 from .programs import EXAMPLES, random_inputs
@@ -148,6 +149,21 @@ def test_a_failing_slice_reports_the_kernels_error(split_always, restore_thread_
         mod.picked(x, np.int64(4))
     assert "x[:, i]" in str(caught.value)  # the source line, as an unsplit kernel says it
     np.testing.assert_array_equal(mod.picked(x, np.int64(1)), x[:, 1] * 2)  # and runs on
+
+
+def test_a_wrong_plan_is_an_error_not_a_write_past_the_buffer(monkeypatch, fresh_cache):
+    # the entry checks each slice's result against the plan's shape (batch_axis.py's
+    # shapes are right; this plan is made wrong on purpose): an error, no overflow
+    real = cpu_compile.batch_split
+
+    def wrong(module, kernel, shapes, frozen):  # type: ignore[no-untyped-def]
+        split = real(module, kernel, shapes, frozen, threads=2, min_work=0)
+        return None if split is None else replace(split, results=((split.batch, 9),))
+    monkeypatch.setattr(cpu_compile, "batch_split", wrong)
+    mod = wiadsl.jit(SRC, target="cpu", shapes="static")
+    x = np.ones((4, 7), np.float32)
+    with pytest.raises(WiaRuntimeError, match="another shape than planned"):
+        mod.rows(x, np.float32(1), np.zeros(7, np.float32))
 
 
 def test_the_entry_runs_the_slices_on_the_pool():

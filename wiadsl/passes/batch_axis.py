@@ -23,7 +23,9 @@ Each op has a rule (``_RULES``, by kind); an op without one that reads a batched
 value or an extent refuses the split, as does anything that mixes images: a
 reduction, transpose, concatenation, slice or matmul that involves axis 0, an
 element read at a batch index, the batch size used as a number, a result that is
-not batched, another input that names the batch dim, control flow or a call.
+not batched, another input that names the batch dim, control flow, or a product
+whose weight is an input that changes between calls (each slice would pack it
+again; a frozen one is packed once). Calls are followed into their callee.
 
 Invariant (soundness): ``separable`` returns inputs only when, for every split of
 the batch into contiguous slices, the kernel's results on the whole batch are the
@@ -46,13 +48,10 @@ from ..ir.ops_index import AxisSpec, SliceOpBase
 from ..ir.ops_tensor import ReduceOp, matmul_shape
 from ..ir.types import TensorType
 from ..records import record
-from .extents import Extents
+from .extents import BROADCASTING, Extents
 
 BATCHED = "batched"
 EXTENT = "extent"
-#: elementwise ops with NumPy broadcasting that are not TensorElementwiseOp
-_BROADCASTING = frozenset({"tensor.cmpf", "tensor.cmpi", "tensor.select", "tensor.cast",
-                           "tensor.quantize", "tensor.dequantize", "tensor.fake_quant"})
 #: ops whose first operand is an N... image and whose other operands are weights
 _IMAGE_OPS = frozenset({"tensor.conv2d", "tensor.depthwise_conv2d", "tensor.max_pool",
                         "tensor.avg_pool"})
@@ -141,7 +140,7 @@ class _Sizes:
                 return None
             operands.append(tuple(shape))
         try:
-            if isinstance(op, TensorElementwiseOp) or op.name in _BROADCASTING:
+            if isinstance(op, TensorElementwiseOp) or op.name in BROADCASTING:
                 return list(np.broadcast_shapes(*operands))
             if op.name == "tensor.matmul":
                 return list(matmul_shape(*operands))  # type: ignore[arg-type]
@@ -207,6 +206,9 @@ def _call(op: Operation, caller: FuncOp, state: dict[Value, str], varying: set[V
     callee = module.get(name) if module is not None and isinstance(name, str) else None
     if callee is None or depth >= _MAX_DEPTH:
         raise NotSeparable(f"'{op.name}' calls a function the analysis cannot see")
+    for body_op in callee.entry.ops:  # what an earlier call of it learned
+        for r in body_op.results:
+            sizes.known.pop(r, None)
     for param, v in zip(callee.args, op.operands, strict=True):
         sizes.known[param] = sizes.shape(v, state.get(v) == BATCHED)
     returned, work = _walk(callee, [state.get(v) for v in op.operands],
@@ -248,7 +250,7 @@ def _state_of(op: Operation, state: dict[Value, str]) -> str | None:
 
 
 def _rule_for(op: Operation) -> Callable[[Operation, dict[Value, str]], str | None] | None:
-    if isinstance(op, TensorElementwiseOp) or op.name in _BROADCASTING:
+    if isinstance(op, TensorElementwiseOp) or op.name in BROADCASTING:
         return _elementwise
     if isinstance(op, ReduceOp):
         return _reduce

@@ -33,7 +33,8 @@ from ..ir.types import TensorType
 
 Extent = Any  # int | tuple (a symbol)
 
-_BROADCASTING = {"tensor.cmpf", "tensor.cmpi", "tensor.select", "tensor.cast", "tensor.quantize",
+#: broadcasting ops that are not TensorElementwiseOp (no ELEMENTWISE trait)
+BROADCASTING = {"tensor.cmpf", "tensor.cmpi", "tensor.select", "tensor.cast", "tensor.quantize",
                  "tensor.dequantize", "tensor.fake_quant", "tensor.fused_elementwise"}
 _MAKES = {"tensor.reshape", "tensor.broadcast_to", "tensor.full", "tensor.arange"}
 _MAX_DEPTH = 400
@@ -111,7 +112,7 @@ class Extents:
             return self._argument(v, t)
         assert isinstance(v, OpResult)
         op = v.op
-        if Trait.ELEMENTWISE in op.traits or op.name in _BROADCASTING:
+        if Trait.ELEMENTWISE in op.traits or op.name in BROADCASTING:
             return self._broadcast([self.of(x) for x in op.operands], t.rank, v)
         if op.name.startswith("tensor.reduce_") or op.name in ("tensor.argmax", "tensor.argmin"):
             return self._reduced(self.of(op.operands[0]), op, t.rank)

@@ -108,10 +108,14 @@ def _tensor_results(result_types: Sequence[IRType]) -> list[tuple[int, TensorTyp
 
 def split_entry(mod: ir.Module, split: BatchSplit, param_types: Sequence[IRType],
                 shapes: Sequence[Sequence[int]], result_types: Sequence[IRType],
-                full_results: Sequence[TensorType], stateful: bool, out_of_memory: int) -> None:
+                full_results: Sequence[TensorType], stateful: bool, out_of_memory: int,
+                misplaced: int) -> None:
     """Define ``wia_entry`` over ``SLICE_ENTRY`` (both as described above);
     ``full_results``: the result types at the whole batch; ``out_of_memory``: the
-    code to return when a result buffer cannot be allocated."""
+    code to return when a result buffer cannot be allocated; ``misplaced``: when a
+    slice's result is not its part of the buffer, of the planned shape (never, by
+    batch_axis.py's shapes; checked, so a wrong plan is an error, not a write past
+    a buffer)."""
     results = _tensor_results(result_types)
     n_slots = extent_base(param_types, result_types) + int(stateful)
     first_pair = len(param_types) + max(1, sum(1 + t.rank for _, t in results))
@@ -119,8 +123,8 @@ def split_entry(mod: ir.Module, split: BatchSplit, param_types: Sequence[IRType]
     cells = ir.GlobalVariable(mod, ir.ArrayType(I64, _CELL_WORDS * split.slices), CELLS_SYMBOL)
     cells.linkage, cells.align = "internal", 64
     cells.initializer = ir.Constant(cells.value_type, None)
-    worker = _slice_worker(mod, split, param_types, shapes, n_slots, first_pair, full_bytes,
-                           cells, stateful)
+    worker = _slice_worker(mod, split, param_types, shapes, [slot for slot, _ in results], n_slots,
+                           first_pair, full_bytes, cells, stateful, misplaced)
 
     fn = ir.Function(mod, ir.FunctionType(I32, [PTR]), "wia_entry")
     (args,) = fn.args
@@ -158,10 +162,23 @@ def split_entry(mod: ir.Module, split: BatchSplit, param_types: Sequence[IRType]
     b.ret(b.load(rc, typ=I32))
 
 
+def _misplaced(b: ir.IRBuilder, own: ir.Value, split: BatchSplit, slots: Sequence[int],
+               n_inputs: int, first_pair: int) -> ir.Value:
+    """``i1``: a slice's result is not at its destination or not of the slice's shape."""
+    wrong: ir.Value = ir.Constant(ir.IntType(1), 0)
+    for j, (slot, full) in enumerate(zip(slots, split.results, strict=True)):
+        at = b.load(_word(b, own, n_inputs + slot), typ=I64)
+        wrong = b.or_(wrong, b.icmp_unsigned("!=", at, b.load(_word(b, own, first_pair + 2 * j), typ=I64)))
+        for axis, extent in enumerate((full[0] // split.slices, *full[1:])):
+            got = b.load(_word(b, own, n_inputs + slot + 1 + axis), typ=I64)
+            wrong = b.or_(wrong, b.icmp_unsigned("!=", got, _i(extent)))
+    return wrong
+
+
 def _slice_worker(mod: ir.Module, split: BatchSplit, param_types: Sequence[IRType],
-                  shapes: Sequence[Sequence[int]], n_slots: int, first_pair: int,
-                  full_bytes: Sequence[int], cells: ir.GlobalVariable, stateful: bool
-                  ) -> ir.Function:
+                  shapes: Sequence[Sequence[int]], result_slots: Sequence[int], n_slots: int,
+                  first_pair: int, full_bytes: Sequence[int], cells: ir.GlobalVariable,
+                  stateful: bool, misplaced: int) -> ir.Function:
     """``i32 worker(ctx, lo, hi)``: slices ``[lo, hi)`` through ``SLICE_ENTRY``; ``ctx``
     holds the caller's argument array and each result's whole buffer."""
     slice_entry = mod.globals[SLICE_ENTRY]
@@ -191,14 +208,12 @@ def _slice_worker(mod: ir.Module, split: BatchSplit, param_types: Sequence[IRTyp
         b.store(b.load(_word(b, args, n_slots - 1), typ=I64), _word(b, own, n_slots - 1))
     cell = b.gep(cells, [_i(0), b.mul(s, _i(_CELL_WORDS))], source_etype=cells.value_type)
     rc = b.call(slice_entry, [own, cell])
-    after = fn.append_basic_block("next")
-    failed = fn.append_basic_block("failed")
-    b.cbranch(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), failed, after)
-    b.position_at_end(failed)
-    b.ret(rc)
-    b.position_at_end(after)
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0))):
+        b.ret(rc)
+    with b.if_then(_misplaced(b, own, split, result_slots, len(param_types), first_pair)):
+        b.ret(ir.Constant(I32, misplaced))
     nxt = b.add(s, _i(1))
-    s.add_incoming(nxt, after)
+    s.add_incoming(nxt, b.block)
     b.cbranch(b.icmp_signed("<", nxt, hi), loop, done)
     b.position_at_end(done)
     b.ret(ir.Constant(I32, 0))

@@ -117,7 +117,9 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
         entry_wrapper(emitter.ll, kfn, params, list(at), results, stateful, name=SLICE_ENTRY)
         split_entry(emitter.ll, split, params, shapes, results,  # type: ignore[arg-type]
                     whole_batch(results, split), stateful,
-                    emitter.code_for("out of memory allocating the results of a batch"))
+                    emitter.code_for("out of memory allocating the results of a batch"),
+                    emitter.code_for("internal error: a slice of the batch gave a result of "
+                                     "another shape than planned (please report it)"))
         in_place = list(range(len(results)))  # every result lands in the caller's buffer
     libraries = ([ARENA_SPEC] if uses_arena(emitter.ll) else []) + emitter.libraries
     return LoweredKernel(emitter.ll, emitter.messages, params, results, loops, libraries,
