@@ -160,3 +160,15 @@ def test_named_dims_and_called_functions_give_the_work_at_the_shapes() -> None:
     func = compile_to_ir(src).get("k")
     found = separable(func, frozenset({1, 2}), shapes=[(6, 5), (5,), (5, 3)])
     assert found.results == ((6, 3),) and found.work is not None and found.work > 6 * 3 * 5
+
+
+def test_each_call_of_a_function_has_its_own_shapes() -> None:
+    src = """import nn;
+    kernel k(input x: f32[N, D], input z: f32[N, E], output a: f32[N, D], output b: f32[N, E]) {
+        a = nn.softmax(x);
+        b = nn.softmax(z);
+    }"""
+    module = compile_to_ir(src)
+    func = module.get("k")
+    found = separable(func, shapes=[(4, 3), (4, 5)])
+    assert found.results == ((4, 3), (4, 5))
