@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import wiadsl
 from wiadsl.testing.filecheck import filecheck
+
+from ..concurrency import run_in_threads
 
 SRC = """
 kernel chain(input a: f32[N], input b: f32[N], output y: f32[N], output z: f32[N]) {
@@ -60,26 +61,15 @@ def test_results_of_earlier_calls_keep_their_values(mod, sizes):
 
 
 def test_calls_from_many_threads(mod):
-    errors: list[BaseException] = []
-
     def work(seed: int) -> None:
-        try:
-            for k in range(40):
-                n = (7, 33, 129)[(seed + k) % 3]
-                a, b = rand(n, seed * 100 + k), rand(n, seed * 100 + k + 1)
-                y, z = mod.chain(a, b)
-                wy, wz = want(a, b)
-                np.testing.assert_allclose(y, wy, rtol=1e-5, atol=1e-5)
-                np.testing.assert_allclose(z, wz, rtol=1e-5, atol=1e-5)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    assert not errors, errors[0]
+        for k in range(40):
+            n = (7, 33, 129)[(seed + k) % 3]
+            a, b = rand(n, seed * 100 + k), rand(n, seed * 100 + k + 1)
+            y, z = mod.chain(a, b)
+            wy, wz = want(a, b)
+            np.testing.assert_allclose(y, wy, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(z, wz, rtol=1e-5, atol=1e-5)
+    run_in_threads(work, 8)
 
 
 def test_a_failing_call_frees_and_the_next_one_works(mod):

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from wiadsl.ir import run_func
 from wiadsl.records import replace
 from wiadsl.testing.filecheck import filecheck
 
+from ..concurrency import run_in_threads
 from .programs import EXAMPLES, random_inputs
 from .test_scratch_buffers import COUNTING
 
@@ -118,24 +118,14 @@ def test_calls_from_many_threads_at_once(split_always, restore_thread_count):
     wiadsl.set_num_threads(2)
     mod = wiadsl.jit(SRC, target="cpu", shapes="static")
     b = np.linspace(-1, 1, 7, dtype=np.float32)
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
-        try:
-            rng = np.random.default_rng(seed)
-            for k in range(30):
-                x = rng.standard_normal((2 * (1 + (seed + k) % 3), 7), dtype=np.float32)
-                np.testing.assert_allclose(mod.rows(x, np.float32(0.5), b),
-                                           np.exp(x * np.float32(0.5)) + b, rtol=1e-6, atol=1e-6)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    assert not errors, errors[0]
+        rng = np.random.default_rng(seed)
+        for k in range(30):
+            x = rng.standard_normal((2 * (1 + (seed + k) % 3), 7), dtype=np.float32)
+            np.testing.assert_allclose(mod.rows(x, np.float32(0.5), b),
+                                       np.exp(x * np.float32(0.5)) + b, rtol=1e-6, atol=1e-6)
+    run_in_threads(work, 6)
     assert mod.rows.stats["batch_slices"] == 2
 
 

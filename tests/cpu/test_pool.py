@@ -23,6 +23,8 @@ from wiadsl.backends.llvm.library import pool_address
 from wiadsl.backends.llvm.parallel import THREADS
 from wiadsl.diagnostics import WiaRuntimeError
 
+from ..concurrency import run_in_threads
+
 WORKER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 POOL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                         ctypes.c_int64, ctypes.c_int64)
@@ -218,22 +220,12 @@ def test_concurrent_calls_from_python_threads(mod):
     xp = [np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))) for x in xs]
     wins = [np.lib.stride_tricks.sliding_window_view(p, (3, 3), axis=(2, 3)) for p in xp]
     wants = [np.einsum("nchwij,ocij->nohw", v, w) for v in wins]
-    errors: list[BaseException] = []
 
     def hammer(i: int) -> None:
-        try:
-            for _ in range(25):
-                np.testing.assert_allclose(mod.conv(xs[i], w), wants[i], rtol=1e-4, atol=1e-3)
-                np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-4, atol=1e-3)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a parallel region deadlocked"
-    assert not errors, errors[0]
+        for _ in range(25):
+            np.testing.assert_allclose(mod.conv(xs[i], w), wants[i], rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(mod.mm(a, b), a @ b, rtol=1e-4, atol=1e-3)
+    run_in_threads(hammer, 4)  # a parallel region that deadlocked would fail it
 
 
 def test_worker_errors_propagate_every_time(mod):
