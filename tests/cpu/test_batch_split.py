@@ -89,6 +89,28 @@ def test_a_split_batch_gives_numpys_results(split_always, restore_thread_count, 
         np.testing.assert_array_equal(top, want_top)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_shape_generic_code_splits_every_batch(split_always, restore_thread_count, threads):
+    # the ``auto`` policy: the first batch compiles static, the next one generic code
+    # with the batch read at run time; that code splits any batch into slices of
+    # rows as even as whole rows go (3 = 2 + 1) and runs a batch of 1 whole
+    wiadsl.set_num_threads(threads)
+    mod = wiadsl.jit(SRC, target="cpu", frozen=(1, 2))
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((6, 3, 3, 3), dtype=np.float32)
+    fc = rng.standard_normal((6, 5), dtype=np.float32)
+    for batch in (4, 6, 3, 1, 7, 2, 9, 5, 3):
+        x = rng.standard_normal((batch, 3, 10, 10), dtype=np.float32)
+        y, top = mod.net(x, w, fc)
+        want_y, want_top = numpy_net(x, w, fc)
+        np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(top, want_top)
+        assert mod.net.stats["batch_slices"] == 2
+    assert mod.net.stats["code"] == "generic"
+    (compiled,) = mod.net._specializations.values()
+    assert compiled.compiles == 2  # static at 4, then one generic code for the rest
+
+
 def test_an_odd_batch_runs_whole(split_always):
     mod = wiadsl.jit(SRC, target="cpu", shapes="static")
     x = np.random.default_rng(3).standard_normal((3, 7), dtype=np.float32)
@@ -148,7 +170,7 @@ def test_a_wrong_plan_is_an_error_not_a_write_past_the_buffer(monkeypatch, fresh
 
     def wrong(module, kernel, shapes, frozen):  # type: ignore[no-untyped-def]
         split = real(module, kernel, shapes, frozen, threads=2, min_work=0)
-        return None if split is None else replace(split, results=((split.batch, 9),))
+        return None if split is None else replace(split, rows=((9,),))
     monkeypatch.setattr(cpu_compile, "batch_split", wrong)
     mod = wiadsl.jit(SRC, target="cpu", shapes="static")
     x = np.ones((4, 7), np.float32)
@@ -157,13 +179,14 @@ def test_a_wrong_plan_is_an_error_not_a_write_past_the_buffer(monkeypatch, fresh
 
 
 def test_the_entry_runs_the_slices_on_the_pool():
-    # rows at batch 6: slices of 3 x 7 f32 (84 bytes); each slice keeps its pool in
-    # its own cell; the entry allocates the 6 x 7 result when the caller gives no
-    # buffer, writes the whole batch's extents, and frees the buffer on an error
+    # rows at batch 6: slices of rows [s 6 / 2, (s + 1) 6 / 2), 28 bytes a row, each
+    # with its pool in its own cell and its result checked (7 columns); the entry
+    # allocates the 6 x 7 result when the caller gives no buffer of its size, writes
+    # the whole batch's extents, and frees the buffer on an error
     module = compile_to_ir(SRC)
     split = cpu_compile.batch_split(module, "rows", [(6, 7), (), (7,)], frozenset(),
                                     threads=2, min_work=0)
-    assert split is not None and split.results == ((6, 7),)
+    assert split is not None and split.rows == ((7,),) and split.batch == 6
     text = cpu_compile.lower_kernel(module, "rows", [(6, 7), (), (7,)], split=split).llvm_ir
     filecheck(text, """
         CHECK: define i32 @"wia_slice"(ptr %".1", ptr %".2")
@@ -171,15 +194,38 @@ def test_the_entry_runs_the_slices_on_the_pool():
         CHECK: call void @"wia.lib.arena.finish"({{.*}}, ptr %".2",
         CHECK: @"wia.arena.slice_pools" = internal global [16 x i64] zeroinitializer, align 64
         CHECK: define internal i32 @"wia.batch_slices"(ptr %".1", i64 %".2", i64 %".3")
-        CHECK: mul i64 %{{.*}}, 84
-        CHECK: store i64 84,
+        CHECK: sdiv i64 %{{.*}}, 2
+        CHECK: mul i64 %{{.*}}, 28
         CHECK: call i32 @"wia_slice"(
+        CHECK: icmp ne i64 %{{.*}}, 7
         CHECK: define i32 @"wia_entry"(ptr %".1")
-        CHECK: call ptr @"aligned_alloc"(i64 64, i64 192)
+        CHECK: store i64 6,
+        CHECK: call ptr @"aligned_alloc"(i64 64,
         CHECK: call i32 @"wia.parallel_for"({{.*}}@"wia.batch_slices", {{.*}}, i64 0, i64 2, i64 1, i64 2)
         CHECK: store i64 6, ptr
         CHECK: store i64 7, ptr
         CHECK: call void @"free"(
+    """)
+
+
+def test_generic_code_reads_the_batch_and_runs_a_small_one_whole():
+    module = compile_to_ir(SRC)
+    pattern = [(None, 7), (), (7,)]
+    split = cpu_compile.batch_split(module, "rows", pattern, frozenset(), threads=2, min_work=63)
+    # 21 operations a row (x * s, its exp and + b, 7 columns each): 3 rows a slice at least
+    assert split is not None and split.batch is None and split.min_batch == 6
+    text = cpu_compile.lower_kernel(module, "rows", pattern, split=split).llvm_ir
+    filecheck(text, """
+        CHECK: define internal i32 @"wia.batch_slices"(ptr %".1", i64 %".2", i64 %".3")
+        CHECK: sdiv i64 %{{.*}}, 2
+        CHECK: call i32 @"wia_slice"(
+        CHECK: define i32 @"wia_entry"(ptr %".1")
+        CHECK: load i64, ptr %{{.*}}
+        CHECK-NEXT: icmp slt i64 %{{.*}}, 6
+        CHECK: getelementptr [16 x i64], [16 x i64]* @"wia.arena.slice_pools", i64 0,
+        CHECK-NEXT: call i32 @"wia_slice"(ptr %".1",
+        CHECK: mul i64 %{{.*}}, 28
+        CHECK: call i32 @"wia.parallel_for"(
     """)
 
 

@@ -94,7 +94,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     outline parallel loops into new functions and need LoopBuilder's loop shapes;
     afterwards every function (outlined bodies included) is transformed, and the
     parallel regions (hence thread hand-offs) stay what the default gives."""
-    at = split.slice_shapes(shapes) if split is not None else shapes  # type: ignore[arg-type]
+    at = split.slice_shapes(shapes) if split is not None else shapes
     loops = lower_module(module, {kernel: list(at)}, {kernel: frozen})
     pipeline = ",".join(p for p in (cpu_loop_pipeline(), loop_pipeline) if p)
     if pipeline:
@@ -115,8 +115,7 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
         entry_wrapper(emitter.ll, kfn, params, list(at), results, stateful=stateful)
     else:
         entry_wrapper(emitter.ll, kfn, params, list(at), results, stateful, name=SLICE_ENTRY)
-        split_entry(emitter.ll, split, params, shapes, results,  # type: ignore[arg-type]
-                    whole_batch(results, split), stateful,
+        split_entry(emitter.ll, split, params, at, results, stateful,
                     emitter.code_for("out of memory allocating the results of a batch"),
                     emitter.code_for("internal error: a slice of the batch gave a result of "
                                      "another shape than planned (please report it)"))
@@ -128,29 +127,18 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
                          1 if split is None else split.slices)
 
 
-def whole_batch(results: Sequence[IRType], split: BatchSplit) -> list[TensorType]:
-    """The result types of the whole batch, given a slice's."""
-    return [TensorType(t.dtype, shape)  # type: ignore[union-attr]
-            for t, shape in zip(results, split.results, strict=True)]
-
-
 def batch_split(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | None]],
                 frozen: frozenset[int], threads: int = THREADS, min_work: int | None = None
                 ) -> BatchSplit | None:
-    """How ``kernel`` runs its batch at ``shapes`` on ``threads`` threads (batch_split.py),
-    from the IR as the frontend lowered it (None: all at once). ``min_work``: per slice,
-    by default what a parallel loop needs (``MIN_PARALLEL_WORK``)."""
+    """How ``kernel`` runs its batch at the pattern ``shapes`` on ``threads`` threads
+    (batch_split.py), from the IR as the frontend lowered it (None: all at once).
+    ``min_work``: per slice, by default what a parallel loop needs (``MIN_PARALLEL_WORK``)."""
     from ...loops.passes import MIN_PARALLEL_WORK
-    from ...passes.batch_axis import NotSeparable, separable
 
     func = module.get(kernel)
-    if func is None or threads < 2:
+    if func is None:
         return None
-    try:
-        found = separable(func, frozen, shapes)
-    except NotSeparable:
-        return None
-    return plan(found, shapes, threads, MIN_PARALLEL_WORK if min_work is None else min_work)
+    return plan(func, frozen, shapes, threads, MIN_PARALLEL_WORK if min_work is None else min_work)
 
 
 def cpu_loop_pipeline() -> str:
