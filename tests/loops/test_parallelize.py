@@ -88,11 +88,46 @@ def test_a_unit_outer_extent_leaves_the_next_loop_to_split():
     """)
 
 
+PADDED = """
+func @f(%x: tensor<?x8x4x4xf32>) -> tensor<?x8x6x6xf32> attributes {kernel, outputs = ["y"], arg_dims = [["N", "", "", ""]]} {
+^entry:
+  %0 = tensor.dim %x {axis = 0} : tensor<?x8x4x4xf32> -> index
+  %n = arith.cast %0 : index -> i64
+  %m = arith.cast %n : i64 -> index
+  %z = arith.constant 0.0 : f32
+  %p = tensor.full %z, %m : (f32, index) -> tensor<?x8x6x6xf32>
+  %a = arith.constant 1 : i64
+  %b = arith.constant 5 : i64
+  %y = tensor.insert_slice %x, %p, %a, %b, %a, %b {layout = [":", ":", "s:e", "s:e"]} : (tensor<?x8x4x4xf32>, tensor<?x8x6x6xf32>, i64, i64, i64, i64) -> tensor<?x8x6x6xf32>
+  return %y : tensor<?x8x6x6xf32>
+}
+"""
+
+
+def test_a_unit_batch_through_casts_leaves_the_channels_to_split():
+    """The batch size a kernel reads with ``tensor.dim`` and casts to ``i64`` and back
+    (as the ONNX importer's ``full([N, ...])`` does) is a constant 1 at a batch of one:
+    the channels are the parallel loop, not the single image (ResNet-18, batch 1, two
+    threads: its pads and epilogues had run on one thread)."""
+    _, module = parallel(PADDED, {"f": [(1, 8, 4, 4)]})
+    filecheck(print_module(module), """
+    CHECK: func @f(
+    CHECK: loop.alloc : tensor<1x8x6x6xf32>
+    CHECK: func.call @f.par0(
+    CHECK: func @f.par0(
+    CHECK: arith.cmpi slt, %i, %hi : index
+    CHECK: cond_br {{.*}}, ^ret {parallel}
+    """)
+    text = print_module(module)
+    assert "arith.constant 8 : index" in text.split("func @f.par0(")[0]  # the channels' range
+
+
 @pytest.mark.parametrize("text,shapes,inputs", [
     (CHAIN, {"f": [(5, 7), (7,)]}, [(5, 7), (7,)]),
     (CHAIN, None, [(3, 9), (9,)]),
     (ROWS, {"f": [(6, 33)]}, [(6, 33)]),
     (ROWS, None, [(2, 5)]),
+    (PADDED, {"f": [(1, 8, 4, 4)]}, [(1, 8, 4, 4)]),
 ])
 def test_outlined_loop_ir_runs_like_before(text, shapes, inputs):
     rng = np.random.default_rng(1)

@@ -25,10 +25,19 @@ LoopBody = Callable[["LoopBuilder", Value, list[Value]], Sequence[Value]]
 
 
 def const_value(v: Value) -> int | float | bool | None:
-    """The Python value of an ``arith.constant``, else None."""
+    """The Python value of an ``arith.constant``, also through casts between ``index``
+    and ``i64`` (which keep the value: a kernel's batch extent, static once the shapes
+    are, reaches the loops as ``cast(cast(constant))``), else None."""
+    while isinstance(v, OpResult) and v.op.name == "arith.cast" \
+            and {str(v.type), str(v.op.operands[0].type)} <= _SAME_VALUE:
+        v = v.op.operands[0]
     if isinstance(v, OpResult) and v.op.name == "arith.constant":
         return v.op.attributes["value"]
     return None
+
+
+#: integer types whose casts to one another keep the value
+_SAME_VALUE = {"index", "i64"}
 
 
 class LoopBuilder:
