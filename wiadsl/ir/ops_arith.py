@@ -217,6 +217,14 @@ class CastOp(FoldConstantsMixin, Operation):
         return [finish(cast_values(args[0], dtype), dst)]
 
 
+def keeps_value(op: Operation) -> bool:
+    """``op`` is an ``arith.cast`` between ``index`` and ``i64`` (either way, or to the
+    same type): both are 64-bit integers, so the value passes unchanged (a kernel
+    reads its batch with ``tensor.dim`` and casts it to ``i64`` and back)."""
+    return op.name == "arith.cast" and all(str(t) in ("i64", "index")
+                                           for t in (op.operand_types[0], op.result.type))
+
+
 register(type("ArithCastOp", (CastOp,), {"name": "arith.cast", "is_tensor": False,
                                          "__doc__": "``arith.cast %x : f32 -> i32``"}))
 register(type("TensorCastOp", (CastOp,), {"name": "tensor.cast", "is_tensor": True,

@@ -18,6 +18,7 @@ from ..dtypes import DType
 from ..ir.builder import Builder
 from ..ir.core import Block, OpResult, Value
 from ..ir.module import FuncOp
+from ..ir.ops_arith import keeps_value
 from ..ir.types import INDEX, IndexType, IRType, ScalarType, TensorType
 
 I1 = ScalarType(DType.BOOL)
@@ -28,16 +29,12 @@ def const_value(v: Value) -> int | float | bool | None:
     """The Python value of an ``arith.constant``, also through casts between ``index``
     and ``i64`` (which keep the value: a kernel's batch extent, static once the shapes
     are, reaches the loops as ``cast(cast(constant))``), else None."""
-    while isinstance(v, OpResult) and v.op.name == "arith.cast" \
-            and {str(v.type), str(v.op.operands[0].type)} <= _SAME_VALUE:
+    while isinstance(v, OpResult) and keeps_value(v.op):
         v = v.op.operands[0]
     if isinstance(v, OpResult) and v.op.name == "arith.constant":
         return v.op.attributes["value"]
     return None
 
-
-#: integer types whose casts to one another keep the value
-_SAME_VALUE = {"index", "i64"}
 
 
 class LoopBuilder:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir.core import BlockArgument, Operation, OpResult, Trait, Value
+from ..ir.ops_arith import keeps_value
 from ..ir.ops_index import AxisSpec
 from ..ir.types import TensorType
 
@@ -96,9 +97,8 @@ class Extents:
                 return ext[op.attributes["axis"] % len(ext)]
             if op.name == "arith.constant":
                 return int(op.attributes["value"])
-            if op.name == "arith.cast" and all(str(t) in ("i64", "index") for t in
-                                               (op.operand_types[0], v.type)):
-                return self.index(op.operands[0])  # i64 <-> index keeps the value
+            if keeps_value(op):
+                return self.index(op.operands[0])
         return ("idx", v)
 
     def fits(self, v: Value, target: Sequence[Extent]) -> bool:
