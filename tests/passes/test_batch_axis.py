@@ -123,6 +123,16 @@ def test_a_kernel_that_mixes_the_batch_is_refused_with_the_reason(why: str) -> N
         separable(func, _weights(func))
 
 
+@pytest.mark.parametrize("src", [
+    "kernel k(input x: f32[N, 4], output y: f32[N, 4]) { y = x + full([N, 4], cast(dim(x, 0), f32), f32); }",
+    "kernel k(input x: f32[N, 4], output y: f32[N, 4]) { y = x + broadcast_to(cast(dim(x, 0), f32), [N, 4]); }",
+], ids=["fill value", "broadcast source"])
+def test_the_batch_size_as_data_is_refused(src: str) -> None:
+    # a slice would fill with its own rows' count, not the batch's
+    with pytest.raises(NotSeparable, match="uses the batch size as a value"):
+        separable(compile_to_ir(src).get("k"))
+
+
 def test_frozen_inputs_are_never_split() -> None:
     src = "kernel k(input x: f32[N, 4], input w: f32[N, 4], output y: f32[N, 4]) { y = x * w; }"
     func = compile_to_ir(src).get("k")

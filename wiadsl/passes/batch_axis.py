@@ -42,6 +42,7 @@ import numpy as np
 
 from ..ir.core import Operation, Value
 from ..ir.module import FuncOp
+from ..ir.ops_arith import keeps_value
 from ..ir.ops_base import normalize_axis
 from ..ir.ops_elementwise import TensorElementwiseOp
 from ..ir.ops_index import AxisSpec, SliceOpBase
@@ -348,13 +349,17 @@ def _dim(op: Operation, state: dict[Value, str]) -> str | None:
 
 
 def _cast(op: Operation, state: dict[Value, str]) -> str:
-    return EXTENT  # an integer cast of the batch size (its only operand)
+    if not keeps_value(op):  # the batch size as a float (or a narrower integer): a number
+        raise NotSeparable(f"'{op.name}' uses the batch size as a value")
+    return EXTENT
 
 
 def _makes_tensor(op: Operation, state: dict[Value, str]) -> str:
     """full / reshape / broadcast_to: the batch size as the extent of axis 0 only,
     where the data is batched with its batch axis kept, or independent of it."""
     result = op.results[0].type
+    if state.get(op.operands[0]) == EXTENT:  # the batch size as the data
+        raise NotSeparable(f"'{op.name}' uses the batch size as a value")
     extents = op.operands[1:]  # after the fill value or the source
     if not isinstance(result, TensorType) or result.shape[0] is not None or not extents \
             or state.get(extents[0]) != EXTENT or any(state.get(v) for v in extents[1:]):
