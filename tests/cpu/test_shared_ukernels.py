@@ -18,6 +18,7 @@ from wiadsl.backends.llvm.gemm_config import (
     ukernel_symbol,
 )
 from wiadsl.backends.llvm.library_ir import library_ir
+from wiadsl.testing.filecheck import filecheck
 
 DRIVERS = [("gemm", None), ("gemm_packed", None), ("conv_range", [2, 2]), ("conv_rows", [1, 1]),
            ("conv_wino2", None), ("conv_wino4_raw", None)]
@@ -60,6 +61,23 @@ def test_the_gemm_calls_a_kernel_of_every_tail_size(mr: int) -> None:
     cfg = GemmConfig(mr=mr, vector_bits=128)
     declared = functions(library_ir(spec("gemm", config=cfg)), "declare")
     assert declared == {ukernel_symbol("f32", cfg, rows) for rows in range(1, mr + 1)}
+
+
+def test_a_tail_of_rows_is_one_call_site_whose_pointer_the_row_count_selects() -> None:
+    # gemm.py's call_rows: the kernels of 3, 2 and 1 rows are chosen by value, then called
+    # once (a call site per row count, each with its argument set-up, made the driver's
+    # code generation ~25 ms slower)
+    cfg = GemmConfig(mr=4, vector_bits=128)
+    kernel = ukernel_symbol("f32", cfg, 1)[:-1]
+    filecheck(library_ir(spec("gemm", config=cfg)), f"""
+        CHECK: call void @"{kernel}4"(
+        CHECK: = icmp eq i64 {{{{%\\S+}}}}, 3
+        CHECK-NEXT: = select i1 {{{{.*}}}}@"{kernel}3", {{{{.*}}}}@"{kernel}1"
+        CHECK-NEXT: = icmp eq i64 {{{{%\\S+}}}}, 2
+        CHECK-NEXT: = select i1 {{{{.*}}}}@"{kernel}2", {{{{.*}}}}
+        CHECK-NOT: call void @"{kernel}
+        CHECK: call void %
+    """)
 
 
 def test_drivers_depend_on_the_micro_kernels_of_their_dtype_and_config() -> None:

@@ -62,7 +62,7 @@ from .gemm_config import direct_ukernel_symbol
 from .parallel import THREADS, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_load, vector_store
 from .scratch import SLOT_CONV_PACK, scratch, scratch_done
-from .types import I1, I32, I64, PTR, splat, undef, zeros
+from .types import I1, I32, I64, PTR, Callee, splat, undef, zeros
 
 NB = 256   # output pixels per packed block: at most KC x 256 floats = 512 KiB, in L2
 ARGS = [PTR, PTR, PTR] + [I64] * 8  # x, w, y, c, hp, wp, o, kh, kw, ho, wo
@@ -286,7 +286,7 @@ class ConvBuilder(GemmBuilder):
         def tile(col: ir.Value) -> None:
             corner = b.gep(x, [b.add(b.mul(b.sdiv(col, wo), wp), b.srem(col, wo))], source_etype=self.et)
 
-            def call(kernel: ir.Function, row: ir.Value) -> None:
+            def call(kernel: ir.Function | Callee, row: ir.Value) -> None:
                 b.call(kernel, [b.gep(w, [b.mul(row, k)], source_etype=self.et), k, corner,
                                 b.gep(y, [b.add(b.mul(row, ldc), col)], source_etype=self.et), ldc,
                                 c, kh, kw, b.mul(hp, wp), wp, vstep, epi, row])

@@ -60,7 +60,7 @@ from .gemm_config import (  # noqa: F401  (re-exported: the gemm's parameters)
 from .parallel import THREADS, new_worker, parallel_for
 from .runtime import _i, for_range, offset_align, vector_load, vector_store
 from .scratch import SLOT_GEMM_PACK, SLOT_GEMV_PARTIAL, scratch, scratch_done
-from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR, splat, zeros
+from .types import F32, F64, I1, I32, I64, PREPACK_TYPE, PTR, Callee, splat, zeros
 
 #: columns of C a matrix-vector product keeps in L1 while it streams B's rows
 GEMV_COLS = 2048
@@ -429,7 +429,7 @@ class GemmBuilder:
 
     def row_tiles(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value,
                   kernel: Callable[[int], ir.Function],
-                  call: Callable[[ir.Function, ir.Value], None], name: str) -> None:
+                  call: Callable[[ir.Function | Callee, ir.Value], None], name: str) -> None:
         """Rows ``[lo, hi)`` of C as micro-kernel calls (``kernel(rows)``: the kernel of
         that many rows, ``ukernel`` or conv.py's ``direct_ukernel``): whole tiles of MR
         rows, then the rest in one call of exactly its rows (``ukernel_rows``). A rest below
@@ -464,11 +464,19 @@ class GemmBuilder:
 
     def call_rows(self, b: ir.IRBuilder, rows: ir.Value, at: ir.Value,
                   kernel: Callable[[int], ir.Function],
-                  call: Callable[[ir.Function, ir.Value], None]) -> None:
-        """One call of ``kernel`` of exactly ``rows`` rows (1 to MR - 1; none for 0)."""
-        for r in ukernel_rows(self.mr)[1:]:
-            with b.if_then(b.icmp_signed("==", rows, _i(r))):
-                call(kernel(r), at)
+                  call: Callable[[ir.Function | Callee, ir.Value], None]) -> None:
+        """One call of ``kernel`` of exactly ``rows`` rows (1 to MR - 1; none for 0),
+        through the pointer that ``rows`` selects: one call site, not one per row count
+        with its own argument set-up (the f32 gemm driver had 60 call sites and took
+        60-65 ms of code generation, a process's first matmul waiting for it)."""
+        counts = ukernel_rows(self.mr)[1:]
+        if not counts:
+            return
+        target: ir.Value = kernel(counts[-1])
+        for r in counts[:-1]:
+            target = b.select(b.icmp_signed("==", rows, _i(r)), kernel(r), target)
+        with b.if_then(b.icmp_signed(">", rows, _i(0))):
+            call(Callee(target, kernel(counts[0]).function_type), at)
 
     # --------------------------------------------------------- blocked rows
 
@@ -556,7 +564,7 @@ class GemmBuilder:
             def per_col(col: ir.Value) -> None:
                 panel = b.gep(bm, [b.add(b.mul(pc, ldb), col)], source_etype=self.et)
 
-                def call(kernel: ir.Function, row: ir.Value) -> None:
+                def call(kernel: ir.Function | Callee, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb, NO_EPILOGUE, row])
@@ -682,7 +690,7 @@ class GemmBuilder:
                     b.gep(packed, [b.mul(b.sub(col, col_lo), kc)], source_etype=self.et)
                 valid = b.sub(valid_end, col)
 
-                def call(kernel: ir.Function, row: ir.Value) -> None:
+                def call(kernel: ir.Function | Callee, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr),

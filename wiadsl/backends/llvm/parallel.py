@@ -56,7 +56,7 @@ from llvmlite import ir
 from ...ir.core import Operation
 from .runtime import ARENA_STATE, ARENA_WORDS, arena_free_function, for_range
 from .threads import LIMIT_SYMBOL, LOAD_SYMBOL, MAX_THREADS, POOL_SYMBOL, SLOT_SYMBOL, THREADS
-from .types import I1, I32, I64, PTR, is_x86
+from .types import I1, I32, I64, PTR, Callee, is_x86
 
 WORKER_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 POOL_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
@@ -91,17 +91,6 @@ def _i(v: int) -> ir.Constant:
 def _declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name)
-
-
-class _Callee:
-    """An indirect callee for ``IRBuilder.call``: with opaque pointers llvmlite
-    needs the function type from the callee object itself."""
-
-    def __init__(self, ptr: ir.Value, ftype: ir.FunctionType):
-        self.ptr, self.function_type, self.type = ptr, ftype, ptr.type
-
-    def get_reference(self) -> str:
-        return self.ptr.get_reference()
 
 
 def new_context_function(mod: ir.Module, name: str, ftype: ir.FunctionType, words: int
@@ -150,8 +139,8 @@ def parallel_for(mod: ir.Module) -> ir.Function:
     with b.if_then(b.icmp_unsigned("==", pool, ir.Constant(PTR, None)), likely=False):
         with b.if_then(b.icmp_signed(">=", lo, hi)):
             b.ret(ir.Constant(I32, 0))
-        b.ret(b.call(_Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
-    b.ret(b.call(_Callee(pool, POOL_TYPE), [worker, ctx, lo, hi, align, chunks]))
+        b.ret(b.call(Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
+    b.ret(b.call(Callee(pool, POOL_TYPE), [worker, ctx, lo, hi, align, chunks]))
     return fn
 
 
@@ -369,7 +358,7 @@ class _Pool:
         c_lo = start(i)
         c_hi = start(b.add(i, _i(1)))
         c_hi = b.select(b.icmp_signed("<", c_hi, hi), c_hi, hi)
-        worker = _Callee(b.load(self.state["worker"], typ=PTR), WORKER_TYPE)
+        worker = Callee(b.load(self.state["worker"], typ=PTR), WORKER_TYPE)
         rc = b.call(worker, [b.load(self.state["ctx"], typ=PTR), c_lo, c_hi])
         rcs = b.load(self.state["rcs"], typ=PTR)
         b.store(rc, b.gep(rcs, [i], source_etype=I32))
@@ -481,7 +470,7 @@ class _Pool:
         with b.goto_block(serial_bb):
             with b.if_then(b.icmp_signed("<=", n, _i(0))):
                 b.ret(ir.Constant(I32, 0))
-            b.ret(b.call(_Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
+            b.ret(b.call(Callee(worker, WORKER_TYPE), [ctx, lo, hi]))
         b.position_at_end(try_pool)
         pid = b.sext(b.call(self.getpid, []), I64)
         seen = self.ld(b, "pid")

@@ -42,6 +42,18 @@ class _WholeConstant(ir.Constant):
 
 
 @functools.cache
+class Callee:
+    """An indirect callee for ``IRBuilder.call`` (a function pointer, loaded or
+    selected): with opaque pointers llvmlite needs the function type from the callee
+    object itself."""
+
+    def __init__(self, ptr: ir.Value, ftype: ir.FunctionType):
+        self.ptr, self.function_type, self.type = ptr, ftype, ptr.type
+
+    def get_reference(self) -> str:
+        return self.ptr.get_reference()
+
+
 def zeros(t: ir.Type) -> ir.Constant:
     """The all-zero constant of ``t`` (+0.0 in every float lane)."""
     return _WholeConstant(t, 0, "zeroinitializer")
