@@ -35,11 +35,11 @@ from ...loops.passes import default_loop_pipeline, run_loop_passes
 from .batch_split import SLICE_ENTRY, BatchSplit, plan, split_entry
 from .caches import last_level_bytes
 from .codegen import ModuleEmitter, slot_count
-from .gemm import GemmConfig, use_config
+from .gemm import GemmConfig, default_config, use_config
 from .host import host
 from .layout import Layout
-from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch
-from .parallel import SLOT_SYMBOL, THREADS
+from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch, ukernels_spec
+from .parallel import THREADS
 from .partition import partition
 from .runtime import ENTRY, dynamic_axes, entry_wrapper, extent_base, uses_arena
 from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
@@ -209,7 +209,7 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     (``lower_kernel``). The objects are the parts of ``partition`` (one for a small
     kernel), compiled at once on ``PART_THREADS`` threads; the entry's is the first and is
     loaded last."""
-    prefetch([ARENA_SPEC])  # every entry calls it: it compiles while this kernel is lowered
+    prefetch(early_helpers(module, config))  # built while this kernel is lowered
     with no_cyclic_gc():  # the IR is acyclic trees of objects that live until the text is made
         # decided on the IR as the frontend made it (the analysis knows its ops)
         split = batch_split(module, kernel, shapes, frozen) if passes else None
@@ -220,8 +220,6 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
             # its helpers compile beside the rest of the lowering and the kernel's LLVM work
             lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, prefetch, split)
             texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
-    if any(SLOT_SYMBOL in t for t in texts):
-        prefetch([POOL_SPEC])  # the thread pool: it has a parallel region
     others = [_part_pool().submit(_part_object, t, level) for t in texts[1:]]
     with stages.stage("llvm-opt"):
         mod = build_text(texts[0], level)
@@ -229,6 +227,26 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     with stages.stage("codegen"):
         objects = [emit_unlocked(mod)] + [f.result() for f in others]
     return objects, layout_of(lowered, symbol)
+
+
+#: The tensor ops whose code calls the gemm or conv helpers, and the dtypes of those
+#: helpers that link against the shared micro-kernels (library.py's "ukernels")
+_PRODUCT_OPS = ("tensor.matmul", "tensor.conv2d")
+_UKERNEL_DTYPES = ("f32", "f64")
+
+
+def early_helpers(module: ModuleOp, config: GemmConfig | None) -> list[Spec]:
+    """The helpers to start building before ``module`` is even lowered (each once per
+    host, then cached): the arena, which every entry calls; the thread pool, which with
+    threads to share almost every kernel's parallel regions call; and the micro-kernels
+    of each float dtype of a matrix product or convolution, which every gemm and conv
+    helper links against, the longest build of all (~100 ms; queued only when code
+    generation reached the product, a process's first matmul waited for it)."""
+    specs = [ARENA_SPEC, POOL_SPEC] if THREADS > 1 else [ARENA_SPEC]
+    dtypes = {str(t.dtype.value) for f in module.funcs for op in f.walk() if op.name in _PRODUCT_OPS
+              for t in op.result_types if isinstance(t, TensorType)}
+    cfg = (config or default_config()).as_dict()
+    return specs + [ukernels_spec(d, cfg) for d in sorted(dtypes) if d in _UKERNEL_DTYPES]
 
 
 #: threads a kernel's LLVM work is cut for (partition.py)

@@ -68,6 +68,7 @@ from ...records import as_dict
 from .allocator import keep_freed_memory
 from .fastcall import C_API, METH_FASTCALL, ObjectLayout, probe
 from .gemm_config import GemmConfig, direct_ukernel_symbol, ukernel_symbol
+from .levels import CLEANUP
 from .loader import add_symbol, load
 from .threads import (
     LIMIT,
@@ -105,6 +106,12 @@ ARENA_PREFIX = "wia.lib.arena."
 def call_spec(layout: ObjectLayout) -> Spec:
     """The spec of the native call helper (fastcall.py) for this object layout."""
     return {"kind": "call", "layout": as_dict(layout)}
+
+
+def ukernels_spec(dtype: str, config: Spec) -> Spec:
+    """The spec of the micro-kernels of ``dtype`` and the gemm ``config`` (as a dict)
+    that the gemm and conv helpers of that dtype and config link against."""
+    return {"kind": "ukernels", "dtype": dtype, "config": config}
 
 
 def symbol(spec: Spec) -> str:
@@ -180,7 +187,7 @@ def dependencies(spec: Spec) -> list[Spec]:
         return []
     if spec["kind"] in QGEMM_KINDS:  # its packing buffers; its micro-kernels are its own
         return [SCRATCH_SPEC]
-    ukernels = {"kind": "ukernels", "dtype": spec["dtype"], "config": spec["config"]}
+    ukernels = ukernels_spec(spec["dtype"], spec["config"])
     if spec["kind"] in ("conv", "conv_range") and list(spec["stride"]) == [1, 1]:  # conv.py's direct tiles
         return [SCRATCH_SPEC, ukernels, {**ukernels, "kind": "dukernels"}]
     return [SCRATCH_SPEC, ukernels]
@@ -202,28 +209,31 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     ones): on AMD Zen 5 with VNNI its helper compiled in 34 ms instead of 186 (120 of
     them IR passes, vectorizing), 1x512x512 ran in 5.4 us against 5.6, 33x129x77 in
     2.1 against 2.9, 6x5x3 in 0.83 against 0.91, 64 and 256 rows x 512 x 512 the same.
-    The micro-kernels they call ("ukernels") are written so too. The small ones (the
-    pool, the call helper, the scratch buffers): -O3. The arena: -O2 without vectorizing
-    or unrolling (its loops visit a call's few buffers; vectorized at -O3 it took 45 ms
-    to compile instead of 21, and a kernel's first call waits for it). The plane kernels:
+    The micro-kernels they call ("ukernels") are written so too. The glue (the thread
+    pool, the native call helper, the arena, the scratch buffers): ``CLEANUP``, SROA,
+    combining and CFG simplification only: their IR keeps variables in allocas but
+    has no loop worth vectorizing or unrolling, and every process's first kernel
+    waits for them. Against -O3 (-O2 for the arena) they compiled in 19, 7, 9 and 6 ms
+    instead of 53, 20, 17 and 10, for the same run time (issue 21: a first matmul's
+    call waited 208 ms). The plane kernels:
     the -O2 pipeline without the unroller, as kernel modules get (compile.py's
     ``KERNEL_SPEED_LEVEL``), which their scalar index arithmetic needs."""
-    if spec["kind"] == "arena":
-        return (2, False, False)
     if spec["kind"] in PLANE_KINDS:  # as in the kernel modules they came from
         return (2, False, True)
-    return (3, True, True) if spec["kind"] in ("pool", "call", "scratch") else (0, False, False)
+    if spec["kind"] in ("pool", "call", "scratch", "arena"):
+        return (CLEANUP, False, False)
+    return (0, False, False)
 
 
 #: Milliseconds to build a helper of each kind (its IR and object code, one thread, on
 #: an empty cache; AMD Zen 5, AVX-512, f32; llvmlite 0.50 with LLVM's assertions). Only
 #: their order matters: the builds of a kernel's helpers are queued longest first.
-_BUILD_MS = {"conv_wino4_raw": 135, "conv_wino2_raw": 114, "conv_wino4": 111, "conv": 108,
-             "ukernels": 97, "conv_range": 95, "conv_wino2": 86, "dukernels": 78, "gemm": 73,
-             "qgemm": 60, "pool": 58, "conv_rows": 37, "qgemm_packed": 36, "gemm_packed": 28,
-             "conv_wino4_prepack": 26, "depthwise": 20, "arena": 15, "conv_wino2_prepack": 15,
-             "maxpool": 14, "qgemm_prepack": 13, "scratch": 12, "gemm_prepack": 6,
-             "conv_rows_prepack": 4}
+_BUILD_MS = {"conv_wino4_raw": 131, "ukernels": 104, "conv_wino4": 102, "dukernels": 87,
+             "conv_wino2_raw": 87, "conv_wino2": 78, "conv": 71, "conv_range": 69, "gemm": 57,
+             "qgemm": 52, "qgemm_packed": 36, "conv_rows": 31, "conv_wino4_prepack": 26,
+             "maxpool": 25, "pool": 23, "depthwise": 23, "gemm_packed": 18,
+             "conv_wino2_prepack": 15, "qgemm_prepack": 13, "arena": 10, "call": 8, "scratch": 7,
+             "gemm_prepack": 4, "conv_rows_prepack": 3}
 
 
 def longest_first(specs: list[Spec]) -> list[Spec]:
@@ -416,6 +426,6 @@ def call_helper() -> Any:
     return new(definition, None, None)
 
 
-__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies",
+__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies", "ukernels_spec",
            "ensure_loaded", "ensure_pool", "load_object",
            "loaded_address", "pool_address", "symbol"]

@@ -25,6 +25,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from .host import ISA_LEVELS, HostInfo, host, restrict_features
+from .levels import CLEANUP
 
 
 @cache
@@ -112,20 +113,31 @@ def parse_and_verify(text: str, context: llvm.ContextRef | None = None) -> llvm.
 
 def _pass_builder(tm: llvm.TargetMachine, level: int, unroll: bool,
                   vectorize: bool | None) -> llvm.PassBuilder:
-    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto = llvm.create_pipeline_tuning_options(speed_level=max(level, 0))
     pto.loop_vectorization = pto.slp_vectorization = level >= 2 if vectorize is None else vectorize
     pto.loop_unrolling = unroll
     return llvm.create_pass_builder(tm, pto)
 
 
+def _passes(pb: llvm.PassBuilder, level: int) -> llvm.ModulePassManager:
+    """The module passes of ``level``: the default pipeline, or ``CLEANUP``'s."""
+    if level != CLEANUP:
+        return pb.getModulePassManager()
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_sroa_pass()
+    mpm.add_instruction_combine_pass()
+    mpm.add_simplify_cfg_pass()
+    return mpm
+
+
 def optimize(mod: llvm.ModuleRef, level: int = 3, unroll: bool = True,
              vectorize: bool | None = None) -> None:
-    """The new pass manager's default pipeline at ``level``, with loop and SLP
-    vectorization on from -O2 (SLP is off by default in llvmlite), or as ``vectorize``
-    says. ``unroll=False`` turns off the loop unroller (the vectorizer still
-    interleaves)."""
+    """The new pass manager's default pipeline at ``level`` (or ``CLEANUP``), with loop
+    and SLP vectorization on from -O2 (SLP is off by default in llvmlite), or as
+    ``vectorize`` says. ``unroll=False`` turns off the loop unroller (the vectorizer
+    still interleaves)."""
     pb = _pass_builder(jit_machine(), level, unroll, vectorize)
-    pb.getModulePassManager().run(mod, pb)
+    _passes(pb, level).run(mod, pb)
 
 
 def _unlocked(name: str) -> Any:
@@ -204,7 +216,7 @@ def optimize_unlocked(mod: llvm.ModuleRef, level: int, unroll: bool = True,
     llvmlite's lock: another thread may compile meanwhile."""
     pb = _pass_builder(_thread_machine(), level, unroll, vectorize)
     with _WORKING:
-        _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
+        _unlocked("LLVMPY_RunNewModulePassManager")(_passes(pb, level), mod, pb)
 
 
 def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
