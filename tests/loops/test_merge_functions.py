@@ -48,6 +48,21 @@ def test_identical_loops_on_two_inputs_become_one_function():
     np.testing.assert_array_equal(run_func(module, "f", [a, b])[1], np.maximum(b, 0))
 
 
+def test_identical_small_loops_outlined_as_plain_calls_merge_too():
+    # below parallelize's min_cost the loops are <f>.loop<k>, serial calls
+    before, module = outlined([(4, 8), (4, 8)], "parallelize,merge-functions")
+    filecheck(print_module(module), """
+    CHECK: func.call @f.loop0({{.*}}%a,
+    CHECK-NOT: parallel
+    CHECK: func.call @f.loop0({{.*}}%b,
+    CHECK: func @f.loop0(
+    CHECK-NOT: func @f.loop1(
+    """)
+    a, b = np.full((4, 8), -1.5, np.float32), np.arange(32, dtype=np.float32).reshape(4, 8) - 9
+    for got, want in zip(run_func(module, "f", [a, b]), run_func(before, "f", [a, b]), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_loops_over_other_extents_stay_apart():
     _, module = outlined([(4, 8), (4, 9)])
     text = print_module(module)

@@ -8,7 +8,7 @@ function per distinct body and points every ``func.call`` of the others at it;
 callers that then become the same merge in the next round (a fixed point).
 
 Invariants:
-- Only outlined functions (``parallelize``'s ``<func>.par<k>``) merge: kernels and
+- Only outlined functions (``parallelize``'s ``<func>.par<k>`` and ``<func>.loop<k>``) merge: kernels and
   the user's functions are entry points or keep their names.
 - Two functions merge only when their ``fingerprint``s are equal: the same argument
   and result types, and the same ops in the same order with the same names,
@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,8 +26,8 @@ import numpy as np
 
 from ..ir.core import Operation, Region
 from ..ir.module import FuncOp, ModuleOp
+from .parallelize import OUTLINED
 
-OUTLINED = re.compile(r"\.par\d+$")
 #: Ops whose run-time failure names their source span: functions differing only in
 #: those spans stay apart, so an error still points at its own line.
 REPORTING = frozenset({"loop.alloc", "loop.check"})

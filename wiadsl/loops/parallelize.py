@@ -9,7 +9,9 @@ that is not inside another parallel loop becomes
 where ``@<func>.par<k>(%lo, %hi, ...)`` runs the same loop from ``%lo`` to
 ``%hi``. Sequentially that is exactly the original loop, so the interpreter
 (and any backend that ignores the attribute) runs it unchanged; the CPU backend
-splits ``[lo, hi)`` over threads when ``(hi - lo) * cost`` is large enough.
+splits ``[lo, hi)`` over threads when ``(hi - lo) * cost`` is large enough. A loop
+whose static work is below the pass's ``min_cost`` becomes a plain call of
+``@<func>.loop<k>`` (no attribute: never split).
 
 Invariants:
 - The loop blocks move into the new function unchanged; values defined outside
@@ -26,6 +28,8 @@ Invariants:
 
 from __future__ import annotations
 
+import re
+
 from ..ir.builder import Builder
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ..ir.dominance import DominanceInfo
@@ -38,6 +42,8 @@ from .builder import const_value
 #: convolution finds the pool busy and runs on its chunk's thread.)
 THREADED_OPS = frozenset({"loop.gemm", "loop.qgemm"})
 DYNAMIC_TRIP = 64
+#: the names of outlined loops: ``<func>.par<k>`` (parallel), ``<func>.loop<k>`` (serial)
+OUTLINED = re.compile(r"\.(?:par|loop)\d+$")
 
 
 def parallel_headers(func: FuncOp) -> list[Block]:
@@ -140,7 +146,7 @@ def _defined_in(v: Value, inside: set[int]) -> bool:
 
 
 def outline(module: ModuleOp, func: FuncOp, header: Block, dom: DominanceInfo, preds: Preds,
-            index: int) -> bool:
+            index: int, parallel: bool = True) -> bool:
     """Outline the parallel loop at ``header``; False (nothing changed) when it does not
     qualify. ``preds`` is kept up to date and ``dom`` stays right for the blocks left in
     ``func`` (a single-entry, single-exit loop becomes an edge from its entry to its exit:
@@ -179,7 +185,7 @@ def outline(module: ModuleOp, func: FuncOp, header: Block, dom: DominanceInfo, p
                 if not _defined_in(v, inside) and const_value(v) is None and id(v) not in seen:
                     seen.add(id(v))
                     captured.append(v)
-    name = f"{func.name}.par{index}"
+    name = f"{func.name}.{'par' if parallel else 'loop'}{index}"
     new = FuncOp(name, [INDEX, INDEX, *(v.type for v in captured)], [],
                  ["lo", "hi", *(v.name_hint for v in captured)])
     args = new.args
@@ -203,7 +209,7 @@ def outline(module: ModuleOp, func: FuncOp, header: Block, dom: DominanceInfo, p
     eb.br(header, [args[0]])
     enter.erase()
     pb = Builder(pre)
-    call = pb.create("func.call", [lo, hi, *captured], [], {"callee": name, "parallel": cost})
+    call = pb.create("func.call", [lo, hi, *captured], [], {"callee": name, "parallel": cost} if parallel else {"callee": name})
     call.loc = branch.loc
     pb.br(exit_block, [])
     preds[id(exit_block)] = [pre if p is header else p for p in preds[id(exit_block)]]
@@ -221,8 +227,13 @@ def _remap(op: Operation, mapping: dict[int, Value]) -> None:
 
 
 def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
-    """Outline every outermost parallel loop of ``func`` whose static work (trip count
-    times cost, when the trip count is static) reaches ``min_cost``; how many."""
+    """Outline every outermost parallel loop of ``func``: as a parallel call when its
+    static work (trip count times cost, when the trip count is static) reaches
+    ``min_cost``, else as a plain call (``<func>.loop<k>``), which runs on the calling
+    thread as the loop did inline; how many. A kernel function left without loops is
+    glue that codegen.py does not optimize (ResNet-18's: 18 small pads and epilogues
+    stayed inline, and its -O2 took ~200 ms instead of ~130 for the module), and
+    ``merge-functions`` shares the small loops that layers repeat."""
     count = 0
     dom, preds = DominanceInfo(func), predecessors(func)
     for header in parallel_headers(func):
@@ -232,10 +243,11 @@ def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
         if blocks is None:
             continue
         trip = _trip(header, preds)
-        if trip != DYNAMIC_TRIP and (trip < 2 or trip * iteration_cost(blocks, dom, preds) < min_cost):
+        if trip != DYNAMIC_TRIP and trip < 2:
             continue
-        index = sum(1 for f in module if f.name.startswith(f"{func.name}.par"))
-        if outline(module, func, header, dom, preds, index):
+        small = trip != DYNAMIC_TRIP and trip * iteration_cost(blocks, dom, preds) < min_cost
+        index = sum(1 for f in module if OUTLINED.search(f.name) and f.name.startswith(f"{func.name}."))
+        if outline(module, func, header, dom, preds, index, parallel=not small):
             count += 1
     return count
 

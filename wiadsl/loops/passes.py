@@ -53,7 +53,8 @@ def loop_pass(cls: type[Pass]) -> type[Pass]:
 @record(frozen=True)
 class Parallelize(Pass):
     """Outline outermost ``parallel`` loops into ``func.call {parallel = cost}``
-    (parallelize.py); ``min_cost``: static work below which a loop stays inline."""
+    (parallelize.py); ``min_cost``: static work below which a loop is outlined as a
+    plain call instead (it runs on the calling thread)."""
 
     name: ClassVar[str] = "parallelize"
     min_cost: int = MIN_PARALLEL_WORK

@@ -123,11 +123,14 @@ class ModuleEmitter:
 
 
 #: instructions from which a function without loops is left unoptimized (LLVM's
-#: ``optnone``): once a model's loops are outlined into parallel regions, its kernel
-#: function is glue that runs straight through once per call (allocations and their
-#: checks, argument blocks, calls). ResNet-18's, ~5,000 lines, took 200 ms of -O2 and
-#: code generation (most of a part of the cold compile), unoptimized 67 ms.
-GLUE_MIN_INSTRUCTIONS = 2000
+#: ``optnone``): once a model's loops are outlined (loops/parallelize.py: parallel
+#: regions, and plain calls for the small ones), its kernel function is glue that runs
+#: straight through once per call (allocations and their checks, argument blocks,
+#: calls). ResNet-18's, ~5,000 lines, took 200 ms of -O2 and code generation (most of
+#: a part of the cold compile), unoptimized 67 ms; with its small pads outlined too,
+#: 1,890 instructions, its module's -O2 took 130 ms instead of 206 (the limit was
+#: 2,000), for the same run time at 1 and 2 threads.
+GLUE_MIN_INSTRUCTIONS = 1000
 
 
 def straight_line_glue(fn: ir.Function) -> bool:
