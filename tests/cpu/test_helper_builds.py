@@ -115,17 +115,16 @@ def test_a_failed_claimed_build_is_reported_by_the_thread_that_loads_it(queue, m
     ("kernel k(input a: i8[M, K], input b: i8[K, N], output c: i32[M, N]) { c = cast(a, i32) @ cast(b, i32); }", []),
     ("kernel k(input a: f32[N], output b: f32[N]) { b = exp(a) * 2.0; }", []),
 ])
-def test_the_helpers_started_before_lowering_are_the_glue_and_the_products_micro_kernels(
+def test_the_helpers_started_before_lowering_are_the_arena_and_the_products_micro_kernels(
         source: str, dtypes: list[str]) -> None:
     # compile.py's early_helpers: the micro-kernels (the longest build) are queued as the
-    # compile starts, not when code generation reaches the product; int8 products have
+    # compile starts (the pool only once lowering shows a parallel region), not when code generation reaches the product; int8 products have
     # micro-kernels of their own (qgemm)
     from wiadsl.backends.llvm.compile import early_helpers
     from wiadsl.backends.llvm.gemm_config import default_config
-    from wiadsl.backends.llvm.parallel import THREADS
     from wiadsl.frontend.compile import compile_to_ir
 
-    glue = [library.ARENA_SPEC, library.POOL_SPEC] if THREADS > 1 else [library.ARENA_SPEC]
+    glue = [library.ARENA_SPEC]
     config = GemmConfig(mr=4, vector_bits=128)
     want = [library.ukernels_spec(d, config.as_dict()) for d in dtypes]
     assert early_helpers(compile_to_ir(source), config) == glue + want

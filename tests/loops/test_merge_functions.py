@@ -49,8 +49,9 @@ def test_identical_loops_on_two_inputs_become_one_function():
 
 
 def test_identical_small_loops_outlined_as_plain_calls_merge_too():
-    # below parallelize's min_cost the loops are <f>.loop<k>, serial calls
-    before, module = outlined([(4, 8), (4, 8)], "parallelize,merge-functions")
+    # below parallelize's min_cost, in a function of serial_min_ops ops, the loops are
+    # <f>.loop<k>, serial calls
+    before, module = outlined([(4, 8), (4, 8)], "parallelize{serial_min_ops=10},merge-functions")
     filecheck(print_module(module), """
     CHECK: func.call @f.loop0({{.*}}%a,
     CHECK-NOT: parallel

@@ -156,11 +156,22 @@ def test_loops_with_iteration_values_stay():
     assert [f.name for f in module] == ["f"]
 
 
-def test_small_static_loops_are_outlined_as_serial_calls_by_default():
-    # below min_cost a loop is not worth a thread hand-off, but it still leaves the
-    # kernel function: one without loops is glue that codegen.py leaves unoptimized
+def test_small_static_loops_stay_inline_by_default():
     module = lower_module(parse_module(CHAIN), {"f": [(4, 8), (8,)]})
     run_loop_passes(module, "parallelize")
+    assert [f.name for f in module] == ["f"]
+    big = lower_module(parse_module(CHAIN), {"f": [(512, 1024), (1024,)]})
+    run_loop_passes(big, "parallelize")
+    assert [f.name for f in big] == ["f", "f.par0"]
+    filecheck(print_module(big), "CHECK: func.call @f.par0({{.*}}) {parallel = ")
+
+
+def test_a_large_functions_small_loops_are_outlined_as_serial_calls():
+    # from serial_min_ops ops (default SERIAL_MIN_OPS) a function keeps no small loop
+    # inline either: without loops, a kernel function is glue codegen.py leaves
+    # unoptimized
+    module = lower_module(parse_module(CHAIN), {"f": [(4, 8), (8,)]})
+    run_loop_passes(module, "parallelize{serial_min_ops=10}")
     assert [f.name for f in module] == ["f", "f.loop0"]
     filecheck(print_module(module), """
         CHECK-LABEL: func @f(
@@ -171,10 +182,6 @@ def test_small_static_loops_are_outlined_as_serial_calls_by_default():
         CHECK-NOT: cond_br
         CHECK-LABEL: func @f.loop0(
     """)
-    big = lower_module(parse_module(CHAIN), {"f": [(512, 1024), (1024,)]})
-    run_loop_passes(big, "parallelize")
-    assert [f.name for f in big] == ["f", "f.par0"]
-    filecheck(print_module(big), "CHECK: func.call @f.par0({{.*}}) {parallel = ")
     x, b = np.random.default_rng(0).standard_normal((4, 8), np.float32), np.arange(8, dtype=np.float32)
     np.testing.assert_array_equal(run_func(module, "f", [x, b])[0], np.maximum(x * b, 0))
 
@@ -187,6 +194,8 @@ def test_pipeline_text_errors_name_the_pass_and_option():
         parse_loop_pipeline("parallelize{min_costs=3}")
     (p,) = parse_loop_pipeline("parallelize{min_cost=7}")
     assert p.min_cost == 7
+    (p,) = parse_loop_pipeline("parallelize{serial_min_ops=3}")
+    assert p.serial_min_ops == 3
 
 
 LAYERNORM = """

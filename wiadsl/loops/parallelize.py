@@ -10,8 +10,9 @@ where ``@<func>.par<k>(%lo, %hi, ...)`` runs the same loop from ``%lo`` to
 ``%hi``. Sequentially that is exactly the original loop, so the interpreter
 (and any backend that ignores the attribute) runs it unchanged; the CPU backend
 splits ``[lo, hi)`` over threads when ``(hi - lo) * cost`` is large enough. A loop
-whose static work is below the pass's ``min_cost`` becomes a plain call of
-``@<func>.loop<k>`` (no attribute: never split).
+whose static work is below the pass's ``min_cost`` stays inline, or in a large
+function (``SERIAL_MIN_OPS``) becomes a plain call of ``@<func>.loop<k>`` (no
+attribute: never split).
 
 Invariants:
 - The loop blocks move into the new function unchanged; values defined outside
@@ -42,6 +43,14 @@ from .builder import const_value
 #: convolution finds the pool busy and runs on its chunk's thread.)
 THREADED_OPS = frozenset({"loop.gemm", "loop.qgemm"})
 DYNAMIC_TRIP = 64
+#: Ops from which a function's loops below ``min_cost`` are outlined too, as plain
+#: calls: a kernel function left without loops is glue that codegen.py does not
+#: optimize (ResNet-18's, 2,600 ops with 18 small pads and epilogues inline, made its
+#: module's -O2 take 206 ms instead of 130), and ``merge-functions`` then shares the
+#: small loops that layers repeat. In a small function the outlined loops cost more
+#: than they save (LLVM inlines them back): the example kernels, 200-400 ops, compiled
+#: in 5-10 ms more each.
+SERIAL_MIN_OPS = 1000
 #: the names of outlined loops: ``<func>.par<k>`` (parallel), ``<func>.loop<k>`` (serial)
 OUTLINED = re.compile(r"\.(?:par|loop)\d+$")
 
@@ -226,15 +235,15 @@ def _remap(op: Operation, mapping: dict[int, Value]) -> None:
             op.set_successor(i, s.block, [mapping.get(id(a), a) for a in s.args])
 
 
-def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
-    """Outline every outermost parallel loop of ``func``: as a parallel call when its
-    static work (trip count times cost, when the trip count is static) reaches
-    ``min_cost``, else as a plain call (``<func>.loop<k>``), which runs on the calling
-    thread as the loop did inline; how many. A kernel function left without loops is
-    glue that codegen.py does not optimize (ResNet-18's: 18 small pads and epilogues
-    stayed inline, and its -O2 took ~200 ms instead of ~130 for the module), and
-    ``merge-functions`` shares the small loops that layers repeat."""
+def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0,
+                     serial_min_ops: int = SERIAL_MIN_OPS) -> int:
+    """Outline every outermost parallel loop of ``func`` whose static work (trip count
+    times cost, when the trip count is static) reaches ``min_cost``; in a function of
+    at least ``serial_min_ops`` ops, the others too, as plain calls
+    (``<func>.loop<k>``), which run on the calling thread as the loops did inline; how
+    many loops were outlined."""
     count = 0
+    serial = sum(1 for _ in func.walk()) >= serial_min_ops
     dom, preds = DominanceInfo(func), predecessors(func)
     for header in parallel_headers(func):
         if header.parent is not func.body:  # moved into an outlined loop already
@@ -246,10 +255,12 @@ def parallelize_func(module: ModuleOp, func: FuncOp, min_cost: int = 0) -> int:
         if trip != DYNAMIC_TRIP and trip < 2:
             continue
         small = trip != DYNAMIC_TRIP and trip * iteration_cost(blocks, dom, preds) < min_cost
+        if small and not serial:
+            continue
         index = sum(1 for f in module if OUTLINED.search(f.name) and f.name.startswith(f"{func.name}."))
         if outline(module, func, header, dom, preds, index, parallel=not small):
             count += 1
     return count
 
 
-__all__ = ["iteration_cost", "natural_loop", "outline", "parallelize_func"]
+__all__ = ["OUTLINED", "SERIAL_MIN_OPS", "iteration_cost", "natural_loop", "outline", "parallelize_func"]

@@ -26,7 +26,7 @@ from .accumulators import SplitAccumulators
 from .contract_rows import call_sites, contract_func
 from .fuse_parallel import fuse_func
 from .merge_functions import merge_functions
-from .parallelize import parallelize_func
+from .parallelize import SERIAL_MIN_OPS, parallelize_func
 from .pipeline_loads import PipelineLoads
 from .prefetch import prefetch_func
 from .stream_stores import stream_stores
@@ -53,15 +53,17 @@ def loop_pass(cls: type[Pass]) -> type[Pass]:
 @record(frozen=True)
 class Parallelize(Pass):
     """Outline outermost ``parallel`` loops into ``func.call {parallel = cost}``
-    (parallelize.py); ``min_cost``: static work below which a loop is outlined as a
-    plain call instead (it runs on the calling thread)."""
+    (parallelize.py); ``min_cost``: static work below which a loop stays inline, or in a
+    function of at least ``serial_min_ops`` ops becomes a plain call (it runs on the
+    calling thread)."""
 
     name: ClassVar[str] = "parallelize"
     min_cost: int = MIN_PARALLEL_WORK
+    serial_min_ops: int = SERIAL_MIN_OPS
 
     def run(self, module: ModuleOp, ctx: PassContext) -> None:
         for func in list(module):
-            ctx.count("loops outlined", parallelize_func(module, func, self.min_cost))
+            ctx.count("loops outlined", parallelize_func(module, func, self.min_cost, self.serial_min_ops))
 
 
 @loop_pass

@@ -39,7 +39,7 @@ from .gemm import GemmConfig, default_config, use_config
 from .host import host
 from .layout import Layout
 from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch, ukernels_spec
-from .parallel import THREADS
+from .parallel import SLOT_SYMBOL, THREADS
 from .partition import partition
 from .runtime import ENTRY, dynamic_axes, entry_wrapper, extent_base, uses_arena
 from .target import emit_unlocked, optimize, optimize_unlocked, parse_and_verify, parse_private
@@ -220,6 +220,8 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
             # its helpers compile beside the rest of the lowering and the kernel's LLVM work
             lowered = lower_kernel(module, kernel, shapes, loop_pipeline, frozen, prefetch, split)
             texts = partition(lowered.ll, lowered.root, symbol, PART_THREADS)
+    if any(SLOT_SYMBOL in t for t in texts):
+        prefetch([POOL_SPEC])  # the thread pool: it has a parallel region
     others = [_part_pool().submit(_part_object, t, level) for t in texts[1:]]
     with stages.stage("llvm-opt"):
         mod = build_text(texts[0], level)
@@ -237,12 +239,11 @@ _UKERNEL_DTYPES = ("f32", "f64")
 
 def early_helpers(module: ModuleOp, config: GemmConfig | None) -> list[Spec]:
     """The helpers to start building before ``module`` is even lowered (each once per
-    host, then cached): the arena, which every entry calls; the thread pool, which with
-    threads to share almost every kernel's parallel regions call; and the micro-kernels
-    of each float dtype of a matrix product or convolution, which every gemm and conv
+    host, then cached): the arena, which every entry calls, and the micro-kernels of
+    each float dtype of a matrix product or convolution, which every gemm and conv
     helper links against, the longest build of all (~100 ms; queued only when code
     generation reached the product, a process's first matmul waited for it)."""
-    specs = [ARENA_SPEC, POOL_SPEC] if THREADS > 1 else [ARENA_SPEC]
+    specs = [ARENA_SPEC]
     dtypes = {str(t.dtype.value) for f in module.funcs for op in f.walk() if op.name in _PRODUCT_OPS
               for t in op.result_types if isinstance(t, TensorType)}
     cfg = (config or default_config()).as_dict()
