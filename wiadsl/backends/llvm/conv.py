@@ -230,8 +230,7 @@ class ConvBuilder(GemmBuilder):
             return k_loop(b, _i(0), accs, kh, 1, per_i, "di")[1]
         _, accs = k_loop(b, _i(0), [zero] * (mr * nv), cin, 1, per_ci, "dc")
 
-        def c_at(r: int, v: int) -> ir.Value:
-            return b.gep(c, [b.add(b.mul(_i(r), ldc), _i(v * self.w))], source_etype=self.et)
+        c_at = self.tile_vectors(b, c, ldc)
         accs = self.tile_epilogue(b, epi, row, accs, mr, (c_at, ir.Constant(I1, 1), None))
         for r in range(mr):
             for v in range(nv):

@@ -276,15 +276,7 @@ class GemmBuilder:
                                 [self.vt, PTR, I32, mask_t])
         zero = zeros(self.vt)
 
-        rows: dict[tuple[int, int], ir.Value] = {}  # (block, row) -> the row's start
-
-        def c_ptr(r: int, v: int) -> ir.Value:
-            # each row's start once per block (the pipeline is -O0's: no IR-level CSE), so a
-            # vector costs one GEP, not a multiply, an add and a GEP (a sixth of the IR)
-            key = (id(b.block), r)
-            if key not in rows:
-                rows[key] = b.gep(c, [b.mul(_i(r), ldc)], source_etype=self.et) if r else c
-            return b.gep(rows[key], [_i(v * self.w)], source_etype=self.et) if v else rows[key]
+        c_ptr = self.tile_vectors(b, c, ldc)
         # C tile in (``tile_in``), nothing read when not accumulating
         full = b.icmp_signed(">=", valid, _i(self.nr))
         before = b.block
@@ -330,6 +322,22 @@ class GemmBuilder:
                         b.call(mstore, [accs[r * nv + v], c_ptr(r, v), ir.Constant(I32, self.size), masks[v]])
         b.ret_void()
         return fn
+
+    def tile_vectors(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value) -> Callable[[int, int], ir.Value]:
+        """``at(r, v)``: where vector ``v`` of row ``r`` of the C tile at ``c`` (rows ``ldc``
+        apart) is, each row's start computed once per block where it is used (the
+        micro-kernels get -O0's IR pipeline: no common subexpressions removed), so a
+        vector costs one GEP, not a multiply, an add and a GEP: the "ukernels" helper's
+        IR 301 -> 276 KB, its build ~4 ms shorter; the same run time (matmuls of 7 to
+        255 rows, a 3x3 convolution, one and two threads, alternating processes)."""
+        rows: dict[tuple[int, int], ir.Value] = {}  # (block, row) -> the row's start
+
+        def at(r: int, v: int) -> ir.Value:
+            key = (id(b.block), r)
+            if key not in rows:
+                rows[key] = b.gep(c, [b.mul(_i(r), ldc)], source_etype=self.et) if r else c
+            return b.gep(rows[key], [_i(v * self.w)], source_etype=self.et) if v else rows[key]
+        return at
 
     def tile_in(self, b: ir.IRBuilder, at: Callable[[int, int], ir.Value], full: ir.Value,
                 masks: list[ir.Value] | None, mr: int,
