@@ -426,6 +426,6 @@ def call_helper() -> Any:
     return new(definition, None, None)
 
 
-__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies", "ukernels_spec",
+__all__ = ["POOL_SPEC", "SCRATCH_SPEC", "SCRATCH_SYMBOL", "Spec", "call_helper", "call_spec", "dependencies",
            "ensure_loaded", "ensure_pool", "load_object",
-           "loaded_address", "pool_address", "symbol"]
+           "loaded_address", "pool_address", "symbol", "ukernels_spec"]
