@@ -41,7 +41,6 @@ class _WholeConstant(ir.Constant):
         return self.word
 
 
-@functools.cache
 class Callee:
     """An indirect callee for ``IRBuilder.call`` (a function pointer, loaded or
     selected): with opaque pointers llvmlite needs the function type from the callee
@@ -54,6 +53,7 @@ class Callee:
         return self.ptr.get_reference()
 
 
+@functools.cache
 def zeros(t: ir.Type) -> ir.Constant:
     """The all-zero constant of ``t`` (+0.0 in every float lane)."""
     return _WholeConstant(t, 0, "zeroinitializer")
