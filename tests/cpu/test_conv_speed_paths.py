@@ -62,8 +62,11 @@ def test_odd_sizes_pad1(mod, hw, co):
     check(mod.c11(x, w), ref(x, w, (1, 1), 1))
 
 
-@pytest.mark.parametrize("shape", [(2, 8, 7, 33), (1, 4, 33, 7), (3, 5, 9, 129), (1, 1, 129, 1)])
+@pytest.mark.parametrize("shape", [(2, 8, 7, 33), (1, 4, 33, 7), (3, 5, 9, 129), (1, 1, 129, 1),
+                                   (1, 6, 56, 56), (2, 3, 28, 28), (1, 2, 9, 19), (1, 3, 16, 15)])
 def test_odd_sizes_stride2(mod, shape):
+    # output rows of 28, 14, 10 and 8 pixels: vectors that cross into the next output
+    # row (two masked loads per row part), and into the one after (lane by lane)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((7, shape[1], 3, 3)).astype(np.float32)
     check(mod.c21(x, w), ref(x, w, (2, 2), 1))

@@ -23,7 +23,8 @@ K block) and ``off(p) = oh*sh*wp + ow*sw``. With ``sw == 1`` a W-lane vector of
 pixels that stays in one output row is one contiguous (plain or, at the image's
 end, masked) load; one that crosses into the next row is two masked loads and a
 select (the input is pre-padded by the lowering: no clamping). With ``sw == 2``
-a vector inside one row is two masked loads and an even-lane shuffle. Otherwise
+a vector inside one row is two masked loads and an even-lane shuffle, one across two
+rows that twice and a select. Otherwise
 (other strides, rows narrower than a vector) each lane is loaded from its own
 offset and inserted into the vector.
 The loop over K rows is innermost, so each vector's case is decided once.
@@ -120,28 +121,22 @@ class ConvBuilder(GemmBuilder):
                 return b.select(live, vec, zero)
             rows(gather)
 
-        def every_other(off: ir.Value) -> None:
-            """stride 2 inside one output row: two masked loads of the 2W - 1 elements
-            from ``off``, then the even ones."""
-            span = b.sub(b.mul(valid, _i(2)), _i(1))
-            lo, hi = self.lane_masks(b, _i(0), span), self.lane_masks(b, _i(0), b.sub(span, _i(self.w)))
+        def evens(off: ir.Value, first: ir.Value, last: ir.Value) -> Callable[[ir.Value], ir.Value]:
+            """Lanes ``[first, last)`` of a vector whose lane jj is element ``off + 2 jj``
+            (stride 2), zero in the others: two masked loads of the elements from
+            ``2 first`` to ``2 last - 2``, then the even ones."""
+            start, span = b.mul(first, _i(2)), b.sub(b.mul(last, _i(2)), _i(1))
+            w = _i(self.w)
+            lo, hi = self.lane_masks(b, start, span), self.lane_masks(b, b.sub(start, w), b.sub(span, w))
             even = ir.Constant(ir.VectorType(I32, self.w), [2 * jj for jj in range(self.w)])
 
             def pick(base: ir.Value) -> ir.Value:
                 at = b.gep(x, [b.add(base, off)], source_etype=self.et)
                 va = b.call(mload, [at, align, lo, zero])
-                vb = b.call(mload, [b.gep(at, [_i(self.w)], source_etype=self.et), align, hi, zero])
+                vb = b.call(mload, [b.gep(at, [w], source_etype=self.et), align, hi, zero])
                 return b.shuffle_vector(va, vb, even)
-            rows(pick)
-        if self.sw == 2:
-            ow = b.load(ows, typ=I64)
-            with b.if_else(b.icmp_signed(">=", b.sub(wo, ow), valid)) as (one_row, other):
-                with one_row:
-                    every_other(b.load(offs, typ=I64))
-                with other:
-                    lanes()
-            return
-        if self.sw != 1:
+            return pick
+        if self.sw not in (1, 2):
             lanes()
             return
         off_a = b.load(offs, typ=I64)
@@ -149,6 +144,24 @@ class ConvBuilder(GemmBuilder):
         in_row = b.sub(wo, ow)  # lanes [0, in_row) are in the first pixel's output row
         one_row = b.icmp_signed(">=", in_row, valid)
         two_rows = b.icmp_signed("<=", b.sub(valid, in_row), wo)
+        # lane jj >= in_row is column jj - in_row of the next output row
+        off_b = b.sub(b.add(b.sub(off_a, b.mul(ow, _i(self.sw))), b.mul(_i(self.sh), wp)),
+                      b.mul(in_row, _i(self.sw)))
+        if self.sw == 2:
+            # within one row, or across two (ResNet-18's 28-wide layers: half their
+            # vectors), the even elements of two masked loads per row part
+            with b.if_else(one_row) as (within, other):
+                with within:
+                    rows(evens(off_a, _i(0), valid))
+                with other:
+                    with b.if_else(two_rows) as (split, scattered):
+                        with split:
+                            first, second = evens(off_a, _i(0), in_row), evens(off_b, in_row, valid)
+                            mask_a = self.lane_masks(b, _i(0), in_row)
+                            rows(lambda base: b.select(mask_a, first(base), second(base)))
+                        with scattered:
+                            lanes()
+            return
         with b.if_else(one_row) as (contiguous, other):
             with contiguous:
                 with b.if_else(b.icmp_signed("==", valid, _i(self.w))) as (full, part):
@@ -162,8 +175,6 @@ class ConvBuilder(GemmBuilder):
             with other:
                 with b.if_else(two_rows) as (split, scattered):
                     with split:
-                        # lane jj >= in_row is column jj - in_row of the next output row
-                        off_b = b.sub(b.add(b.sub(off_a, ow), b.mul(_i(self.sh), wp)), in_row)
                         mask_a = self.lane_masks(b, _i(0), in_row)
                         mask_b = self.lane_masks(b, in_row, valid)
 
