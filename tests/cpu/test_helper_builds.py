@@ -118,8 +118,8 @@ def test_a_failed_claimed_build_is_reported_by_the_thread_that_loads_it(queue, m
 def test_the_helpers_started_before_lowering_are_the_arena_and_the_products_micro_kernels(
         source: str, dtypes: list[str]) -> None:
     # compile.py's early_helpers: the micro-kernels (the longest build) are queued as the
-    # compile starts (the pool only once lowering shows a parallel region), not when code generation reaches the product; int8 products have
-    # micro-kernels of their own (qgemm)
+    # compile starts, not when code generation reaches the product (the pool only once
+    # lowering shows a parallel region); int8 products have micro-kernels of their own
     from wiadsl.backends.llvm.compile import early_helpers
     from wiadsl.backends.llvm.gemm_config import default_config
     from wiadsl.frontend.compile import compile_to_ir

@@ -136,6 +136,13 @@ class ConvBuilder(GemmBuilder):
                 vb = b.call(mload, [b.gep(at, [w], source_etype=self.et), align, hi, zero])
                 return b.shuffle_vector(va, vb, even)
             return pick
+
+        def contiguous(off: ir.Value, first: ir.Value, last: ir.Value) -> Callable[[ir.Value], ir.Value]:
+            """Lanes ``[first, last)`` of a vector whose lane jj is element ``off + jj``
+            (stride 1), zero in the others: one masked load."""
+            mask = self.lane_masks(b, first, last)
+            return lambda base: b.call(mload, [b.gep(x, [b.add(base, off)], source_etype=self.et),
+                                               align, mask, zero])
         if self.sw not in (1, 2):
             lanes()
             return
@@ -147,44 +154,26 @@ class ConvBuilder(GemmBuilder):
         # lane jj >= in_row is column jj - in_row of the next output row
         off_b = b.sub(b.add(b.sub(off_a, b.mul(ow, _i(self.sw))), b.mul(_i(self.sh), wp)),
                       b.mul(in_row, _i(self.sw)))
-        if self.sw == 2:
-            # within one row, or across two (ResNet-18's 28-wide layers: half their
-            # vectors), the even elements of two masked loads per row part
-            with b.if_else(one_row) as (within, other):
-                with within:
-                    rows(evens(off_a, _i(0), valid))
-                with other:
-                    with b.if_else(two_rows) as (split, scattered):
-                        with split:
-                            first, second = evens(off_a, _i(0), in_row), evens(off_b, in_row, valid)
-                            mask_a = self.lane_masks(b, _i(0), in_row)
-                            rows(lambda base: b.select(mask_a, first(base), second(base)))
-                        with scattered:
-                            lanes()
-            return
-        with b.if_else(one_row) as (contiguous, other):
-            with contiguous:
-                with b.if_else(b.icmp_signed("==", valid, _i(self.w))) as (full, part):
-                    with full:
-                        rows(lambda base: vector_load(b, b.gep(x, [b.add(base, off_a)], source_etype=self.et),
-                                                      self.vt, self.size))
-                    with part:
-                        mask = self.lane_masks(b, _i(0), valid)
-                        rows(lambda base: b.call(mload, [b.gep(x, [b.add(base, off_a)], source_etype=self.et),
-                                                         align, mask, zero]))
+        part = contiguous if self.sw == 1 else evens
+        with b.if_else(one_row) as (within, other):
+            with within:
+                if self.sw == 1:  # a whole vector in one row: a plain load
+                    with b.if_else(b.icmp_signed("==", valid, _i(self.w))) as (full, ragged):
+                        with full:
+                            rows(lambda base: vector_load(b, b.gep(x, [b.add(base, off_a)], source_etype=self.et),
+                                                          self.vt, self.size))
+                        with ragged:
+                            rows(part(off_a, _i(0), valid))
+                else:
+                    rows(part(off_a, _i(0), valid))
             with other:
+                # across two rows (at stride 2: ResNet-18's 28-wide layers, half their
+                # vectors), each row part as within one, then a select
                 with b.if_else(two_rows) as (split, scattered):
                     with split:
+                        first, second = part(off_a, _i(0), in_row), part(off_b, in_row, valid)
                         mask_a = self.lane_masks(b, _i(0), in_row)
-                        mask_b = self.lane_masks(b, in_row, valid)
-
-                        def two(base: ir.Value) -> ir.Value:
-                            va = b.call(mload, [b.gep(x, [b.add(base, off_a)], source_etype=self.et),
-                                                align, mask_a, zero])
-                            vb = b.call(mload, [b.gep(x, [b.add(base, off_b)], source_etype=self.et),
-                                                align, mask_b, zero])
-                            return b.select(mask_a, va, vb)
-                        rows(two)
+                        rows(lambda base: b.select(mask_a, first(base), second(base)))
                     with scattered:
                         lanes()
 
