@@ -12,7 +12,7 @@ import pytest
 import wiadsl
 from wiadsl.cache import entries as cache
 from wiadsl.cache import store as cache_store
-from wiadsl.cache.limit import cache_limit, parse_size, prune
+from wiadsl.cache.limit import LEDGER, cache_limit, parse_size, prune
 from wiadsl.diagnostics import WiaUsageError
 
 
@@ -29,7 +29,7 @@ def _call(k: int) -> None:
 def _used_bytes() -> int:
     root = cache_store.root()
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()
-               and p.relative_to(root).parts[0] not in ("tune", "machine"))
+               and p.relative_to(root).parts[0] not in ("tune", "machine", LEDGER))
 
 
 def _age_everything(seconds: float) -> None:
@@ -127,3 +127,26 @@ def test_a_store_walks_the_folder_only_when_the_limit_may_be_reached(cache_dir, 
     _call(5)
     _call(6)
     assert len(walks) >= 2 and _used_bytes() <= limit
+
+
+def test_the_ledger_counts_every_process_store_and_a_missing_one_is_rebuilt(cache_dir, monkeypatch):
+    """The walk happens when the ledger (shared by the processes storing in the folder)
+    is missing or says the limit may be reached, whoever wrote the bytes."""
+    from wiadsl.cache import limit as cache_limit
+
+    walks = []
+    real = cache_limit._evictable
+    monkeypatch.setattr(cache_limit, "_evictable", lambda: walks.append(1) or real())
+    monkeypatch.setenv("WIADSL_CACHE_MAX", "100M")
+    ledger = cache_store.root() / LEDGER
+    _call(1)
+    _call(2)
+    assert len(walks) == 1 and int(ledger.read_text()) == _used_bytes()
+    ledger.unlink()  # lost (a folder cleared by hand): the next store walks again
+    _call(3)
+    assert len(walks) == 2 and int(ledger.read_text()) == _used_bytes()
+    ledger.write_text(f"{100 << 20}\n")  # another process filled the allowance
+    _call(4)
+    assert len(walks) == 3 and int(ledger.read_text()) == _used_bytes()
+    _call(5)
+    assert len(walks) == 3  # counted, not walked
