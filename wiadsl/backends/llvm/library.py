@@ -215,7 +215,8 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     has no loop worth vectorizing or unrolling, and every process's first kernel
     waits for them. Against -O3 (-O2 for the arena) they compiled in 19, 7, 9 and 6 ms
     instead of 53, 20, 17 and 10, for the same run time (issue 21: a first matmul's
-    call waited 208 ms). The plane kernels:
+    call waited 208 ms); ``codegen_level`` says how their code is emitted. The plane
+    kernels:
     the -O2 pipeline without the unroller, as kernel modules get (compile.py's
     ``KERNEL_SPEED_LEVEL``), which their scalar index arithmetic needs."""
     if spec["kind"] in PLANE_KINDS:  # as in the kernel modules they came from
@@ -225,14 +226,24 @@ def pipeline(spec: Spec) -> tuple[int, bool, bool]:
     return (0, False, False)
 
 
+def codegen_level(spec: Spec) -> int:
+    """The code generator's optimization level for a helper: -O3's, but -O0's (fast
+    instruction selection and register allocation) for the thread pool, the arena
+    and the scratch buffers: 3, 2 and 2 ms to emit instead of 16, 7 and 5, for the
+    same run time (the pool's round trip, an elementwise loop and MobileNetV2 at two
+    threads, alternating processes). The call helper, which every kernel call runs,
+    keeps -O3's: at -O0 a 4-element add's call took 20-35 ns longer."""
+    return 0 if spec["kind"] in ("pool", "scratch", "arena") else 3
+
+
 #: Milliseconds to build a helper of each kind (its IR and object code, one thread, on
 #: an empty cache; AMD Zen 5, AVX-512, f32; llvmlite 0.50 with LLVM's assertions). Only
 #: their order matters: the builds of a kernel's helpers are queued longest first.
 _BUILD_MS = {"conv_wino4_raw": 131, "ukernels": 104, "conv_wino4": 102, "dukernels": 87,
              "conv_wino2_raw": 87, "conv_wino2": 78, "conv": 71, "conv_range": 69, "gemm": 57,
              "qgemm": 52, "qgemm_packed": 36, "conv_rows": 31, "conv_wino4_prepack": 26,
-             "maxpool": 25, "pool": 23, "depthwise": 23, "gemm_packed": 18,
-             "conv_wino2_prepack": 15, "qgemm_prepack": 13, "arena": 10, "call": 8, "scratch": 7,
+             "maxpool": 25, "depthwise": 23, "gemm_packed": 18, "conv_wino2_prepack": 15,
+             "qgemm_prepack": 13, "pool": 12, "arena": 10, "call": 8, "scratch": 5,
              "gemm_prepack": 4, "conv_rows_prepack": 3}
 
 
@@ -325,8 +336,8 @@ def _object(spec: Spec, name: str) -> bytes:
         from .library_ir import library_ir
         from .target import object_code
 
-        return object_code(library_ir(spec), *pipeline(spec))
-    identity = {**spec, "threads": THREADS, "pipeline": pipeline(spec)}
+        return object_code(library_ir(spec), *pipeline(spec), codegen=codegen_level(spec))
+    identity = {**spec, "threads": THREADS, "pipeline": pipeline(spec), "codegen": codegen_level(spec)}
     if spec["kind"] in _L1_KINDS:
         from .caches import l1_data_ways
 

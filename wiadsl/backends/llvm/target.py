@@ -34,11 +34,11 @@ def _native_target() -> None:
     llvm.initialize_native_asmprinter()
 
 
-def target_machine(jit: bool = True) -> llvm.TargetMachine:
+def target_machine(jit: bool = True, codegen_level: int = 3) -> llvm.TargetMachine:
     _native_target()
     h = host()
     target = llvm.Target.from_triple(h.triple)
-    return target.create_target_machine(cpu=h.cpu, features=h.features, opt=3,
+    return target.create_target_machine(cpu=h.cpu, features=h.features, opt=codegen_level,
                                         reloc="static" if jit else "pic",
                                         codemodel="jitdefault" if jit else "default", jit=jit)
 
@@ -155,17 +155,20 @@ def _unlocked(name: str) -> Any:
 
 
 class _Machines(threading.local):
-    machine: llvm.TargetMachine | None = None
+    def __init__(self) -> None:
+        self.by_level: dict[int, llvm.TargetMachine] = {}
 
 
 _MACHINES = _Machines()
 
 
-def _thread_machine() -> llvm.TargetMachine:
-    """This thread's target machine, made as ``jit_machine`` is: the same code."""
-    if _MACHINES.machine is None:
-        _MACHINES.machine = target_machine(jit=True)
-    return _MACHINES.machine
+def _thread_machine(codegen: int = 3) -> llvm.TargetMachine:
+    """This thread's target machine whose code generation runs at -O``codegen``, made
+    as ``jit_machine`` is (at 3: the same code)."""
+    machine = _MACHINES.by_level.get(codegen)
+    if machine is None:
+        machine = _MACHINES.by_level[codegen] = target_machine(jit=True, codegen_level=codegen)
+    return machine
 
 
 class _Working:
@@ -219,13 +222,14 @@ def optimize_unlocked(mod: llvm.ModuleRef, level: int, unroll: bool = True,
         _unlocked("LLVMPY_RunNewModulePassManager")(_passes(pb, level), mod, pb)
 
 
-def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
+def emit_unlocked(mod: llvm.ModuleRef, codegen: int = 3) -> bytes:
     """``emit_jit_object`` for a module of a private context, outside llvmlite's lock
-    and with this thread's target machine (the same code as ``jit_machine``'s)."""
+    and with this thread's target machine (the same code as ``jit_machine``'s at
+    ``codegen`` 3; 0: -O0's fast instruction selection and register allocation)."""
     from llvmlite.binding import ffi
 
     with ffi.OutputString() as error, _WORKING:
-        buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(_thread_machine(), mod, 1, error)
+        buffer = _unlocked("LLVMPY_TargetMachineEmitToMemory")(_thread_machine(codegen), mod, 1, error)
         if not buffer:
             raise RuntimeError(str(error))
     try:
@@ -235,13 +239,14 @@ def emit_unlocked(mod: llvm.ModuleRef) -> bytes:
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
-def object_code(text: str, level: int, unroll: bool = True, vectorize: bool | None = None) -> bytes:
+def object_code(text: str, level: int, unroll: bool = True, vectorize: bool | None = None,
+                codegen: int = 3) -> bytes:
     """Object code for loader.py of the LLVM IR ``text`` optimized as ``optimize``
     does: ``emit_jit_object`` after ``optimize``, but in a context of its own, so that
     threads (library.py's helpers built beside a kernel) compile at the same time."""
     mod = parse_private(text)
     optimize_unlocked(mod, level, unroll, vectorize)
-    return emit_unlocked(mod)
+    return emit_unlocked(mod, codegen)
 
 
 __all__ = ["ISA_LEVELS", "HostInfo", "emit_jit_object", "engine", "host", "jit_machine", "load_module",
