@@ -34,11 +34,6 @@ from ..forking import child_safe_lock
 from ..records import record
 from . import store
 
-try:
-    import fcntl
-except ImportError:  # no flock (Windows): the ledger is kept per thread lock only
-    fcntl = None  # type: ignore[assignment]
-
 DEFAULT_LIMIT = 512 << 20
 LOW_WATER = 0.8
 #: folders under the cache root that hold measurements, not compiled code
@@ -117,6 +112,10 @@ _ledger_lock = child_safe_lock(globals(), "_ledger_lock")
 def _ledger() -> Iterator[int]:
     """The open ledger file, locked against the other processes (and, by
     ``_ledger_lock``, the other threads) until the block ends."""
+    try:  # here, not at the top: a warm start imports this module and never stores
+        import fcntl
+    except ImportError:  # no flock (Windows): the other threads wait, not the processes
+        fcntl = None  # type: ignore[assignment]
     root = store.root()
     root.mkdir(parents=True, exist_ok=True)
     with _ledger_lock:
