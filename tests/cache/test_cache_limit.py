@@ -150,3 +150,24 @@ def test_the_ledger_counts_every_process_store_and_a_missing_one_is_rebuilt(cach
     assert len(walks) == 3 and int(ledger.read_text()) == _used_bytes()
     _call(5)
     assert len(walks) == 3  # counted, not walked
+
+
+def test_processes_storing_at_once_count_into_one_ledger(cache_dir):
+    """Two processes compiling into one folder at the same time: the ledger holds at
+    least what both left there (each adds its stores under the file lock; a helper both
+    built is counted twice, never less than once)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, wiadsl\n"
+            "for k in range(int(sys.argv[1]), int(sys.argv[1]) + 3):\n"
+            "    src = f'kernel k{k}(input x: f32[N], output y: f32[N]) {{ y = x * {k}.0; }}'\n"
+            "    wiadsl.jit(src, kernel=f'k{k}')(np.ones(5, np.float32))\n")
+    env = dict(os.environ, WIADSL_CACHE_DIR=str(cache_dir), WIADSL_CACHE_MAX="100M")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(first)], env=env,
+                              stderr=subprocess.PIPE, text=True) for first in (100, 200)]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    used = _used_bytes()
+    counted = int((cache_store.root() / LEDGER).read_text())
+    assert used <= counted <= 2 * used
