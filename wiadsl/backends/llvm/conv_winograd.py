@@ -246,8 +246,9 @@ class ConvWinogradBuilder(ConvRowsBuilder):
                         b.add(b.mul(b.mul(c_elems, _i(self.products)), _i(self.size)), _i(64)))
         shape = (c, hp, wp, o, ho, wo, cols)
 
-        # a window (or a tile's sums) transformed along one axis: a^2 vectors
-        half = b.alloca(self.vt, self.products)
+        # a window (or a tile's sums) transformed along one axis: a^2 vectors; then a
+        # tile's m^2 outputs (``transform_output``)
+        half = b.alloca(self.vt, self.products + self.form.m ** 2)
 
         def block(first: ir.Value) -> None:
             m = imin(b, size, b.sub(hi, first))
@@ -385,9 +386,9 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         ``span`` (whole vectors of them): ``A^T M A`` of each
         tile's a^2 sums (``C[e][r, oc]``), W output channels at a time (a row of C is
         contiguous), in two loops as ``transform_input``: ``M A`` row by row into
-        ``half``, then ``A^T (M A)`` column by column, each output's lanes stored one
-        by one to the channels' planes (one masked scatter each ran the 64-channel 56x56
-        layer 4 % slower on Zen 4), the outputs past the plane dropped."""
+        ``half``, then ``A^T (M A)`` column by column into ``half`` after it (the
+        tile's m^2 outputs, a vector of W channels each), then stored to the channels'
+        planes (``store_outputs``)."""
         _, _, _, o, ho, wo, cols = shape
         tw = self.tiles(b, wo)
         f, n = self.form, self.form.alpha
@@ -399,8 +400,6 @@ class ConvWinogradBuilder(ConvRowsBuilder):
             row = b.mul(r, cols)
 
             def channels(oc: ir.Value) -> None:
-                channel = b.gep(y, [b.mul(oc, plane)], source_etype=self.et)
-
                 def sums_row(k: ir.Value) -> None:  # (M A)[k, :]
                     at = b.add(b.add(b.mul(b.mul(k, _i(n)), c_elems), row), oc)
                     sums = [self.load_vector(b, c_all, b.add(b.mul(_i(j), c_elems), at))
@@ -410,21 +409,59 @@ class ConvWinogradBuilder(ConvRowsBuilder):
 
                 def output_column(b_: ir.Value) -> None:  # (A^T (M A))[:, b]
                     column = [self.half_load(b, half, b.add(_i(f.m * k), b_)) for k in range(n)]
-                    ow = b.add(left, b_)
                     for a in range(f.m):
-                        oh = b.add(top, _i(a))
-                        inside = b.and_(b.icmp_signed("<", oh, ho), b.icmp_signed("<", ow, wo))
-                        out = _combine(b, f.at[a], column)
-                        with b.if_then(inside):
-                            at = b.add(b.mul(oh, wo), ow)
-                            for lane in range(self.w):
-                                b.store(b.extract_element(out, ir.Constant(I32, lane)),
-                                        b.gep(channel, [b.add(at, b.mul(_i(lane), plane))],
-                                              source_etype=self.et))
+                        self.half_store(b, _combine(b, f.at[a], column), half,
+                                        b.add(_i(self.products + f.m * a), b_))
                 for_range(b, _i(0), _i(n), 1, sums_row, "srow")
                 for_range(b, _i(0), _i(f.m), 1, output_column, "ocol")
+                self.store_outputs(b, b.gep(y, [b.mul(oc, plane)], source_etype=self.et), half,
+                                   (top, left), (ho, wo), plane)
             for_range(b, span[0], span[1], self.w, channels, "oc")
         for_range(b, _i(0), m, 1, tile, "tile")
+
+    def store_outputs(self, b: ir.IRBuilder, channel: ir.Value, half: ir.Value,
+                      corner: tuple[ir.Value, ir.Value], extent: tuple[ir.Value, ir.Value],
+                      plane: ir.Value) -> None:
+        """Store a tile's m^2 outputs (``half`` from ``products`` on, row-major, W
+        channels each, the first at ``channel``) in the channels' planes, the outputs
+        past the plane dropped. A tile inside the plane, when W divides m^2 and m
+        divides W (F(4x4)): per group of W outputs, the W x W block transposed
+        (``transpose``), so that each channel's outputs are W / m runs of m, each one
+        vector store (at F(4x4) on AVX-512: 64 stores and 64 shuffles a tile, where each
+        output's lanes stored one by one took 256 lane extracts and stores, a third of
+        ResNet-18's Winograd transform time). Else (F(2x2), the tiles at the plane's
+        edges) each output's lanes one by one (one masked scatter each ran the
+        64-channel 56x56 layer 4 % slower on Zen 4)."""
+        (top, left), (ho, wo) = corner, extent
+        m = self.form.m
+
+        def lanes_one_by_one(p: ir.Value) -> None:
+            oh, ow = b.add(top, b.sdiv(p, _i(m))), b.add(left, b.srem(p, _i(m)))
+            out = self.half_load(b, half, b.add(_i(self.products), p))
+            with b.if_then(b.and_(b.icmp_signed("<", oh, ho), b.icmp_signed("<", ow, wo))):
+                at = b.add(b.mul(oh, wo), ow)
+                for lane in range(self.w):
+                    b.store(b.extract_element(out, ir.Constant(I32, lane)),
+                            b.gep(channel, [b.add(at, b.mul(_i(lane), plane))], source_etype=self.et))
+        if (m * m) % self.w or self.w % m:
+            for_range(b, _i(0), _i(m * m), 1, lanes_one_by_one, "out")
+            return
+        inside = b.and_(b.icmp_signed("<=", b.add(top, _i(m)), ho), b.icmp_signed("<=", b.add(left, _i(m)), wo))
+        with b.if_else(inside) as (whole, edge):
+            with whole:
+                for group in range(m * m // self.w):
+                    outputs = [self.half_load(b, half, _i(self.products + group * self.w + p))
+                               for p in range(self.w)]
+                    for lane, mine in enumerate(self.transpose(b, outputs)):
+                        for run in range(self.w // m):
+                            oh = b.add(top, _i(group * (self.w // m) + run))
+                            at = b.add(b.add(b.mul(oh, wo), left), b.mul(_i(lane), plane))
+                            values = b.shuffle_vector(mine, undef(self.vt),
+                                                      ir.Constant(ir.VectorType(I32, m),
+                                                                  list(range(run * m, run * m + m))))
+                            b.store(values, b.gep(channel, [at], source_etype=self.et), align=self.size)
+            with edge:
+                for_range(b, _i(0), _i(m * m), 1, lanes_one_by_one, "out")
 
     def transpose(self, b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
         """The W x W matrix of ``rows`` (W vectors) transposed: vector j holds lane j of
