@@ -427,9 +427,10 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         past the plane dropped. A tile inside the plane, when W divides m^2 and m
         divides W (F(4x4)): per group of W outputs, the W x W block transposed
         (``transpose``), so that each channel's outputs are W / m runs of m, each one
-        vector store (at F(4x4) on AVX-512: 64 stores and 64 shuffles a tile, where each
-        output's lanes stored one by one took 256 lane extracts and stores, a third of
-        ResNet-18's Winograd transform time). Else (F(2x2), the tiles at the plane's
+        vector store (at F(4x4) on AVX-512: 64 stores and 64 shuffles a tile and 16
+        channels, where each output's lanes stored one by one took 256 lane extracts and
+        stores, about a third of the F(4x4) helper's samples in ResNet-18; its 64-channel
+        56x56 layer 417-445 -> 380-391 us at one thread). Else (F(2x2), the tiles at the plane's
         edges) each output's lanes one by one (one masked scatter each ran the
         64-channel 56x56 layer 4 % slower on Zen 4)."""
         (top, left), (ho, wo) = corner, extent
