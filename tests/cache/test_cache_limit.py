@@ -167,7 +167,8 @@ def test_processes_storing_at_once_count_into_one_ledger(cache_dir):
     procs = [subprocess.Popen([sys.executable, "-c", code, str(first)], env=env,
                               stderr=subprocess.PIPE, text=True) for first in (100, 200)]
     for proc in procs:
-        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
     used = _used_bytes()
     counted = int((cache_store.root() / LEDGER).read_text())
     assert used <= counted <= 2 * used
