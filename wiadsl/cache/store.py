@@ -29,7 +29,7 @@ import marshal
 import os
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,9 @@ try:  # CPython's own SHA-256 (as random.py takes _sha512): the same digests, an
         from _sha256 import sha256 as new_sha256
 except ImportError:
     from hashlib import sha256 as new_sha256
+
+#: what an entry's object may be given as, in parts (a NumPy array's memoryview too)
+Buffer = bytes | bytearray | memoryview
 
 MAGIC = b"WIAC\x02\n"
 ENTRY_SUFFIX = ".wobj"
@@ -99,11 +102,26 @@ LARGE_PAYLOAD = 1 << 20
 
 def checksum(payload: bytes | memoryview) -> bytes:
     """SHA-256 digest of ``payload`` (the same bytes whichever implementation)."""
-    if len(payload) < LARGE_PAYLOAD:
-        return new_sha256(payload).digest()
-    import hashlib
+    return checksum_parts([payload])
 
-    return hashlib.sha256(payload).digest()
+
+def checksum_parts(parts: Sequence[Buffer]) -> bytes:
+    """SHA-256 digest of the concatenation of ``parts`` (not made: a model's weights
+    are hashed where they lie). OpenSSL's for large data (it releases the GIL)."""
+    size = sum(_nbytes(p) for p in parts)
+    if size < LARGE_PAYLOAD:
+        h = new_sha256()
+    else:
+        import hashlib
+
+        h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
+def _nbytes(part: Buffer) -> int:
+    return memoryview(part).nbytes
 
 
 def plain(value: Any, sort_keys: bool = False) -> Any:
@@ -145,10 +163,18 @@ def unpack(raw: bytes | memoryview) -> Any:
 def encode(meta: dict[str, Any], obj: bytes, align: int = 1) -> bytes:
     """An entry file's bytes; ``align``: the object code starts at a file offset that
     is a multiple of it (the metadata is padded with zeros, which ``unpack`` ignores)."""
+    return b"".join(encode_parts(meta, [obj], align))
+
+
+def encode_parts(meta: dict[str, Any], obj: Sequence[Buffer], align: int = 1) -> list[Buffer]:
+    """``encode``'s bytes as a list of buffers, the object being the concatenation of
+    ``obj``'s, which are not copied: an imported model's weights (tens to hundreds of
+    MB) go from its arrays to the file, where joining them took three copies."""
     meta_raw = pack(meta)
     meta_raw += bytes(-(_HEAD + 4 + len(meta_raw)) % align)
-    payload = struct.pack("<I", len(meta_raw)) + meta_raw + obj
-    return MAGIC + checksum(payload) + struct.pack("<Q", len(payload)) + payload
+    payload = [struct.pack("<I", len(meta_raw)) + meta_raw, *obj]
+    size = sum(_nbytes(p) for p in payload)
+    return [MAGIC + checksum_parts(payload) + struct.pack("<Q", size), *payload]
 
 
 def decode(key: str, data: bytes, view: bool = False) -> Entry:
@@ -172,17 +198,19 @@ def decode(key: str, data: bytes, view: bool = False) -> Entry:
     return Entry(key, meta, obj if view else bytes(obj))
 
 
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename (see invariants);
-    ``durable=False`` skips the fsync (small index files: after a crash one may be
-    empty, which reads as damaged, a miss)."""
+def atomic_write(path: Path, data: bytes | Sequence[Buffer], durable: bool = True) -> None:
+    """Write ``data`` (bytes, or buffers one after the other) to ``path`` via a
+    temporary file and a rename (see invariants); ``durable=False`` skips the fsync
+    (small index files: after a crash one may be empty, which reads as damaged, a
+    miss)."""
     import tempfile  # writes are a compile's: not on a warm start's path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in [data] if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                f.write(part)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
@@ -205,10 +233,12 @@ def read(key: str, path: Path | None = None, view: bool = False) -> Entry | None
     return decode(key, data, view)
 
 
-def write(key: str, meta: dict[str, Any], obj: bytes, path: Path | None = None,
-          align: int = 1, durable: bool = True) -> Path:
+def write(key: str, meta: dict[str, Any], obj: bytes | Sequence[Buffer],
+          path: Path | None = None, align: int = 1, durable: bool = True) -> Path:
+    """Store an entry whose object is ``obj`` (bytes, or buffers to concatenate)."""
     path = path or entry_path(key)
-    atomic_write(path, encode(meta, obj, align), durable)
+    parts = [obj] if isinstance(obj, (bytes, bytearray, memoryview)) else obj
+    atomic_write(path, encode_parts(meta, parts, align), durable)
     return path
 
 

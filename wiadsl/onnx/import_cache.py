@@ -140,10 +140,11 @@ def _portable(dtype: np.dtype) -> bool:
 
 
 def store_in_background(key: str, imported: ImportedModel) -> threading.Thread:
-    """``store`` on a thread of its own: writing a model's weights (tens of MB: copied,
-    hashed, written) need not delay its compile, which starts meanwhile (ResNet-18:
-    ~140 ms of its cold first result). Not a daemon: the interpreter waits for it at
-    exit, so the entry is complete for the next process."""
+    """``store`` on a thread of its own: writing a model's weights (tens of MB: hashed
+    and written where they lie, ``cache_store.encode_parts``) need not delay its
+    compile, which starts meanwhile (ResNet-18: ~140 ms of its cold first result when
+    the weights were also copied). Not a daemon: the interpreter waits for it at exit,
+    so the entry is complete for the next process."""
     thread = threading.Thread(target=store, args=(key, imported), name="wia-import-store")
     thread.start()
     return thread
@@ -154,7 +155,8 @@ def store(key: str, imported: ImportedModel) -> None:
     no tensor of its model lives in another file)."""
     if not all(_portable(d) for d in imported.boundary.values()):
         return
-    chunks, table, at = [], [], 0
+    chunks: list[cache_store.Buffer] = []
+    table, at = [], 0
     for name, array in imported.weights.items():
         array = np.ascontiguousarray(array)
         if not _portable(array.dtype):
@@ -163,17 +165,16 @@ def store(key: str, imported: ImportedModel) -> None:
         chunks.append(b"\0" * pad)
         at += pad
         table.append([name, array.dtype.str, list(array.shape), at])
-        chunks.append(array.tobytes())
+        chunks.append(array.reshape(-1).view(np.uint8).data)  # its bytes, not a copy
         at += array.nbytes
     meta = {"source": imported.source, "kernel": imported.kernel, "opset": imported.opset,
             "inputs": [list(p) for p in imported.inputs],
             "outputs": [list(p) for p in imported.outputs], "weights": table,
             "boundary": {name: d.str for name, d in imported.boundary.items()}}
-    blob = b"".join(chunks)
     try:
         # no fsync (a model's weights: tens of MB): after a crash a torn entry fails
         # its checksum, a miss
-        cache_store.write(key, meta, blob, _path(key), align=ALIGN, durable=False)
+        cache_store.write(key, meta, chunks, _path(key), align=ALIGN, durable=False)
     except OSError:
         return
-    enforce(len(blob))
+    enforce(at)
