@@ -124,6 +124,11 @@ def _nbytes(part: Buffer) -> int:
     return memoryview(part).nbytes
 
 
+def _parts(data: bytes | Sequence[Buffer]) -> Sequence[Buffer]:
+    """``data`` as buffers to concatenate (one buffer is one part)."""
+    return [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+
+
 def plain(value: Any, sort_keys: bool = False) -> Any:
     """``value`` as JSON would give it back (tuples as lists, a subclass of a number
     or a string as its base); TypeError for what JSON cannot hold. ``sort_keys``:
@@ -209,7 +214,7 @@ def atomic_write(path: Path, data: bytes | Sequence[Buffer], durable: bool = Tru
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            for part in [data] if isinstance(data, (bytes, bytearray, memoryview)) else data:
+            for part in _parts(data):
                 f.write(part)
             f.flush()
             if durable:
@@ -237,8 +242,7 @@ def write(key: str, meta: dict[str, Any], obj: bytes | Sequence[Buffer],
           path: Path | None = None, align: int = 1, durable: bool = True) -> Path:
     """Store an entry whose object is ``obj`` (bytes, or buffers to concatenate)."""
     path = path or entry_path(key)
-    parts = [obj] if isinstance(obj, (bytes, bytearray, memoryview)) else obj
-    atomic_write(path, encode_parts(meta, parts, align), durable)
+    atomic_write(path, encode_parts(meta, _parts(obj), align), durable)
     return path
 
 
