@@ -172,3 +172,19 @@ def test_processes_storing_at_once_count_into_one_ledger(cache_dir):
     used = _used_bytes()
     counted = int((cache_store.root() / LEDGER).read_text())
     assert used <= counted <= 2 * used
+
+
+def test_a_folder_without_file_locks_still_keeps_its_limit(cache_dir, monkeypatch):
+    """Where ``flock`` fails (some network file systems), stores go on unlocked and the
+    limit still holds."""
+    import fcntl
+
+    def no_locks(*_):
+        raise OSError(37, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    _call(1)
+    limit = int(_used_bytes() * 2.5)
+    monkeypatch.setenv("WIADSL_CACHE_MAX", str(limit))
+    for k in range(2, 8):
+        _call(k)
+        assert _used_bytes() <= limit, f"over the limit after kernel {k}"

@@ -121,8 +121,12 @@ def _ledger() -> Iterator[int]:
     with _ledger_lock:
         fd = os.open(root / LEDGER, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass  # a file system without locks (some network mounts): unlocked,
+                # a lost update only moves the next walk, which rewrites the ledger
             yield fd
         finally:
             os.close(fd)  # releases the flock
