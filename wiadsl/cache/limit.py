@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..diagnostics import WiaUsageError
@@ -121,12 +121,11 @@ def _ledger() -> Iterator[int]:
     with _ledger_lock:
         fd = os.open(root / LEDGER, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            try:
+            # a file system without locks (some network mounts): unlocked, where a
+            # lost update only moves the next walk, which rewrites the ledger
+            with suppress(OSError):
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                pass  # a file system without locks (some network mounts): unlocked,
-                # a lost update only moves the next walk, which rewrites the ledger
             yield fd
         finally:
             os.close(fd)  # releases the flock
@@ -146,7 +145,9 @@ def _write_ledger(fd: int, used: int) -> None:
 def prune(limit: int, low_water: float = LOW_WATER) -> PruneReport:
     """Remove the least recently used files until at most ``low_water * limit`` bytes
     remain (when the cache is over ``limit``; ``limit`` 0: nothing to do), and write
-    what is left in the ledger."""
+    what is left in the ledger (a cache folder that does not exist stays so)."""
+    if not store.root().is_dir():
+        return PruneReport(0, 0, 0)
     with _ledger() as fd:
         report = _evict(limit, low_water)
         _write_ledger(fd, report.kept)
