@@ -33,9 +33,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-#: text of the non-root functions below which a module stays whole (ResNet-18's
-#: kernel: ~330 KB; the small CNN's: ~60 KB)
-MIN_SPLIT_CHARS = 120_000
+#: text of the non-root functions below which a module stays whole. ResNet-18's
+#: kernel, since its layers of one shape share code (merge_functions.py), has
+#: ~104 KB of them beside a 96 KB root: cut in two, its LLVM work (~240 ms on one
+#: thread) took 170 ms on two, and its first call on a cache holding the helpers
+#: 512-557 -> 442-463 ms. The example kernels (at most ~6 KB of them) stay whole.
+MIN_SPLIT_CHARS = 50_000
 
 _REFERENCE = re.compile(r'@"((?:[^"\\]|\\.)*)"')
 
