@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wiadsl"
 #: package -> the wiadsl packages it may import (itself aside)
 ALLOWED = {
     "ir": {"diagnostics", "dtypes", "lazy", "records"},
-    "frontend": {"diagnostics", "dtypes", "gcpause", "ir", "lazy", "records", "resources"},
+    "frontend": {"diagnostics", "dtypes", "gcpause", "generated", "ir", "lazy", "records",
+                 "resources"},
     "cache": {"__version__", "diagnostics", "dtypes", "forking", "ir", "records", "resources",
               "signature"},
     # tune: its stored records only (``tune.records``: the autotuner's gemm configs)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark import Token
-
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError
 from ..dtypes import DTYPE_NAMES
 from . import ast
+from .grammar_tables import Token
 from .lalr import Extent
 from .tokens import token_span
 

@@ -1,6 +1,6 @@
 """A tree-less LALR driver over Lark's parse table: reductions build AST nodes directly.
 
-Lark's own LALR parser first builds a parse tree (a ``Tree`` per rule, positions
+The table is Lark's, kept as plain data (grammar_tables.py). Lark's own LALR parser first builds a parse tree (a ``Tree`` per rule, positions
 propagated into each) that the AST builder then walks again; for a large file
 that was most of the parse. Here each reduction calls the builder method of its
 rule (``rule.alias`` or the rule's name) at once, with the rule's children
@@ -31,12 +31,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from lark import Token
-from lark.grammar import Rule, Terminal
-from lark.parsers.lalr_analysis import Shift
-
 from ..records import field, record
-from .tokens import lark_parser
+from .grammar_tables import Token, tables
 
 Extent = tuple[int, int, int, int]
 #: A builder method: (extent, children) -> value.
@@ -89,44 +85,10 @@ class _Table:
         return target
 
 
-def _plan(rule: Rule) -> _RulePlan:
-    """The child filter of Lark's ``parse_tree_builder.maybe_create_child_filter``."""
-    expansion = rule.expansion
-    options = rule.options
-    if options.empty_indices:
-        flags = "".join(str(int(b)) for b in options.empty_indices)
-        empty = [len(ones) for ones in flags.split("0")]
-    else:
-        empty = [0] * (len(expansion) + 1)
-    kept: list[tuple[int, bool, int]] = []
-    nones = 0
-    for i, sym in enumerate(expansion):
-        nones += empty[i]
-        if options.keep_all_tokens or not (isinstance(sym, Terminal) and sym.filter_out):
-            kept.append((i, not sym.is_term and sym.name.startswith("_"), nones))
-            nones = 0
-    nones += empty[len(expansion)]
-    name = rule.alias or options.template_source or rule.origin.name
-    plain = (len(kept) == len(expansion) and not nones
-             and not any(splice or before for _, splice, before in kept))
-    return _RulePlan(len(expansion), rule.origin.name,
-                     None if name.startswith("_") else name,
-                     bool(options.expand1 and not rule.alias), tuple(kept), nones, plain)
-
-
 @functools.cache
 def _table() -> _Table:
-    parse_table = lark_parser().parser.parser.parser.parse_table
-    index: dict[Rule, int] = {}
-    actions: dict[int, dict[str, int]] = {}
-    for state, row in parse_table.states.items():
-        actions[state] = {
-            symbol: arg if action is Shift else -1 - index.setdefault(arg, len(index))
-            for symbol, (action, arg) in row.items()
-        }
-    plans = tuple(_plan(rule) for rule in index)  # dicts keep insertion order
-    return _Table(actions, plans, parse_table.start_states["start"],
-                  parse_table.end_states["start"])
+    t = tables()
+    return _Table(t.actions, tuple(_RulePlan(*plan) for plan in t.rules), t.start, t.end)
 
 
 def _shaper(plan: _RulePlan) -> Callable[[list[Any]], list[Any]] | None:

@@ -1,7 +1,8 @@
 """Source text to AST: ``parse_source``, ``parse_bytes`` and ``tokenize``.
 
-The flow: pre-scan (comments, nesting, invalid characters) -> Lark's basic lexer
--> ``lalr.LalrParser`` (Lark's LALR table) fed token by token, with recovery, its
+The flow: pre-scan (comments, nesting, invalid characters) -> the lexer (Lark's
+basic lexer as one regex) -> ``lalr.LalrParser`` (Lark's LALR table; both kept as
+plain data, grammar_tables.py) fed token by token, with recovery, its
 reductions calling ``AstBuilder`` -> ``ast.Program``. No parse tree is built.
 
 Invariants:
@@ -22,13 +23,12 @@ Invariants:
 
 from __future__ import annotations
 
-from lark import Token
-
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from ..gcpause import no_cyclic_gc
 from ..records import record
 from .ast import BinOp, Program, child_fields
 from .ast_builder import AstBuilder
+from .grammar_tables import Token
 from .lalr import LalrParser
 from .tokens import (
     MAX_DEPTH,

@@ -1,8 +1,8 @@
-"""Lexical layer of the frontend: the cached Lark parser, a pre-scan, and the lexer.
+"""Lexical layer of the frontend: a pre-scan, and the lexer over the grammar's
+terminals (grammar_tables.py: made by Lark, read without it).
 
 Invariants:
-- ``lark_parser()`` is built once per process from ``grammar/wia.lark``.
-- ``prescan`` runs before Lark sees the text. It raises at once for the two errors
+- ``prescan`` runs before the lexer sees the text. It raises at once for the two errors
   that make the rest of the file meaningless (an unterminated block comment, and
   brackets nested deeper than ``MAX_DEPTH``, which would otherwise make recursive
   consumers overflow the stack), and it replaces every character that starts no
@@ -19,12 +19,9 @@ from __future__ import annotations
 import functools
 import re
 
-from lark import Lark, Token
-from lark.lexer import BasicLexer, PatternRE, PatternStr
-
 from ..diagnostics import SourceFile, Span, WiaError, WiaSyntaxError, raise_all
 from ..records import record
-from ..resources import grammar_path
+from .grammar_tables import INVALID, Token, tables
 
 #: Deepest bracket or AST nesting the frontend accepts (far below Python's recursion limit);
 #: a flat chain ``a + b + ... + z`` is not nesting (see parser._check_depth).
@@ -43,28 +40,6 @@ _SCAN = re.compile(
 )
 
 
-@functools.cache
-def lark_parser() -> Lark:
-    """The LALR parser for the grammar (basic lexer, so keywords are reserved)."""
-    return Lark(
-        grammar_path().read_text(encoding="utf-8"),
-        parser="lalr",
-        lexer="basic",
-        # No propagate_positions: no parse tree is built (lalr.LalrParser computes
-        # extents itself); the placeholders shape children (lalr._plan).
-        maybe_placeholders=True,
-        # Lark keys its cache file on the grammar text and options: every process
-        # after the first skips building the LALR tables (~0.25 s).
-        cache=True,
-    )
-
-
-@functools.cache
-def _lexer() -> BasicLexer:
-    """The lexer of ``lark_parser()``, built once (``Lark.lex`` would rebuild it per call)."""
-    return BasicLexer(lark_parser().lexer_conf)
-
-
 def offset_span(source: SourceFile, offset: int, length: int = 1) -> Span:
     """The span of ``length`` characters at ``offset`` (on one line)."""
     line, column = source.position(offset)
@@ -72,8 +47,8 @@ def offset_span(source: SourceFile, offset: int, length: int = 1) -> Span:
 
 
 def _known(value: int | None) -> int:
-    """A position field of a lexed token: Lark types them Optional, its lexer always sets them."""
-    assert value is not None, "Lark token without a position"
+    """A position field of a lexed token: typed Optional (as Lark's), ``lex`` always sets them."""
+    assert value is not None, "token without a position"
     return value
 
 
@@ -90,7 +65,7 @@ def token_end(token: Token) -> tuple[int, int]:
 
 
 def token_span(source: SourceFile, token: Token) -> Span:
-    """The span of a Lark token; ``$END`` tokens have zero width."""
+    """The span of a token; ``$END`` tokens have zero width."""
     return Span(source, *token_start(token), *token_end(token))
 
 
@@ -135,59 +110,19 @@ def prescan(source: SourceFile) -> tuple[str, list[WiaError]]:
     return "".join(chars), errors
 
 
-#: The scanner's group for a character no terminal matches.
-_INVALID = "_invalid"
-
-
 @record(frozen=True)
 class _Scanner:
-    """Lark's basic lexer as one regex (see ``_scanner``)."""
+    """Lark's basic lexer as one regex (grammar_tables.py's ``scanner``)."""
 
     regex: re.Pattern[str]
     keywords: dict[str, dict[str, str]]  # regex terminal -> {text: string terminal}
     multiline: frozenset[str]  # terminals whose text may hold a newline
 
 
-def _may_span_lines(regexp: str) -> bool:
-    """Lark's ``_regexp_has_newline``: whether a terminal's text may hold a newline."""
-    return ("\n" in regexp or "\\n" in regexp or "\\s" in regexp or "[^" in regexp
-            or ("(?s" in regexp and "." in regexp))
-
-
 @functools.cache
 def _scanner() -> _Scanner:
-    """Lark's basic lexer as one regex: each match skips ignored text (spaces,
-    comments), then takes one token, one invalid character, or the end.
-
-    The terminals are tried in Lark's order (priority, then longest first), as its
-    ``Scanner`` builds them. The ignored ones are skipped first: in this grammar no
-    token starts like a comment or a space. A string terminal that a regex terminal
-    of the same priority also matches (a keyword and NAME) is found by looking the
-    regex terminal's text up, as Lark's "unless" callback does.
-    """
-    lexer = _lexer()
-    strings = [t for t in lexer.terminals if isinstance(t.pattern, PatternStr)]
-    keywords: dict[str, dict[str, str]] = {}
-    embedded: set[str] = set()
-    for t in lexer.terminals:
-        if not isinstance(t.pattern, PatternRE):
-            continue
-        regex = re.compile(t.pattern.to_regexp())
-        for k in strings:
-            m = regex.match(k.pattern.value)
-            if k.priority == t.priority and m and m.group() == k.pattern.value:
-                assert not k.pattern.flags, "a keyword looked up by its exact text"
-                keywords.setdefault(t.name, {})[k.pattern.value] = k.name
-                embedded.add(k.name)
-    ignored = "|".join(t.pattern.to_regexp() for t in lexer.terminals
-                       if t.name in lexer.ignore_types)
-    tokens = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in lexer.terminals
-                      if t.name not in embedded and t.name not in lexer.ignore_types)
-    # Possessive: skipped text is never given back to be matched as a token.
-    regex = re.compile(f"(?:{ignored})*+(?:{tokens}|(?P<{_INVALID}>[\\s\\S])|\\Z)")
-    multiline = frozenset(t.name for t in lexer.terminals
-                          if _may_span_lines(t.pattern.to_regexp()))
-    return _Scanner(regex, keywords, multiline)
+    t = tables()
+    return _Scanner(re.compile(t.scanner), t.keywords, t.multiline)
 
 
 def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
@@ -208,7 +143,7 @@ def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
                 line += newlines
                 line_start = text.rindex("\n", pos, start) + 1
         pos = end
-        if kind == _INVALID:
+        if kind == INVALID:
             # The pre-scan blanks every such character; stay total anyway.
             errors.append(WiaSyntaxError(f"invalid character {describe_char(text[start])}",
                                          offset_span(source, start)))
@@ -221,9 +156,9 @@ def lex(source: SourceFile, text: str, errors: list[WiaError]) -> list[Token]:
         if kind in multiline and "\n" in value:
             line += value.count("\n")
             line_start = start + value.rindex("\n") + 1
-        # A Lark ``Token`` with every slot set, made without ``Token.__new__``: Lark's
-        # constructor sorts out deprecated keyword forms on every call (a quarter of the
-        # lexer's time on a large file). Equal to the one Lark would make, same repr.
+        # A ``Token`` with every slot set, made without calling ``Token.__new__`` (a
+        # Python call per token: Lark's own cost a quarter of the lexer's time on a
+        # large file). The same fields and repr as Lark's token.
         token = new_token(Token, value)
         token.type, token.value, token.start_pos = kind, value, start
         token.line, token.column, token.end_line, token.end_column, token.end_pos = \
@@ -269,10 +204,7 @@ _NAMED_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number",
 @functools.cache
 def _spellings() -> dict[str, str]:
     """Terminal name -> how an error message spells it (``'{'``, ``a name``)."""
-    words = {t.name: f"'{t.pattern.value}'" for t in lark_parser().terminals
-             if t.pattern.type == "str"}
-    words.update(_NAMED_WORDS)
-    return words
+    return {**tables().spellings, **_NAMED_WORDS}
 
 
 def found_words(token: Token) -> str:

@@ -1,5 +1,6 @@
 """Declarative rewrite patterns in text (the seed's ``pattern Name { match: ...
-rewrite: ... }``), parsed with Lark; the grammar is ``patterns/pattern.lark``.
+rewrite: ... }``), parsed by pattern_text.py (the built-in patterns come parsed,
+from the generated patterns_data.py).
 
 What the sides can name:
 - ``match``: statements ``%v = op(%a, ...)`` where ``op`` is a registered op name,
@@ -23,17 +24,15 @@ from __future__ import annotations
 import functools
 import pathlib
 from dataclasses import dataclass
-
-from lark import Lark, Transformer
-from lark.exceptions import LarkError, VisitError
+from typing import cast
 
 from ..diagnostics import WiaUsageError
+from ..generated import made_from
 from ..ir.core import Operation, OpResult, Value
-from ..ir.ops import OPS, create_op, op_class
+from ..ir.ops import OPS, op_class
 from ..ir.types import ScalarType
 from .pattern import PatternRewriter, RewritePattern
-
-_DIR = pathlib.Path(__file__).parent / "patterns"
+from .pattern_text import PlainPattern, builtin_plain, builtin_sources, plain_patterns
 
 
 @dataclass(frozen=True)
@@ -50,40 +49,6 @@ def _full_name(name: str, where: str) -> str:
     if full not in OPS:
         raise WiaUsageError(f"pattern {where}: unknown op '{name}'")
     return full
-
-
-class _Build(Transformer):
-    def values(self, items):
-        return tuple(str(v)[1:] for v in items)
-
-    def opname(self, items):
-        return ".".join(map(str, items))
-
-    def stmt(self, items):
-        return Stmt(str(items[0])[1:], items[1], items[2] or ())
-
-    def stmts(self, items):
-        return list(items)
-
-    def rewrite_op(self, items):
-        return Stmt(str(items[0])[1:], items[1], items[2] or ())
-
-    def rewrite_forward(self, items):
-        return Stmt(str(items[0])[1:], "", (str(items[1])[1:],))
-
-    def pattern(self, items):
-        return DeclarativePattern(str(items[0]), items[1], items[2])
-
-    def start(self, items):
-        return list(items)
-
-
-@functools.cache
-def _parser() -> Lark:
-    # cache=True: Lark keys a cache file on the grammar and options, so a process
-    # after the first skips building the grammar and its tables (~50 ms of every
-    # cold compile, where the built-in patterns are parsed once per process)
-    return Lark((_DIR / "pattern.lark").read_text(), parser="lalr", cache=True)
 
 
 class DeclarativePattern(RewritePattern):
@@ -191,14 +156,12 @@ class DeclarativePattern(RewritePattern):
 
 
 def parse_patterns(text: str, filename: str = "<patterns>") -> list[DeclarativePattern]:
-    try:
-        tree = _parser().parse(text)
-    except LarkError as e:
-        raise WiaUsageError(f"{filename}: cannot parse patterns: {e}") from None
-    try:
-        return _Build().transform(tree)
-    except VisitError as e:  # an error of ours inside a transformer callback
-        raise e.orig_exc from None
+    return _patterns(plain_patterns(text, filename))
+
+
+def _patterns(plain: list[PlainPattern]) -> list[DeclarativePattern]:
+    return [DeclarativePattern(name, [Stmt(*m) for m in match], Stmt(*rewrite))
+            for name, match, rewrite in plain]
 
 
 def load_patterns(path_or_text: str | pathlib.Path) -> list[DeclarativePattern]:
@@ -214,10 +177,11 @@ def load_patterns(path_or_text: str | pathlib.Path) -> list[DeclarativePattern]:
 
 @functools.cache
 def builtin_patterns() -> tuple[DeclarativePattern, ...]:
-    out: list[DeclarativePattern] = []
-    for f in sorted(_DIR.glob("*.pat")):
-        out += parse_patterns(f.read_text(), str(f))
-    return tuple(out)
+    """The shipped patterns (``patterns/*.pat``), which every compile's ``patterns``
+    pass applies: from patterns_data.py (pattern_text.py), or parsed with Lark when
+    it is out of date."""
+    from . import patterns_data
 
-
-_ = create_op
+    if patterns_data.MADE_FROM == made_from(builtin_sources()):
+        return tuple(_patterns(cast(list[PlainPattern], patterns_data.PATTERNS)))
+    return tuple(_patterns(builtin_plain()))
