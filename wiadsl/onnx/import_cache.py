@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,18 +56,27 @@ def model_key(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
     return sha256(digest + args.encode())
 
 
+#: a digest, or the function that waits for it (computed beside the caller's work)
+Digest = bytes | Callable[[], bytes]
+
+
 def file_digest(path: str) -> bytes:
     """SHA-256 of the file at ``path`` (``read_and_digest``)."""
-    return read_and_digest(path)[0]
+    return digest_value(read_and_digest(path)[0])
 
 
-def read_and_digest(path: str) -> tuple[bytes, bytes | None]:
+def digest_value(digest: Digest) -> bytes:
+    return digest() if callable(digest) else digest
+
+
+def read_and_digest(path: str) -> tuple[Digest, bytes | None]:
     """SHA-256 of the file at ``path``, and its bytes when they had to be read (a cold
     load parses them next: the file is read once). A memo keyed by its absolute path,
     size, inode and modification and change times holds the digest, so a warm load
     reads none of a model's bytes (45 MB for ResNet-18: a read and a hash, ~55 ms);
-    any write to the file changes its times, and so the memo's key. OSError as
-    ``open`` raises it."""
+    any write to the file changes its times, and so the memo's key. Read, the file
+    is hashed on a thread (``digest_beside``): the digest is a function that waits
+    for it. OSError as ``open`` raises it."""
     st = os.stat(path)
     ident = json.dumps([os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns])
     memo = cache_store.root() / "onnx" / "files" / f"{sha256(ident)}.txt"
@@ -80,24 +89,34 @@ def read_and_digest(path: str) -> tuple[bytes, bytes | None]:
         pass
     with open(path, "rb") as f:
         data = f.read()
-    digest = _checksum_beside_version(data)
-    try:
-        cache_store.atomic_write(memo, digest.hex().encode(), durable=False)
-    except OSError:
-        pass  # the next load hashes the file again
-    return digest, data
+    return digest_beside(data, memo), data
 
 
-def _checksum_beside_version(data: bytes) -> bytes:
-    """``checksum(data)`` while a thread computes ``compiler_version()``, the key's other
-    slow part on an empty cache (~45 ms of reading sources, memoized for the process):
-    hashlib releases the GIL, so a large model's hash (~25 ms for 45 MB) overlaps it."""
-    version = threading.Thread(target=compiler_version, name="wia-version", daemon=True)
-    version.start()
-    try:
-        return cache_store.checksum(data)
-    finally:
-        version.join()
+def digest_beside(data: bytes, memo: Path | None = None) -> Callable[[], bytes]:
+    """Start hashing ``data`` on a thread, and ``compiler_version()`` (the key's other
+    slow part on an empty cache: ~30 ms of reading sources, memoized for the process)
+    on another; the function returned waits for both and writes the digest to
+    ``memo``. hashlib releases the GIL, so a large model's hash (~24 ms for 45 MB)
+    overlaps the import that parses and translates the model meanwhile (~17 ms)."""
+    digest: list[bytes] = []
+    threads = [threading.Thread(target=lambda: digest.append(cache_store.checksum(data)),
+                                name="wia-digest", daemon=True),
+               threading.Thread(target=compiler_version, name="wia-version", daemon=True)]
+    for thread in threads:
+        thread.start()
+
+    def wait() -> bytes:
+        for thread in threads:
+            thread.join()
+        if not digest:  # the thread failed (out of memory): hash here, to raise it
+            digest.append(cache_store.checksum(data))
+        if memo is not None:
+            try:
+                cache_store.atomic_write(memo, digest[0].hex().encode(), durable=False)
+            except OSError:
+                pass  # the next load hashes the file again
+        return digest[0]
+    return wait
 
 
 def _path(key: str) -> Path:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dtypes import DType
 from . import proto as pb
@@ -45,6 +45,9 @@ from .shapes import Dim, substitute
 from .storage import HELD, UINT8, boundary_numpy, converts_results, finish_outputs, prepare_inputs
 from .symbolic import SYMBOLIC
 from .text import LiteralError
+
+if TYPE_CHECKING:
+    from .import_cache import Digest
 
 ModelLike = Any  # a path, bytes, or an onnx.ModelProto
 #: Initializers up to this many elements are written as array literals.
@@ -262,12 +265,18 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     from . import import_cache
 
     digest, data = _digest(model)
-    key = None if digest is None else import_cache.model_key(digest, dims, kernel, inline_limit)
-    found = None if key is None else import_cache.load(key)
-    if found is not None:
-        return found
+    if digest is not None and not callable(digest):  # known without reading (memo)
+        found = _cached(digest, dims, kernel, inline_limit)
+        if found is not None:
+            return found
     proto, external = load_model(model, data)
     imported = _Importer(proto, dims or {}, inline_limit).run(kernel)
+    if digest is not None and callable(digest):  # hashed meanwhile: an earlier import
+        digest = digest()                         # of the same bytes is not redone
+        found = _cached(digest, dims, kernel, inline_limit)
+        if found is not None:
+            return found
+    key = None if digest is None else import_cache.model_key(digest, dims, kernel, inline_limit)
     if key is not None and not external:  # the bytes do not identify another file's tensors
         if store_later:
             import_cache.store_in_background(key, imported)
@@ -276,15 +285,23 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     return imported
 
 
-def _digest(model: ModelLike) -> tuple[bytes | None, bytes | None]:
+def _cached(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
+            inline_limit: int) -> ImportedModel | None:
+    from . import import_cache
+
+    key = import_cache.model_key(digest, dims, kernel, inline_limit)
+    return None if key is None else import_cache.load(key)
+
+
+def _digest(model: ModelLike) -> tuple[Digest | None, bytes | None]:
     """SHA-256 of the bytes ``model`` was given as or is stored in, None for a
     ModelProto (or a path that cannot be read: ``load_model`` reports it); and the
-    file's bytes if they were read to hash them."""
-    from ..cache.store import checksum
+    file's bytes if they were read to hash them. Bytes read or given are hashed on a
+    thread beside the import (import_cache.digest_beside)."""
     from . import import_cache
 
     if isinstance(model, (bytes, bytearray)):
-        return checksum(bytes(model)), None
+        return import_cache.digest_beside(bytes(model)), None
     if isinstance(model, (str, os.PathLike)):
         try:
             return import_cache.read_and_digest(os.fspath(model))
