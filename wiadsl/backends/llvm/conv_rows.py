@@ -47,7 +47,7 @@ from .gemm import _i, imin
 from .parallel import THREADS, new_context_function, new_worker, parallel_for, worth_threads
 from .runtime import for_range, vector_store
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, scratch, scratch_done
-from .types import I1, I32, I64, PREPACK_TYPE, PTR, zeros
+from .types import I1, I32, I64, PTR, zeros
 
 #: the context the workers read: x, wp, y, then the extents c, hp, wp, o, kh, kw, ho, wo,
 #: then the rows m (``split_driver``)
@@ -68,32 +68,27 @@ class ConvRowsBuilder(ConvBuilder):
         """``conv_rows_prepack(w, P, o, k, ldw)``: W^T's panels, ``P[j*NR*k + q*NR + jj]
         = w[(j*NR + jj) * ldw + q]`` for q < k, zero for channels j*NR + jj >= o; P
         holds ceil(o / NR) * NR * k elements (``prepacked.once``'s buffer). Scalar
-        copies: it runs once per model, on the first call."""
-        if name in self.mod.globals:
-            return self.mod.globals[name]
-        fn = ir.Function(self.mod, PREPACK_TYPE, name)
-        fn.linkage = "internal"
-        w, pk, o, k, ldw = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        zero = ir.Constant(self.et, 0.0)
+        copies: it runs once per model, on the first call (``parallel_prepack``)."""
+        def panels(b: ir.IRBuilder, args: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
+            w, pk, o, k, ldw = args
+            zero = ir.Constant(self.et, 0.0)
 
-        def channel(oc: ir.Value) -> None:
-            panel = b.gep(pk, [b.add(b.mul(b.sdiv(oc, _i(self.nr)), b.mul(_i(self.nr), k)),
-                                     b.srem(oc, _i(self.nr)))], source_etype=self.et)
-            live = b.icmp_signed("<", oc, o)
+            def channel(oc: ir.Value) -> None:
+                panel = b.gep(pk, [b.add(b.mul(b.sdiv(oc, _i(self.nr)), b.mul(_i(self.nr), k)),
+                                         b.srem(oc, _i(self.nr)))], source_etype=self.et)
+                live = b.icmp_signed("<", oc, o)
 
-            def tap(q: ir.Value) -> None:
-                dst = b.gep(panel, [b.mul(q, _i(self.nr))], source_etype=self.et)
-                with b.if_else(live) as (real, pad):
-                    with real:
-                        b.store(b.load(b.gep(w, [b.add(b.mul(oc, ldw), q)], source_etype=self.et),
-                                       typ=self.et), dst)
-                    with pad:
-                        b.store(zero, dst)
-            for_range(b, _i(0), k, 1, tap, "q")
-        for_range(b, _i(0), self.round_up(b, o), 1, channel, "oc")
-        b.ret_void()
-        return fn
+                def tap(q: ir.Value) -> None:
+                    dst = b.gep(panel, [b.mul(q, _i(self.nr))], source_etype=self.et)
+                    with b.if_else(live) as (real, pad):
+                        with real:
+                            b.store(b.load(b.gep(w, [b.add(b.mul(oc, ldw), q)], source_etype=self.et),
+                                           typ=self.et), dst)
+                        with pad:
+                            b.store(zero, dst)
+                for_range(b, _i(0), k, 1, tap, "q")
+            for_range(b, lo, hi, 1, channel, "oc")
+        return self.parallel_prepack(name, panels)
 
     def driver(self, name: str | None = None) -> ir.Function:
         """``conv_rows`` (module docstring)."""

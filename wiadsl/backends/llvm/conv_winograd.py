@@ -60,7 +60,7 @@ from .conv_rows import ConvRowsBuilder
 from .gemm import _i, imin
 from .runtime import for_range
 from .scratch import SLOT_CONV_PACK, SLOT_CONV_TILE, SLOT_CONV_WEIGHT, scratch, scratch_done
-from .types import I1, I32, I64, PREPACK_TYPE, PTR, splat, undef, zeros
+from .types import I1, I32, I64, PTR, splat, undef, zeros
 
 
 @dataclass(frozen=True)
@@ -134,40 +134,35 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         holds column ``j*NR + jj`` = ``e*o + oc``'s row ``q`` (input channel),
         ``U[e][oc, q] = (G w[oc, q] G^T)[e // a, e % a]``; ``ldw`` is unused (the weight
         is contiguous, 9 taps per channel pair); ``o`` a multiple of NR. Once per model
-        (per call in ``raw_driver``), W output channels at a time: a tap of W channels
-        is one gather, and each of the a^2 panels is written row after row, a vector at
+        (per call in ``raw_driver``; ``parallel_prepack``), W output channels at a time: a tap
+        of W channels is one gather, and each of the a^2 panels is written row after row, a vector at
         a time (one channel at a time, scalar, took ~60 ms over ResNet-18's weights)."""
-        if name in self.mod.globals:
-            return self.mod.globals[name]
-        fn = ir.Function(self.mod, PREPACK_TYPE, name)
-        fn.linkage = "internal"
-        w, pk, o, c, _ = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        def panels(b: ir.IRBuilder, args: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
+            w, pk, o, c, _ = args
+            every = ir.Constant(ir.VectorType(I1, self.w), [1] * self.w)
+            blank = undef(self.vt)
+            load = self.strided_gather(b, b.mul(c, _i(9)))  # lane l: channel oc + l's weights
 
-        every = ir.Constant(ir.VectorType(I1, self.w), [1] * self.w)
-        blank = undef(self.vt)
-        load = self.strided_gather(b, b.mul(c, _i(9)))  # lane l: channel oc + l's weights
+            def pair(ob: ir.Value, q: ir.Value, jj: ir.Value) -> None:
+                oc = b.add(ob, jj)
+                taps = b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et)
+                g = [[load(taps, _i(3 * i + j), every, blank) for j in range(3)] for i in range(3)]
+                # G g (a x 3), then (G g) G^T (a x a)
+                f, n = self.form, self.form.alpha
+                gg = [[_combine(b, f.g[k], [g[i][j] for i in range(3)]) for j in range(3)]
+                      for k in range(n)]
+                row = b.add(b.mul(q, _i(self.nr)), jj)  # in the panel of columns e*o + ob..
+                for k in range(n):
+                    for l_ in range(n):
+                        panel = b.mul(b.add(b.mul(_i(n * k + l_), o), ob), c)
+                        b.store(_combine(b, f.g[l_], gg[k]),
+                                b.gep(pk, [b.add(panel, row)], source_etype=self.et), align=self.size)
 
-        def pair(ob: ir.Value, q: ir.Value, jj: ir.Value) -> None:
-            oc = b.add(ob, jj)
-            taps = b.gep(w, [b.mul(b.add(b.mul(oc, c), q), _i(9))], source_etype=self.et)
-            g = [[load(taps, _i(3 * i + j), every, blank) for j in range(3)] for i in range(3)]
-            # G g (a x 3), then (G g) G^T (a x a)
-            f, n = self.form, self.form.alpha
-            gg = [[_combine(b, f.g[k], [g[i][j] for i in range(3)]) for j in range(3)] for k in range(n)]
-            row = b.add(b.mul(q, _i(self.nr)), jj)  # in the panel of columns e*o + ob..
-            for k in range(n):
-                for l_ in range(n):
-                    panel = b.mul(b.add(b.mul(_i(n * k + l_), o), ob), c)
-                    b.store(_combine(b, f.g[l_], gg[k]),
-                            b.gep(pk, [b.add(panel, row)], source_etype=self.et), align=self.size)
-
-        def panel(ob: ir.Value) -> None:
-            for_range(b, _i(0), c, 1, lambda q: for_range(
-                b, _i(0), _i(self.nr), self.w, lambda jj: pair(ob, q, jj), "jj"), "q")
-        for_range(b, _i(0), o, self.nr, panel, "ob")
-        b.ret_void()
-        return fn
+            def panel(ob: ir.Value) -> None:
+                for_range(b, _i(0), c, 1, lambda q: for_range(
+                    b, _i(0), _i(self.nr), self.w, lambda jj: pair(ob, q, jj), "jj"), "q")
+            for_range(b, lo, hi, self.nr, panel, "ob")
+        return self.parallel_prepack(name, panels)
 
     def strided_gather(self, b: ir.IRBuilder, stride: ir.Value
                        ) -> Callable[[ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]:

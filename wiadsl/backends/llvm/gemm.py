@@ -92,6 +92,9 @@ LATENCY_ROWS = 4
 #: summed after (a split by columns read every row of B in strided pieces: 1 x 2048
 #: x 2048 ran 233 -> 212 us on 2 threads, where OpenBLAS's 215 -> 129)
 GEMV_PARALLEL = 1 << 18
+#: elements of a prepacked B (columns rounded up x rows) from which it is packed on
+#: the pool's threads (``parallel_prepack``): ~100 us of work and more
+PREPACK_PARALLEL = 1 << 15
 
 
 #: a micro-kernel call without an epilogue (its ``epi`` argument)
@@ -535,14 +538,45 @@ class GemmBuilder:
         ``rows_prepacked`` reads: panel ``j`` (columns NR*j..) at P + j*NR*k, row p of
         it at + p*NR, zero past column n. P holds ceil(n / NR) * NR * k elements,
         64-byte aligned. (``pack`` of one block: all k rows, every column.)"""
-        name = name or f"wia.gemm.prepack.{self.suffix}"
+        def panels(b: ir.IRBuilder, args: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
+            bm, pk, n, k, ldb = args
+            self.pack(b, bm, ldb, _i(0), k, lo, hi, n, b.gep(pk, [b.mul(lo, k)], source_etype=self.et))
+        return self.parallel_prepack(name or f"wia.gemm.prepack.{self.suffix}", panels)
+
+    def parallel_prepack(self, name: str, panels: Callable[[ir.IRBuilder, list[ir.Value],
+                                                                 ir.Value, ir.Value], None]
+                         ) -> ir.Function:
+        """A prepack ``name(src, P, n, k, ld)`` (``PREPACK_TYPE``) whose ``panels(b, args,
+        lo, hi)`` writes the panels of columns [lo, hi) (multiples of NR, up to n rounded
+        up): on the pool's threads, from ``PREPACK_PARALLEL`` elements. A model's weights
+        are packed on its first call, into fresh memory: ResNet-18's ~90 MB of Winograd
+        panels, their arithmetic and their page faults, were half of that call."""
         if name in self.mod.globals:
             return self.mod.globals[name]
+        body = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [*PREPACK_TYPE.args, I64, I64]),
+                           f"{name}.range")
+        body.linkage = "internal"
+        b = ir.IRBuilder(body.append_basic_block("entry"))
+        panels(b, list(body.args[:5]), body.args[5], body.args[6])
+        b.ret_void()
+        worker, b, vals, lo, hi = new_worker(self.mod, f"{name}.worker", 5)
+        b.call(body, [b.inttoptr(vals[0], PTR), b.inttoptr(vals[1], PTR), *vals[2:], lo, hi])
+        b.ret(ir.Constant(I32, 0))
         fn = ir.Function(self.mod, PREPACK_TYPE, name)
         fn.linkage = "internal"
-        bm, pk, n, k, ldb = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.pack(b, bm, ldb, _i(0), k, _i(0), n, n, pk)
+        args, n, k = list(fn.args), fn.args[2], fn.args[3]
+        end = self.round_up(b, n)
+        big = b.icmp_signed(">=", b.mul(end, k), _i(PREPACK_PARALLEL))
+        with b.if_else(b.and_(big, ir.Constant(I1, int(THREADS > 1)))) as (par, ser):
+            with par:
+                ctx = b.alloca(I64, size=5)
+                for j, v in enumerate(args):
+                    b.store(b.ptrtoint(v, I64) if j < 2 else v, b.gep(ctx, [_i(j)], source_etype=I64))
+                b.call(parallel_for(self.mod), [worker, ctx, _i(0), end, _i(self.nr),
+                                                self.chunks(b, end, self.nr)])
+            with ser:
+                b.call(body, [*args, _i(0), end])
         b.ret_void()
         return fn
 
