@@ -86,6 +86,10 @@ def test_only_a_frozen_b_gets_a_state_cell(frozen: frozenset[int], cells: int) -
     assert ("@\"wia.lib.gemm_prepack.f32." in text and "cmpxchg" in text) == bool(cells)
     assert ("@\"wia.lib.gemm_packed.f32." in text) == bool(cells)
     assert ("@\"wia.lib.gemm.f32." in text) != bool(cells)
+    # CHECK (frozen B): the packing's allocation is checked before the packing writes
+    packing = text[text.find("prepack:"):text.find("@\"wia.lib.gemm_prepack.f32.")]
+    assert ("@\"aligned_alloc\"" in packing and "null" in packing) == bool(cells)
+    assert ("out of memory packing a weight" in str(lowered.messages)) == bool(cells)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -1,8 +1,9 @@
 """A tree-less LALR driver over Lark's parse table: reductions build AST nodes directly.
 
-The table is Lark's, kept as plain data (grammar_tables.py). Lark's own LALR parser first builds a parse tree (a ``Tree`` per rule, positions
-propagated into each) that the AST builder then walks again; for a large file
-that was most of the parse. Here each reduction calls the builder method of its
+The table is Lark's, kept as plain data (grammar_tables.py). Lark's own LALR
+parser first builds a parse tree (a ``Tree`` per rule, positions propagated into
+each) that the AST builder then walks again; for a large file that was most of the
+parse. Here each reduction calls the builder method of its
 rule (``rule.alias`` or the rule's name) at once, with the rule's children
 shaped exactly as Lark shapes a tree's children, and the rule's extent.
 

@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -99,8 +100,11 @@ def digest_beside(data: bytes, memo: Path | None = None) -> Callable[[], bytes]:
     ``memo``. hashlib releases the GIL, so a large model's hash (~24 ms for 45 MB)
     overlaps the import that parses and translates the model meanwhile (~17 ms)."""
     digest: list[bytes] = []
-    threads = [threading.Thread(target=lambda: digest.append(cache_store.checksum(data)),
-                                name="wia-digest", daemon=True),
+
+    def hash_data() -> None:
+        with contextlib.suppress(Exception):  # (``wait`` hashes again, to raise it)
+            digest.append(cache_store.checksum(data))
+    threads = [threading.Thread(target=hash_data, name="wia-digest", daemon=True),
                threading.Thread(target=compiler_version, name="wia-version", daemon=True)]
     for thread in threads:
         thread.start()
@@ -108,7 +112,7 @@ def digest_beside(data: bytes, memo: Path | None = None) -> Callable[[], bytes]:
     def wait() -> bytes:
         for thread in threads:
             thread.join()
-        if not digest:  # the thread failed (out of memory): hash here, to raise it
+        if not digest:
             digest.append(cache_store.checksum(data))
         if memo is not None:
             try:
@@ -117,6 +121,11 @@ def digest_beside(data: bytes, memo: Path | None = None) -> Callable[[], bytes]:
                 pass  # the next load hashes the file again
         return digest[0]
     return wait
+
+
+def stored(key: str) -> bool:
+    """Whether an entry of ``key`` is on disk (unchecked: a damaged one is a miss later)."""
+    return _path(key).is_file()
 
 
 def _path(key: str) -> Path:

@@ -265,32 +265,22 @@ def import_onnx(model: ModelLike, dims: Mapping[str, int] | None = None, *,
     from . import import_cache
 
     digest, data = _digest(model)
-    if digest is not None and not callable(digest):  # known without reading (memo)
-        found = _cached(digest, dims, kernel, inline_limit)
+    if isinstance(digest, bytes):  # known without reading the model (a file's memo)
+        key = import_cache.model_key(digest, dims, kernel, inline_limit)
+        found = None if key is None else import_cache.load(key)
         if found is not None:
             return found
     proto, external = load_model(model, data)
     imported = _Importer(proto, dims or {}, inline_limit).run(kernel)
-    if digest is not None and callable(digest):  # hashed meanwhile: an earlier import
-        digest = digest()                         # of the same bytes is not redone
-        found = _cached(digest, dims, kernel, inline_limit)
-        if found is not None:
-            return found
+    hashed = callable(digest)  # meanwhile: the same bytes may have been imported before
+    digest = None if digest is None else import_cache.digest_value(digest)
     key = None if digest is None else import_cache.model_key(digest, dims, kernel, inline_limit)
-    if key is not None and not external:  # the bytes do not identify another file's tensors
-        if store_later:
+    if key is not None and not external and not (hashed and import_cache.stored(key)):
+        if store_later:  # (its bytes do not identify another file's tensors)
             import_cache.store_in_background(key, imported)
         else:
             import_cache.store(key, imported)
     return imported
-
-
-def _cached(digest: bytes, dims: Mapping[str, int] | None, kernel: str | None,
-            inline_limit: int) -> ImportedModel | None:
-    from . import import_cache
-
-    key = import_cache.model_key(digest, dims, kernel, inline_limit)
-    return None if key is None else import_cache.load(key)
 
 
 def _digest(model: ModelLike) -> tuple[Digest | None, bytes | None]:

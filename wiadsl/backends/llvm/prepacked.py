@@ -93,7 +93,8 @@ def prepacked_qb(e: FunctionEmitter, b_ptr: ir.Value, n: ir.Value, k: ir.Value,
 
 def once(e: FunctionEmitter, nbytes: ir.Value, fill: Callable[[ir.Value], object]) -> ir.Value:
     """A buffer of ``nbytes`` that ``fill`` writes, made by the first call that finds
-    its state cell empty and kept in the cell for every later call."""
+    its state cell empty and kept in the cell for every later call (a failed
+    allocation returns its error: the call raises, the next one tries again)."""
     cell = _cell(e)
     b = e.b
     have = b.load_atomic(cell, "acquire", 8, typ=I64)
@@ -105,6 +106,8 @@ def once(e: FunctionEmitter, nbytes: ir.Value, fill: Callable[[ir.Value], object
     size = b.and_(b.add(nbytes, ir.Constant(I64, 127)), ir.Constant(I64, -64))  # 64 | size > 0
     fresh = b.call(_declare(e.mod.ll, "aligned_alloc", PTR, [I64, I64]),
                    [ir.Constant(I64, 64), size])
+    e.fail_unless(b.icmp_unsigned("!=", fresh, ir.Constant(PTR, None)),
+                  e.mod.code_for("out of memory packing a weight that never changes (frozen)"))
     fill(fresh)
     fresh_word = b.ptrtoint(fresh, I64)
     swapped = b.cmpxchg(cell, ir.Constant(I64, 0), fresh_word, "acq_rel", "acquire")
