@@ -97,3 +97,16 @@ def test_parsing_and_compiling_import_no_lark(tmp_path) -> None:
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_token_is_a_string_with_its_kind_and_place() -> None:
+    import copy
+    import pickle
+
+    from wiadsl.frontend.grammar_tables import Token
+
+    name = Token("NAME", "x", 4, 1, 5, 1, 6, 5)
+    assert name == "x" and hash(name) == hash("x") and repr(name) == "Token('NAME', 'x')"
+    assert name != Token("INT", "x")  # tokens of two kinds differ, as Lark's do
+    for again in (pickle.loads(pickle.dumps(name)), copy.deepcopy(name)):
+        assert again == name and (again.type, again.line, again.column, again.end_pos) == ("NAME", 1, 5, 5)

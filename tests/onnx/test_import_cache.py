@@ -180,3 +180,21 @@ def test_a_cold_load_reads_the_model_file_once(fresh_cache, saved, monkeypatch):
     monkeypatch.setattr("builtins.open", counting_open)
     import_onnx(path)
     assert len(reads) == 1
+
+
+def test_the_same_bytes_from_another_file_keep_their_entry(fresh_cache, saved, tmp_path, monkeypatch):
+    """A file the cache never saw is hashed while it is translated; bytes imported
+    before (another path) then find their entry, which is not written again."""
+    built, path, feeds = saved
+    import_onnx(path)
+    (entry,) = _entries()
+    written = entry.stat().st_mtime_ns
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(path.read_bytes())
+    stores = []
+    monkeypatch.setattr(import_cache, "store", lambda *a: stores.append(a))
+    imported = import_onnx(copy)
+    assert stores == [] and _entries() == [entry] and entry.stat().st_mtime_ns == written
+    assert imported.source == import_onnx(path).source
+    # a model given as bytes takes the same way
+    assert import_onnx(copy.read_bytes()).source == imported.source and stores == []

@@ -73,6 +73,9 @@ class Token(str):
             return False
         return str.__eq__(self, other)
 
+    def __ne__(self, other: object) -> bool:  # (str's own would ignore the kinds)
+        return not self == other
+
     __hash__ = str.__hash__
 
 
