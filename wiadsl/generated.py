@@ -34,15 +34,15 @@ def module_text(doc: str, generator: str, made: tuple[int, int] | None,
              'changing the files it is made from."""', "",
              "# (length, CRC-32) of the bytes of the files it is made from",
              f"MADE_FROM = {made!r}"]
-    lines += [f"{name} = {literal(value)}" for name, value in fields.items()]
+    lines += [f"{name} = {_literal(value)}" for name, value in fields.items()]
     return "\n".join(lines) + "\n"
 
 
-def literal(value: Any) -> str:
+def _literal(value: Any) -> str:
     """``value`` as Python source: a dict one item per line, a tuple of tuples or a
     list one element per line, a set sorted."""
     if isinstance(value, dict):
-        return "{\n" + "".join(f"    {k!r}: {literal(v) if isinstance(v, frozenset) else repr(v)},\n"
+        return "{\n" + "".join(f"    {k!r}: {_literal(v) if isinstance(v, frozenset) else repr(v)},\n"
                                for k, v in value.items()) + "}"
     if isinstance(value, frozenset):
         return f"frozenset({sorted(value)!r})"
@@ -57,4 +57,4 @@ def write(path: Path, text: str) -> None:
     print(f"wrote {path}")
 
 
-__all__ = ["literal", "made_from", "module_text", "write"]
+__all__ = ["made_from", "module_text", "write"]

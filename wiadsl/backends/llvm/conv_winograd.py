@@ -134,9 +134,10 @@ class ConvWinogradBuilder(ConvRowsBuilder):
         holds column ``j*NR + jj`` = ``e*o + oc``'s row ``q`` (input channel),
         ``U[e][oc, q] = (G w[oc, q] G^T)[e // a, e % a]``; ``ldw`` is unused (the weight
         is contiguous, 9 taps per channel pair); ``o`` a multiple of NR. Once per model
-        (per call in ``raw_driver``; ``parallel_prepack``), W output channels at a time: a tap
-        of W channels is one gather, and each of the a^2 panels is written row after row, a vector at
-        a time (one channel at a time, scalar, took ~60 ms over ResNet-18's weights)."""
+        (per call in ``raw_driver``), on the pool's threads (``parallel_prepack``), W
+        output channels at a time: a tap of W channels is one gather, and each of the
+        a^2 panels is written row after row, a vector at a time (one channel at a time,
+        scalar, took ~60 ms over ResNet-18's weights)."""
         def panels(b: ir.IRBuilder, args: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
             w, pk, o, c, _ = args
             every = ir.Constant(ir.VectorType(I1, self.w), [1] * self.w)
