@@ -106,7 +106,9 @@ Origin = tuple[str, ...]
 def buffer_origin(v: Value, func: FuncOp, module: ModuleOp | None, depth: int = 0,
                   sites: dict[str, list[tuple[FuncOp, Operation]]] | None = None) -> Origin | None:
     """Where a buffer comes from: ``('alloc', id)`` or ``('param', kernel, index)``;
-    None when unknown (a block argument, a call result, an ambiguous parameter)."""
+    None when unknown (a block argument, a call result, an ambiguous parameter).
+    ``sites``: the module's ``func.call`` ops by callee, for a caller that asks about
+    many arguments (else the module is walked for each)."""
     while isinstance(v, OpResult) and v.op.name == "loop.retype":
         v = v.op.operands[0]
     if isinstance(v, OpResult):
