@@ -52,7 +52,7 @@ class Token(str):
     end_column: int | None
     end_pos: int | None
 
-    def __new__(cls, type: str, value: str, start_pos: int | None = None,  # noqa: A002
+    def __new__(cls, type: str, value: str, start_pos: int | None = None,
                 line: int | None = None, column: int | None = None, end_line: int | None = None,
                 end_column: int | None = None, end_pos: int | None = None) -> Token:
         token = str.__new__(cls, value)
