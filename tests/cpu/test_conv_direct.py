@@ -21,6 +21,7 @@ from wiadsl.backends.llvm.gemm_config import default_config, ukernel_rows
 from wiadsl.backends.llvm.library import dependencies
 from wiadsl.backends.llvm.library_ir import library_ir
 from wiadsl.dtypes import DType
+from wiadsl.testing.filecheck import filecheck
 
 from .test_conv_padding import FUSED, check, ref, run
 
@@ -116,7 +117,8 @@ def test_direct_kernel_reads_the_input_not_a_packed_panel():
     the loops)."""
     from llvmlite import ir
     module = ir.Module("conv")
-    fn = ConvBuilder(module, DType.F32, (1, 1), define_ukernels=True).direct_ukernel(2)
+    builder = ConvBuilder(module, DType.F32, (1, 1), define_ukernels=True)
+    fn = builder.direct_ukernel(builder.config.mr)
     text = str(fn)
     assert [line.split(":")[0] for line in text.splitlines() if line.endswith(".head:")] == \
         ["dc.head", "di.head", "dj.head"]
@@ -127,3 +129,21 @@ def test_direct_kernel_reads_the_input_not_a_packed_panel():
     assert "scratch" not in text
     vstep = fn.args[10].get_reference()
     assert f"mul i64 1, {vstep}" in text
+
+
+def test_fewer_rows_apply_the_epilogue_out_of_line():
+    """A direct micro-kernel of fewer than MR rows stores its tile, then, with an
+    epilogue record, calls the module's one ``wia.tile_epilogue`` loop on it (the
+    whole-height kernel applies it inline, ``epi.on``): CHECK lines on its IR."""
+    from llvmlite import ir
+    module = ir.Module("conv")
+    builder = ConvBuilder(module, DType.F32, (1, 1), define_ukernels=True)
+    fn = builder.direct_ukernel(builder.config.mr - 1)
+    filecheck(str(fn), """
+CHECK-NOT: epi.on:
+CHECK: store <
+CHECK: icmp ne ptr %".12", null
+CHECK: call void @"wia.tile_epilogue.f32"({{.*}}, ptr %".12", i64 %".13", i64 7)
+CHECK: ret void
+""")
+    assert 'define internal void @"wia.tile_epilogue.f32"' in str(module)

@@ -231,10 +231,13 @@ class ConvBuilder(GemmBuilder):
         _, accs = k_loop(b, _i(0), [zero] * (mr * nv), cin, 1, per_ci, "dc")
 
         c_at = self.tile_vectors(b, c, ldc)
-        accs = self.tile_epilogue(b, epi, row, accs, mr, (c_at, ir.Constant(I1, 1), None))
+        if mr == self.config.mr:
+            accs = self.tile_epilogue(b, epi, row, accs, mr, (c_at, ir.Constant(I1, 1), None))
         for r in range(mr):
             for v in range(nv):
                 vector_store(b, accs[r * nv + v], c_at(r, v), self.size)
+        if mr != self.config.mr:
+            self.stored_tile_epilogue(b, (c, ldc, _i(self.nr)), epi, row, mr)
         b.ret_void()
         return fn
 
@@ -443,14 +446,14 @@ class ConvBuilder(GemmBuilder):
                     with in_place:
                         self.multiply_panels(
                             b, w, k, pc, kc, packed, pb, whole, pe, y, ldc, o, load_c,
-                            panel_at=lambda col: b.gep(x, [b.add(b.mul(pc, ldc), col)], source_etype=self.et),
+                            panels=(b.gep(x, [b.mul(pc, ldc)], source_etype=self.et), _i(1)),
                             row_stride=ldc, epi=last)
                         with b.if_then(b.icmp_signed("<", whole, pe)):
                             for_range(b, whole, pend, self.w, pack_v, "pv")
                             self.multiply_panels(
                                 b, w, k, pc, kc, packed, whole, pe, pe, y, ldc, o, load_c,
-                                panel_at=lambda col: b.gep(packed, [b.mul(b.sub(col, pb), kc)],
-                                                           source_etype=self.et), epi=last)
+                                panels=(b.gep(packed, [b.neg(b.mul(pb, kc))], source_etype=self.et), kc),
+                                epi=last)
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         direct = self.direct_applies(b, c, kh, kw, o, ho, wo)
         with b.if_then(b.icmp_signed(">", k, _i(0))):

@@ -238,8 +238,7 @@ class ConvRowsBuilder(ConvBuilder):
                 builder.multiply_panels(
                     b, block, lda, _i(0), kc, panels, span[0], span[1], cols, tile, cols, m,
                     b.icmp_signed(">", pc, _i(0)),
-                    panel_at=lambda col: b.gep(panels, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
-                                               source_etype=self.et))
+                    (b.gep(panels, [b.mul(pc, _i(self.nr))], source_etype=self.et), k))
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         if self.mr != 8:
             multiply(self)

@@ -270,13 +270,7 @@ class GemmBuilder:
             p.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         nv = self.nr // self.w
-        mask_t = ir.VectorType(I1, self.w)
-        vi = ir.VectorType(I64, self.w)
-        splat_valid = splat(b, valid, vi)
-        masks = [b.icmp_signed(">", splat_valid, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
-                 for v in range(nv)]
-        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
-                                [self.vt, PTR, I32, mask_t])
+        masks = self.valid_masks(b, valid)
         zero = zeros(self.vt)
 
         c_ptr = self.tile_vectors(b, c, ldc)
@@ -313,16 +307,74 @@ class GemmBuilder:
         if self.unroll > 1:  # the unrolled main loop, then the remainder one step at a time
             p0, accs = k_loop(b, p0, accs, kc, self.unroll, steps, "k.unrolled")
         _, accs = k_loop(b, p0, accs, kc, 1, steps, "k")
-        accs = self.tile_epilogue(b, epi, row, accs, mr, (c_ptr, full, masks))
-        with b.if_else(full) as (plain, ragged):  # C tile out, as it came in
+        if mr == self.config.mr:
+            accs = self.tile_epilogue(b, epi, row, accs, mr, (c_ptr, full, masks))
+        self.tile_out(b, accs, c_ptr, full, masks)
+        if mr != self.config.mr:
+            self.stored_tile_epilogue(b, (c, ldc, valid), epi, row, mr)
+        b.ret_void()
+        return fn
+
+    def valid_masks(self, b: ir.IRBuilder, valid: ir.Value) -> list[ir.Value]:
+        """The lane masks of a tile row's vectors whose first ``valid`` lanes are in C."""
+        vi = ir.VectorType(I64, self.w)
+        splat_valid = splat(b, valid, vi)
+        return [b.icmp_signed(">", splat_valid, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
+                for v in range(self.nr // self.w)]
+
+    def tile_out(self, b: ir.IRBuilder, accs: list[ir.Value], at: Callable[[int, int], ir.Value],
+                 full: ir.Value, masks: list[ir.Value]) -> None:
+        """Store the tile ``accs`` (its vector (r, v) to ``at(r, v)``) as ``tile_in`` loads
+        it: plain stores for a whole tile (``full``), else masked ones."""
+        nv = self.nr // self.w
+        mstore = self.intrinsic(f"llvm.masked.store.v{self.w}{self.suffix}.p0", ir.VoidType(),
+                                [self.vt, PTR, I32, ir.VectorType(I1, self.w)])
+        with b.if_else(full) as (plain, ragged):
             with plain:
-                for r in range(mr):
-                    for v in range(nv):
-                        vector_store(b, accs[r * nv + v], c_ptr(r, v), self.size)
+                for j, acc in enumerate(accs):
+                    vector_store(b, acc, at(j // nv, j % nv), self.size)
             with ragged:
-                for r in range(mr):
-                    for v in range(nv):
-                        b.call(mstore, [accs[r * nv + v], c_ptr(r, v), ir.Constant(I32, self.size), masks[v]])
+                for j, acc in enumerate(accs):
+                    b.call(mstore, [acc, at(j // nv, j % nv), ir.Constant(I32, self.size), masks[j % nv]])
+
+    def stored_tile_epilogue(self, b: ir.IRBuilder, tile: tuple[ir.Value, ir.Value, ir.Value],
+                             epi: ir.Value, row: ir.Value, mr: int) -> None:
+        """The epilogue of a micro-kernel of fewer than MR rows: ``tile_epilogue`` applied
+        in place to its stored tile ``tile`` = (C, ldc, valid columns), when ``epi`` is not
+        null, by one out-of-line loop over its rows (``epilogue_rows``). Inline, the
+        epilogue was two thirds of every micro-kernel's code: the edge kernels' copies
+        made the "ukernels" helper 276 KB of IR (and "dukernels" 215; now 141 and 102,
+        built in 60-65 ms instead of ~100 each). They run only on the last rows of a
+        convolution whose output channels MR does not divide, where reading the tile
+        back from L1 once costs little beside its K loop."""
+        apply, done = (b.function.append_basic_block(f"epi.{s}") for s in ("rows", "after"))
+        b.cbranch(b.icmp_unsigned("!=", epi, ir.Constant(PTR, None)), apply, done)
+        b.position_at_end(apply)
+        b.call(self.epilogue_rows(), [*tile, epi, row, _i(mr)])
+        b.branch(done)
+        b.position_at_end(done)
+
+    def epilogue_rows(self) -> ir.Function:
+        """``epilogue_rows(c, ldc, valid, epi, row, rows)``: the ``rows`` x NR tile at ``c``
+        (its first ``valid`` columns in C) through the ``TileEpilogue`` record at ``epi``,
+        a row at a time, in place (``stored_tile_epilogue``); internal to the helper
+        that defines the micro-kernels."""
+        name = f"wia.tile_epilogue.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, I64, I64]), name)
+        fn.linkage = "internal"
+        c, ldc, valid, epi, row, rows = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        masks = self.valid_masks(b, valid)
+        full = b.icmp_signed(">=", valid, _i(self.nr))
+
+        def per_row(r: ir.Value) -> None:
+            at = self.tile_vectors(b, b.gep(c, [b.mul(r, ldc)], source_etype=self.et), ldc)
+            tile = self.tile_in(b, at, full, masks, 1)
+            self.tile_out(b, self.tile_epilogue(b, epi, b.add(row, r), tile, 1, (at, full, masks)),
+                          at, full, masks)
+        for_range(b, _i(0), rows, 1, per_row, "er")
         b.ret_void()
         return fn
 
@@ -520,11 +572,9 @@ class GemmBuilder:
                 kc = imin(b, b.sub(k, pc), kcb)
                 load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
 
-                def panel_at(col: ir.Value) -> ir.Value:  # panel col / NR, from row pc
-                    return b.gep(pk, [b.add(b.mul(col, k), b.mul(pc, _i(self.nr)))],
-                                 source_etype=self.et)
-                self.multiply_panels(b, a, lda, pc, kc, pk, jc, jend, n, c, ldc, m, load_c,
-                                     panel_at)
+                # panel col / NR from row pc: at pk + col * k + pc * NR
+                origin = b.gep(pk, [b.mul(pc, _i(self.nr))], source_etype=self.et)
+                self.multiply_panels(b, a, lda, pc, kc, pk, jc, jend, n, c, ldc, m, load_c, (origin, k))
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             for_range(b, _i(0), n, nc_max, per_jc, "jc")
@@ -580,6 +630,25 @@ class GemmBuilder:
         b.ret_void()
         return fn
 
+    def packed_block(self) -> ir.Function:
+        """``gemm.block(A, lda, B, ldb, pc, kc, lo, hi, n, packed, C, ldc, m, load_c)``:
+        ``C[0:m, lo:hi] (+)= A[0:m, pc:pc+kc] @ B[pc:pc+kc, lo:hi]``, B's panels packed
+        into ``packed`` first (``pack``, then ``multiply_panels``; columns valid up to
+        ``n``). ``rows`` does this in three places: one copy of the loops, called from
+        each (see ``panel_multiplier``)."""
+        name = f"wia.gemm.block.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR] + [I64] * 6
+                                                   + [PTR, PTR, I64, I64, I1]), name)
+        fn.linkage = "internal"
+        a, lda, bm, ldb, pc, kc, lo, hi, n, packed, c, ldc, m, load_c = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.pack(b, bm, ldb, pc, kc, lo, hi, n, packed)
+        self.multiply_panels(b, a, lda, pc, kc, packed, lo, hi, n, c, ldc, m, load_c)
+        b.ret_void()
+        return fn
+
     def rows(self) -> ir.Function:
         """``gemm.rows(A, B, C, m, n, k, lda, ldb, ldc, acc)``: single-threaded blocked gemm."""
         name = f"wia.gemm.rows.{self.suffix}"
@@ -602,6 +671,7 @@ class GemmBuilder:
         cols = b.select(few, _i(self.nr), imin(b, self.round_up(b, n), _i(nc_max)))
         packed = scratch(self.mod, b, None, SLOT_GEMM_PACK,
                          b.add(b.mul(b.mul(cols, kcb), _i(self.size)), _i(64)))
+        block = self.packed_block()
 
         def direct(pc: ir.Value) -> None:  # few rows: B read in place, its tail panel packed
             # (each tile of MR rows reads the panel again, from L1 or L2; a panel whose
@@ -619,15 +689,13 @@ class GemmBuilder:
                     b.call(kernel, [ap, lda, panel, cp, ldc, kc, _i(self.nr), load_c, ldb, NO_EPILOGUE, row])
                 with b.if_else(crowded) as (copied, in_place):
                     with copied:
-                        end = b.add(col, _i(self.nr))
-                        self.pack(b, bm, ldb, pc, kc, col, end, n, packed)
-                        self.multiply_panels(b, a, lda, pc, kc, packed, col, end, n, c, ldc, m, load_c)
+                        b.call(block, [a, lda, bm, ldb, pc, kc, col, b.add(col, _i(self.nr)), n, packed,
+                                       c, ldc, m, load_c])
                     with in_place:
                         self.row_tiles(b, _i(0), m, self.ukernel, call, "dr")
             for_range(b, _i(0), whole, self.nr, per_col, "jd")
             with b.if_then(b.icmp_signed("<", whole, n)):
-                self.pack(b, bm, ldb, pc, kc, whole, n, n, packed)
-                self.multiply_panels(b, a, lda, pc, kc, packed, whole, n, n, c, ldc, m, load_c)
+                b.call(block, [a, lda, bm, ldb, pc, kc, whole, n, n, packed, c, ldc, m, load_c])
         one = b.icmp_signed("==", m, _i(1))
 
         def per_jc(jc: ir.Value) -> None:
@@ -635,10 +703,8 @@ class GemmBuilder:
 
             def per_pc(pc: ir.Value) -> None:
                 kc = imin(b, b.sub(k, pc), kcb)
-                self.pack(b, bm, ldb, pc, kc, jc, jend, n, packed)
                 load_c = b.or_(acc, b.icmp_signed(">", pc, _i(0)))
-
-                self.multiply_panels(b, a, lda, pc, kc, packed, jc, jend, n, c, ldc, m, load_c)
+                b.call(block, [a, lda, bm, ldb, pc, kc, jc, jend, n, packed, c, ldc, m, load_c])
             for_range(b, _i(0), k, kcb, per_pc, "pc")
         with b.if_then(b.icmp_signed(">", k, _i(0))):
             with b.if_else(few) as (in_place, packing):
@@ -721,32 +787,56 @@ class GemmBuilder:
     def multiply_panels(self, b: ir.IRBuilder, a: ir.Value, lda: ir.Value, pc: ir.Value, kc: ir.Value,
                         packed: ir.Value, col_lo: ir.Value, col_hi: ir.Value, valid_end: ir.Value,
                         c: ir.Value, ldc: ir.Value, m: ir.Value, load_c: ir.Value,
-                        panel_at: Callable[[ir.Value], ir.Value] | None = None,
+                        panels: tuple[ir.Value, ir.Value] | None = None,
                         row_stride: ir.Value | None = None, epi: ir.Value | None = None) -> None:
         """``C[0:m, col_lo:col_hi] (+)= A[0:m, pc:pc+kc] @ packed``, the packed panels of
         those columns (``kc`` rows each, NR wide; a panel's columns are valid up to
-        ``valid_end``): MC-row blocks of micro-kernel calls (``row_tiles``). Shared by
-        gemm (B panels) and conv2d (patch panels).
-        ``panel_at(col)``: where column ``col``'s panel starts (default: the panels of
-        ``packed`` in order, ``kc`` rows each); ``row_stride``: elements between its
-        rows (default NR, a packed panel's); ``epi``: a ``TileEpilogue`` record for every
-        tile (row r of C is its row r), or null."""
+        ``valid_end``): a call of ``panel_multiplier``. Shared by gemm (B panels) and
+        conv2d (patch panels).
+        ``panels`` = (origin, step): column ``col``'s panel starts ``col * step`` elements
+        from ``origin`` (default: the panels of ``packed`` in order, ``kc`` rows each);
+        ``row_stride``: elements between its rows (default NR, a packed panel's);
+        ``epi``: a ``TileEpilogue`` record for every tile (row r of C is its row r), or null."""
+        if panels is None:
+            panels = (b.gep(packed, [b.neg(b.mul(col_lo, kc))], source_etype=self.et), kc)
+        b.call(self.panel_multiplier(), [a, lda, pc, kc, *panels, col_lo, col_hi, valid_end, c, ldc, m,
+                                         load_c, row_stride or _i(self.nr), epi or NO_EPILOGUE])
+
+    def panel_multiplier(self) -> ir.Function:
+        """``panels(A, lda, pc, kc, origin, step, col_lo, col_hi, valid_end, C, ldc, m,
+        load_c, ldp, epi)``: ``multiply_panels``' loops, MC-row blocks of micro-kernel
+        calls (``row_tiles``) per panel, one copy per module and row count MR (conv_rows.py
+        also multiplies 7 rows at a time). The drivers get no IR passes that would share
+        code, and they multiply in up to five places (conv.py's ``pixels``); a copy at
+        each was most of their code. Outlined (with ``packer`` and ``packed_block``),
+        the f32 helpers' LLVM work took, in alternating processes (AMD Zen 5): gemm
+        48-50 -> 34-40 ms, conv_range 57-61 -> 42-50, conv 60-70 -> 44-46; the same
+        run time (matmuls of 7 to 1024 rows, MobileNetV2 and ResNet-18 exports)."""
+        name = f"wia.gemm.panels.{self.suffix}.mr{self.mr}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, PTR] + [I64] * 4
+                                                   + [PTR, I64, I64, I1, I64, PTR]), name)
+        fn.linkage = "internal"
+        a, lda, pc, kc, origin, step, col_lo, col_hi, valid_end, c, ldc, m, load_c, row_stride, epi = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+
         def per_ic(ic: ir.Value) -> None:
             iend = imin(b, b.add(ic, _i(self.mc)), m)
 
             def per_col(col: ir.Value) -> None:
-                panel = panel_at(col) if panel_at is not None else \
-                    b.gep(packed, [b.mul(b.sub(col, col_lo), kc)], source_etype=self.et)
+                panel = b.gep(origin, [b.mul(col, step)], source_etype=self.et)
                 valid = b.sub(valid_end, col)
 
                 def call(kernel: ir.Function | Callee, row: ir.Value) -> None:
                     ap = b.gep(a, [b.add(b.mul(row, lda), pc)], source_etype=self.et)
                     cp = b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=self.et)
-                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride or _i(self.nr),
-                                    epi or NO_EPILOGUE, row])
+                    b.call(kernel, [ap, lda, panel, cp, ldc, kc, valid, load_c, row_stride, epi, row])
                 self.row_tiles(b, ic, iend, self.ukernel, call, "ir")
             for_range(b, col_lo, col_hi, self.nr, per_col, "jr")
         for_range(b, _i(0), m, self.mc, per_ic, "ic")
+        b.ret_void()
+        return fn
 
     def round_up(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
         """``n`` rounded up to whole NR-wide panels."""
@@ -775,8 +865,21 @@ class GemmBuilder:
     def pack(self, b: ir.IRBuilder, bm: ir.Value, ldb: ir.Value, pc: ir.Value, kc: ir.Value,
              jc: ir.Value, jend: ir.Value, n: ir.Value, packed: ir.Value) -> None:
         """packed[(jr - jc) * kc + p * NR + j] = B[pc + p, jr + j] for the NR-wide panels
-        jr of [jc, jend), zero past column n: one masked vector load per NR / W lanes
-        (a panel row is contiguous in B), aligned vector stores."""
+        jr of [jc, jend), zero past column n: a call of ``packer``, the module's one copy
+        of the loops (a driver packs in three places, and its helpers get no IR passes
+        that would share the code)."""
+        b.call(self.packer(), [bm, ldb, pc, kc, jc, jend, n, packed])
+
+    def packer(self) -> ir.Function:
+        """``pack(B, ldb, pc, kc, jc, jend, n, packed)``: ``pack``'s loops, one masked
+        vector load per NR / W lanes (a panel row is contiguous in B), aligned stores."""
+        name = f"wia.gemm.pack.{self.suffix}"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR] + [I64] * 6 + [PTR]), name)
+        fn.linkage = "internal"
+        bm, ldb, pc, kc, jc, jend, n, packed = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
         nv = self.nr // self.w
         mask_t = ir.VectorType(I1, self.w)
         vi = ir.VectorType(I64, self.w)
@@ -807,6 +910,8 @@ class GemmBuilder:
                 with ragged:
                     rows(lambda ptr, v: b.call(mload, [ptr, ir.Constant(I32, self.size), masks[v], zero]))
         for_range(b, jc, jend, self.nr, per_jr, "pj")
+        b.ret_void()
+        return fn
 
     # --------------------------------------------------------- threads
 

@@ -239,9 +239,9 @@ def codegen_level(spec: Spec) -> int:
 #: Milliseconds to build a helper of each kind (its IR and object code, one thread, on
 #: an empty cache; AMD Zen 5, AVX-512, f32; llvmlite 0.50 with LLVM's assertions). Only
 #: their order matters: the builds of a kernel's helpers are queued longest first.
-_BUILD_MS = {"conv_wino4_raw": 131, "ukernels": 104, "conv_wino4": 102, "dukernels": 87,
-             "conv_wino2_raw": 87, "conv_wino2": 78, "conv": 71, "conv_range": 69, "gemm": 57,
-             "qgemm": 52, "qgemm_packed": 36, "conv_rows": 31, "conv_wino4_prepack": 26,
+_BUILD_MS = {"conv_wino4_raw": 131, "conv_wino4": 102, "conv_wino2_raw": 87, "conv_wino2": 78,
+             "ukernels": 70, "conv": 60, "dukernels": 56, "conv_range": 53, "qgemm": 52, "gemm": 45,
+             "conv_rows": 37, "qgemm_packed": 36, "conv_wino4_prepack": 26,
              "maxpool": 25, "depthwise": 23, "gemm_packed": 18, "conv_wino2_prepack": 15,
              "qgemm_prepack": 13, "pool": 12, "arena": 10, "call": 8, "scratch": 5,
              "gemm_prepack": 4, "conv_rows_prepack": 3}
