@@ -107,6 +107,8 @@ class KernelFunction:
     #: call plans by argument shapes, and the last one used (see the module docstring)
     _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
     _plan: CallPlan | None = field(default=None, repr=False)
+    #: ``_plan.fast`` while the last call ran that plan (``stats`` is its stats), else None
+    _fast: Callable[..., object] | None = field(default=None, repr=False)
     #: (positional count, keywords as given) -> those keywords in declaration order,
     #: for calls whose keywords name exactly the remaining inputs (``_by_position``)
     _keyword_orders: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = field(
@@ -144,6 +146,21 @@ class KernelFunction:
         self._keyword_orders[(len(args), given)] = tuple(by_name[n] for n in rest)
 
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
+        # the steady state: the last call's plan again, checks and delivery in one native
+        # call; nothing else on the way (this is most of a small kernel's call)
+        fast = self._fast
+        if fast is not None and not kwargs:
+            result = fast(args)
+            if result is not NOT_RUN:
+                return result  # type: ignore[return-value]
+        self._fast = None  # until this call shows which plan it ran
+        result = self._call(args, kwargs)
+        plan = self._plan
+        self._fast = plan.fast if plan is not None and self.stats is plan.stats else None
+        return result
+
+    def _call(self, args: tuple[object, ...], kwargs: dict[str, object]) -> KernelResult:
+        """A call by the plans (the last one's fast call first) or the checking way."""
         if kwargs:
             positional = self._by_position(args, kwargs)
             if positional is not None:
