@@ -184,9 +184,11 @@ class ConvBuilder(GemmBuilder):
         ``(ci, i, j)`` of the tile's W-pixel vector ``v`` is the W elements at
         ``x + ci*plane + i*wp + j + v*vstep``, where ``x`` is the tile's first pixel's
         window corner and ``vstep`` is W where a tile lies in one output row, ``wp``
-        where each vector is a whole output row (``direct_applies``). No packing, no K blocks: the accumulators
-        start at zero and are stored once, through the epilogue at ``epi`` if not null
-        (gemm.py's ``tile_epilogue``). (gemm.py's ``ukernel`` reads a packed panel.)
+        where each vector is a whole output row (``direct_applies``). No packing, no K
+        blocks: the accumulators start at zero and are stored once, through the epilogue
+        at ``epi`` if not null (gemm.py's ``tile_epilogue``; fewer than MR rows: applied
+        to the stored tile, ``stored_tile_epilogue``). (gemm.py's ``ukernel`` reads a
+        packed panel.)
         Declared unless ``define_ukernels``: the "dukernels" helper defines them once for
         both stride-1 drivers (``conv`` and ``conv_range``; a copy in each was a third of
         their code)."""

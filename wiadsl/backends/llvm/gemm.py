@@ -250,8 +250,9 @@ class GemmBuilder:
         """``uk(a, lda, panel, c, ldc, kc, valid, load_c, ldp, epi, row)``: C[mr x NR] (+)=
         A.panel, the panel's rows ``ldp`` elements apart: NR for a packed panel, ``ldb`` for
         the rows of B itself (few rows of A: no packing). ``epi``: null, or a
-        ``TileEpilogue`` record applied to the tile before it is stored (``tile_epilogue``),
-        the tile's rows being output rows ``row ..``. Its loads claim only the element
+        ``TileEpilogue`` record applied to the tile as it is stored (``tile_epilogue``; by
+        the kernels of fewer than MR rows after, ``stored_tile_epilogue``), the tile's rows
+        being output rows ``row ..``. Its loads claim only the element
         alignment (one kernel for both: an unaligned vector load of aligned data costs
         the same, and one variant per row count compiles in half the time).
         Declared unless ``define_ukernels``: one copy per process, called from every
