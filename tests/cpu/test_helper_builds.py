@@ -40,11 +40,12 @@ def queue(monkeypatch):
 
 
 def test_a_kernels_helpers_are_queued_longest_first(queue):
-    """The micro-kernels before the gemm driver that links against them, the scratch
-    buffers last; a convolution's driver after its direct micro-kernels (the longer
-    build since the drivers call their row kernels through one call site each)."""
+    """The micro-kernels before the gemm driver that links against them, then its
+    one-row products, the scratch buffers last; a convolution's driver after its direct
+    micro-kernels (the longer build since the drivers call their row kernels through
+    one call site each)."""
     library.prefetch([GEMM])
-    order = [library.symbol(s) for s in (UKERNELS, GEMM, library.SCRATCH_SPEC)]
+    order = [library.symbol(s) for s in (UKERNELS, GEMM, {**GEMM, "kind": "gemv"}, library.SCRATCH_SPEC)]
     assert queue.queued == [name for name in order if name not in library._LOADED]
     queue.queued.clear()
     conv = {**GEMM, "kind": "conv_range", "stride": [1, 1]}
@@ -108,25 +109,29 @@ def test_a_failed_claimed_build_is_reported_by_the_thread_that_loads_it(queue, m
         library._BUILDS[library.symbol(GEMM)].result()
 
 
-@pytest.mark.parametrize("source,dtypes", [
-    ("kernel k(input a: f32[M, K], input b: f32[K, N], output c: f32[M, N]) { c = relu(a @ b); }", ["f32"]),
+@pytest.mark.parametrize("source,dtypes,gemv", [
+    ("kernel k(input a: f32[M, K], input b: f32[K, N], output c: f32[M, N]) { c = relu(a @ b); }", ["f32"], True),
     ("kernel k(input x: f64[N, C, H, W], input w: f64[O, C, 3, 3], output y: f64[N, O, P, Q]) "
-     "{ y = conv2d(x, w); }", ["f64"]),
-    ("kernel k(input a: i8[M, K], input b: i8[K, N], output c: i32[M, N]) { c = cast(a, i32) @ cast(b, i32); }", []),
-    ("kernel k(input a: f32[N], output b: f32[N]) { b = exp(a) * 2.0; }", []),
+     "{ y = conv2d(x, w); }", ["f64"], False),
+    ("kernel k(input a: i8[M, K], input b: i8[K, N], output c: i32[M, N]) { c = cast(a, i32) @ cast(b, i32); }",
+     [], False),
+    ("kernel k(input a: f32[N], output b: f32[N]) { b = exp(a) * 2.0; }", [], False),
 ])
 def test_the_helpers_started_before_lowering_are_the_arena_and_the_products_micro_kernels(
-        source: str, dtypes: list[str]) -> None:
+        source: str, dtypes: list[str], gemv: bool) -> None:
     # compile.py's early_helpers: the micro-kernels (the longest build) are queued as the
     # compile starts, not when code generation reaches the product (the pool only once
-    # lowering shows a parallel region); int8 products have micro-kernels of their own
+    # lowering shows a parallel region); int8 products have micro-kernels of their own.
+    # A float matrix product also queues the gemm driver's one-row products, unless an
+    # input is frozen (a B packed once: the packed driver, which has none)
     from wiadsl.backends.llvm.compile import early_helpers
     from wiadsl.backends.llvm.gemm_config import default_config
     from wiadsl.frontend.compile import compile_to_ir
 
     glue = [library.ARENA_SPEC]
-    config = GemmConfig(mr=4, vector_bits=128)
-    want = [library.ukernels_spec(d, config.as_dict()) for d in dtypes]
-    assert early_helpers(compile_to_ir(source), config) == glue + want
-    assert early_helpers(compile_to_ir(source), None) == \
-        glue + [library.ukernels_spec(d, default_config().as_dict()) for d in dtypes]
+    for config in (GemmConfig(mr=4, vector_bits=128), None):
+        cfg = (config or default_config()).as_dict()
+        want = [library.ukernels_spec(d, cfg) for d in dtypes]
+        rows = [{"kind": "gemv", "dtype": d, "config": cfg} for d in dtypes if gemv]
+        assert early_helpers(compile_to_ir(source), config) == glue + want + rows
+        assert early_helpers(compile_to_ir(source), config, frozenset({1})) == glue + want

@@ -14,6 +14,7 @@ from wiadsl.backends.llvm import library
 from wiadsl.backends.llvm.gemm_config import (
     GemmConfig,
     current_config,
+    gemv_symbol,
     ukernel_rows,
     ukernel_symbol,
 )
@@ -83,7 +84,9 @@ def test_a_tail_of_rows_is_one_call_site_whose_pointer_the_row_count_selects() -
 def test_drivers_depend_on_the_micro_kernels_of_their_dtype_and_config() -> None:
     cfg = GemmConfig(mr=6, vector_bits=256)
     for kind, stride in DRIVERS:
-        assert library.dependencies(spec(kind, stride, cfg)) == [library.SCRATCH_SPEC, spec("ukernels", config=cfg)]
+        own = [spec("gemv", config=cfg)] if kind == "gemm" else []  # its one-row products
+        assert library.dependencies(spec(kind, stride, cfg)) == [library.SCRATCH_SPEC, spec("ukernels", config=cfg),
+                                                                 *own]
     for standalone in (library.SCRATCH_SPEC, library.POOL_SPEC, library.ARENA_SPEC, spec("ukernels")):
         assert library.dependencies(standalone) == []
 
@@ -103,3 +106,18 @@ def test_a_gemm_and_a_convolution_share_one_loaded_copy() -> None:
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     cfg = current_config()
     assert library.loaded_address(ukernel_symbol("f32", cfg, cfg.mr))
+
+
+def test_the_one_row_products_are_a_helper_of_their_own() -> None:
+    """The gemm driver declares ``gemv`` and ``gemv_split`` (gemm.py) and depends on the
+    "gemv" helper, which defines both, exported: the two build at once on a process's
+    first matmul, instead of one after the other in the driver."""
+    cfg = current_config()
+    names = {gemv_symbol("f32", cfg), gemv_symbol("f32", cfg, split=True)}
+    driver = library_ir(spec("gemm"))
+    assert set(re.findall(r'^declare [^@]*@"?(wia\.lib\.gemv\.[^"(]+)"?\(', driver, re.M)) == names
+    assert not re.search(r"^define [^@]*@\"?wia\.(lib\.)?gemm\.gemv", driver, re.M)
+    helper = library_ir(spec("gemv"))
+    assert set(re.findall(r'^define void @"?(wia\.lib\.gemv\.[^"(]+)"?\(', helper, re.M)) == names
+    assert library.symbol(spec("gemv")) == gemv_symbol("f32", cfg)
+    assert library.dependencies(spec("gemv")) == [library.SCRATCH_SPEC]

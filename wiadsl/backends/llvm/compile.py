@@ -209,7 +209,7 @@ def compile_object(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int 
     (``lower_kernel``). The objects are the parts of ``partition`` (one for a small
     kernel), compiled at once on ``PART_THREADS`` threads; the entry's is the first and is
     loaded last."""
-    prefetch(early_helpers(module, config))  # built while this kernel is lowered
+    prefetch(early_helpers(module, config, frozen))  # built while this kernel is lowered
     with no_cyclic_gc():  # the IR is acyclic trees of objects that live until the text is made
         # decided on the IR as the frontend made it (the analysis knows its ops)
         split = batch_split(module, kernel, shapes, frozen) if passes else None
@@ -237,17 +237,30 @@ _PRODUCT_OPS = ("tensor.matmul", "tensor.conv2d")
 _UKERNEL_DTYPES = ("f32", "f64")
 
 
-def early_helpers(module: ModuleOp, config: GemmConfig | None) -> list[Spec]:
+def early_helpers(module: ModuleOp, config: GemmConfig | None,
+                  frozen: frozenset[int] = frozenset()) -> list[Spec]:
     """The helpers to start building before ``module`` is even lowered (each once per
-    host, then cached): the arena, which every entry calls, and the micro-kernels of
+    host, then cached): the arena, which every entry calls, the micro-kernels of
     each float dtype of a matrix product or convolution, which every gemm and conv
-    helper links against, the longest build of all (~100 ms; queued only when code
-    generation reached the product, a process's first matmul waited for it)."""
+    helper links against, the longest build of all (queued only when code generation
+    reached the product, a process's first matmul waited for it), and the one-row
+    products ("gemv") of each float dtype of a product of matrices when no input is
+    frozen: its gemm driver (not the one on a B packed once) links against them.
+    Queued with the driver, they came after the arena, which the builder thread took
+    first, while the caller built the driver and then them. With them apart from the
+    driver and queued here, a first call, imports aside, took: attention.attn 120-122 ms
+    against 125-140 with them in the driver, mlp_relu 106-114 against 107-131 (four
+    alternating runs)."""
     specs = [ARENA_SPEC]
-    dtypes = {str(t.dtype.value) for f in module.funcs for op in f.walk() if op.name in _PRODUCT_OPS
-              for t in op.result_types if isinstance(t, TensorType)}
+    products = [(op.name, t) for f in module.funcs for op in f.walk() if op.name in _PRODUCT_OPS
+                for t in op.result_types if isinstance(t, TensorType)]
+    dtypes = sorted({str(t.dtype.value) for _, t in products} & set(_UKERNEL_DTYPES))
     cfg = (config or default_config()).as_dict()
-    return specs + [ukernels_spec(d, cfg) for d in sorted(dtypes) if d in _UKERNEL_DTYPES]
+    specs += [ukernels_spec(d, cfg) for d in dtypes]
+    if not frozen:
+        rows = {str(t.dtype.value) for name, t in products if name == "tensor.matmul" and t.rank >= 2}
+        specs += [{"kind": "gemv", "dtype": d, "config": cfg} for d in dtypes if d in rows]
+    return specs
 
 
 #: threads a kernel's LLVM work is cut for (partition.py)

@@ -71,6 +71,13 @@ def ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
     return f"wia.lib.ukernel.{dtype}.{config.label()}.{rows}"
 
 
+def gemv_symbol(dtype: str, config: GemmConfig, split: bool = False) -> str:
+    """The symbol of the gemm driver's one-row product (gemm.py's ``gemv``, or with
+    ``split`` its cut over the pool's threads, ``gemv_split``): the "gemv" helper object
+    defines both, and the gemm driver calls them there."""
+    return f"wia.lib.gemv.{dtype}.{config.label()}" + (".split" if split else "")
+
+
 def direct_ukernel_symbol(dtype: str, config: GemmConfig, rows: int) -> str:
     """The symbol of conv.py's ``rows``-row direct micro-kernel (a stride-1 convolution's
     tile read from the padded input): one helper object defines them all ("dukernels"),

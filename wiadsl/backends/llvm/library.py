@@ -29,8 +29,9 @@ the per-thread scratch memory of the packing code (scratch.py, ``SCRATCH_SPEC``)
 which every gemm and conv helper calls: it is loaded before them. So are the
 micro-kernels of a dtype and config ("ukernels", gemm.py's ``ukernel``), which
 every gemm and conv driver calls: one object per process, not a copy per driver
-(``dependencies``); and so are the direct micro-kernels of the stride-1 convolutions
-("dukernels", conv.py's ``direct_ukernel``).
+(``dependencies``); so are the direct micro-kernels of the stride-1 convolutions
+("dukernels", conv.py's ``direct_ukernel``), and the gemm driver's one-row products
+("gemv", gemm.py's ``gemv`` and ``gemv_split``), which build beside that driver.
 So is the int8 GEMM (qgemm.py: its driver, its driver on a B packed once, and that
 packing; ``QGEMM_KINDS``), one per variant of the host (``qgemm_variant``).
 
@@ -41,6 +42,7 @@ Invariants:
   the threads per region are the cell ``LIMIT_SYMBOL``, threads.py's ``LIMIT``;
   ``wia.lib.ukernel.<dtype>.<config label>.<rows>`` for the micro-kernels,
   ``wia.lib.dukernel.<dtype>.<config label>.<rows>`` for the direct ones,
+  ``wia.lib.gemv.<dtype>.<config label>[.split]`` for the one-row products,
   ``wia.lib.<qgemm kind>.<variant>`` for the int8 GEMM).
 - Every object that references a library symbol lists its ``spec`` in
   ``Layout.libraries``; loading such an object (also from the disk cache in a
@@ -187,9 +189,13 @@ def dependencies(spec: Spec) -> list[Spec]:
         return []
     if spec["kind"] in QGEMM_KINDS:  # its packing buffers; its micro-kernels are its own
         return [SCRATCH_SPEC]
+    if spec["kind"] == "gemv":  # gemv_split's partial sums
+        return [SCRATCH_SPEC]
     ukernels = ukernels_spec(spec["dtype"], spec["config"])
     if spec["kind"] in ("conv", "conv_range") and list(spec["stride"]) == [1, 1]:  # conv.py's direct tiles
         return [SCRATCH_SPEC, ukernels, {**ukernels, "kind": "dukernels"}]
+    if spec["kind"] == "gemm":  # its one-row products
+        return [SCRATCH_SPEC, ukernels, {**ukernels, "kind": "gemv"}]
     return [SCRATCH_SPEC, ukernels]
 
 
@@ -240,9 +246,9 @@ def codegen_level(spec: Spec) -> int:
 #: an empty cache; AMD Zen 5, AVX-512, f32; llvmlite 0.50 with LLVM's assertions). Only
 #: their order matters: the builds of a kernel's helpers are queued longest first.
 _BUILD_MS = {"conv_wino4_raw": 131, "conv_wino4": 102, "conv_wino2_raw": 87, "conv_wino2": 78,
-             "ukernels": 70, "conv": 60, "dukernels": 56, "conv_range": 53, "qgemm": 52, "gemm": 45,
+             "ukernels": 70, "conv": 60, "dukernels": 56, "conv_range": 53, "qgemm": 52, "gemm": 35,
              "conv_rows": 37, "qgemm_packed": 36, "conv_wino4_prepack": 26,
-             "maxpool": 25, "depthwise": 23, "gemm_packed": 18, "conv_wino2_prepack": 15,
+             "maxpool": 25, "depthwise": 23, "gemv": 19, "gemm_packed": 18, "conv_wino2_prepack": 15,
              "qgemm_prepack": 13, "pool": 12, "arena": 10, "call": 8, "scratch": 5,
              "gemm_prepack": 4, "conv_rows_prepack": 3}
 

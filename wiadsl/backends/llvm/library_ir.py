@@ -111,6 +111,11 @@ def library_ir(spec: Spec) -> str:
             for rows in ukernel_rows(builder.mr):
                 builder.ukernel(rows)  # external: the drivers' objects link against them
             return str(mod)
+        if spec["kind"] == "gemv":  # external: the gemm drivers' objects link against them
+            builder = GemmBuilder(mod, dtype, define_gemv=True)
+            builder.gemv()
+            builder.gemv_split()
+            return str(mod)
         if spec["kind"] == "dukernels":
             direct = ConvBuilder(mod, dtype, (1, 1), define_ukernels=True)
             for rows in ukernel_rows(direct.mr):
@@ -160,12 +165,13 @@ def optimized(spec: Spec) -> llvm.ModuleRef:
 
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
     """Copy the helpers' definitions into ``mod`` (for self-contained AOT output) with
-    the micro-kernels they call, the scratch helper's once when anything in it calls
+    the micro-kernels and one-row products they call, the scratch helper's once when anything in it calls
     that, and the pool's when anything in it runs a parallel region (with a slot that
     points at it from the start: no loader outside this process)."""
     ukernels: list[Spec] = []
     for spec in specs:
-        ukernels += [d for d in dependencies(spec) if d["kind"] in ("ukernels", "dukernels") and d not in ukernels]
+        ukernels += [d for d in dependencies(spec) if d["kind"] in ("ukernels", "dukernels", "gemv")
+                     and d not in ukernels]
     for spec in specs + ukernels:
         if spec != SCRATCH_SPEC:
             mod.link_in(optimized(spec))
