@@ -249,7 +249,7 @@ def early_helpers(module: ModuleOp, config: GemmConfig | None,
     Queued with the driver, they came after the arena, which the builder thread took
     first, while the caller built the driver and then them. With them apart from the
     driver and queued here, a first call, imports aside, took: attention.attn 120-122 ms
-    against 125-140 with them in the driver, mlp_relu 106-114 against 107-131 (four
+    against 125-140 with them in the driver, mlp_relu 106-124 against 107-131 (four
     alternating runs)."""
     specs = [ARENA_SPEC]
     products = [(op.name, t) for f in module.funcs for op in f.walk() if op.name in _PRODUCT_OPS
