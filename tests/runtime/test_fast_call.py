@@ -412,30 +412,30 @@ def test_steady_calls_by_keyword_take_the_plan(monkeypatch):
 
 def test_a_steady_call_is_its_plans_native_call_alone(monkeypatch):
     """Once a call ran its plan's native call, the next call runs that call and none of
-    the Python call path (``KernelFunction._call``), its stats the plan's; a call of
+    the Python call path (``KernelFunction._call_by_plans``), its stats the plan's; a call of
     another shape, or one that fails, goes that way and then leaves its own plan's."""
     add = wiadsl.jit(ADD, kernel="add")
     a, b = f32(1, 2, 3, 4), f32(1, 2, 3)
     warm(add, a, a)
     add(a, a)
     plan = add._plan
-    assert add._fast is plan.fast is not None and add.stats is plan.stats
+    assert add._steady is plan.fast is not None and add.stats is plan.stats
     import wiadsl.runtime.jit as jit_module
-    real = jit_module.KernelFunction._call
+    real = jit_module.KernelFunction._call_by_plans
 
     def python_path(*args, **kwargs):
         raise AssertionError("a steady call went the Python way")
-    monkeypatch.setattr(jit_module.KernelFunction, "_call", python_path)
+    monkeypatch.setattr(jit_module.KernelFunction, "_call_by_plans", python_path)
     for i in range(3):
         np.testing.assert_array_equal(add(a * i, a), a * i + a)
     assert add.stats is plan.stats
-    monkeypatch.setattr(jit_module.KernelFunction, "_call", real)
+    monkeypatch.setattr(jit_module.KernelFunction, "_call_by_plans", real)
     warm(add, b, b)
     np.testing.assert_array_equal(add(b, b), b * 2)
-    assert add._fast is add._plan.fast and add._plan is not plan
+    assert add._steady is add._plan.fast and add._plan is not plan
     with pytest.raises(WiaCallError, match="argument 'b'"):
         add(b, np.ones(3))
-    assert add._fast is None
+    assert add._steady is None
     np.testing.assert_array_equal(add(a, a), a * 2)  # the other plan, by the Python way
     np.testing.assert_array_equal(add(a, a), a * 2)
-    assert add._fast is plan.fast and add.stats is plan.stats
+    assert add._steady is plan.fast and add.stats is plan.stats

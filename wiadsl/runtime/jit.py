@@ -108,7 +108,8 @@ class KernelFunction:
     _plans: dict[tuple, CallPlan] = field(default_factory=dict, repr=False)
     _plan: CallPlan | None = field(default=None, repr=False)
     #: ``_plan.fast`` while the last call ran that plan (``stats`` is its stats), else None
-    _fast: Callable[..., object] | None = field(default=None, repr=False)
+    #: (OnnxKernel keeps a ``_fast`` of its own, and its own ``__call__``)
+    _steady: Callable[..., object] | None = field(default=None, repr=False)
     #: (positional count, keywords as given) -> those keywords in declaration order,
     #: for calls whose keywords name exactly the remaining inputs (``_by_position``)
     _keyword_orders: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = field(
@@ -148,19 +149,22 @@ class KernelFunction:
     def __call__(self, *args: object, **kwargs: object) -> KernelResult:
         # the steady state: the last call's plan again, checks and delivery in one native
         # call; nothing else on the way (this is most of a small kernel's call)
-        fast = self._fast
+        fast, tried = self._steady, None
         if fast is not None and not kwargs:
             result = fast(args)
             if result is not NOT_RUN:
                 return result  # type: ignore[return-value]
-        self._fast = None  # until this call shows which plan it ran
-        result = self._call(args, kwargs)
+            tried = fast
+        self._steady = None  # until this call shows which plan it ran
+        result = self._call_by_plans(args, kwargs, tried)
         plan = self._plan
-        self._fast = plan.fast if plan is not None and self.stats is plan.stats else None
+        self._steady = plan.fast if plan is not None and self.stats is plan.stats else None
         return result
 
-    def _call(self, args: tuple[object, ...], kwargs: dict[str, object]) -> KernelResult:
-        """A call by the plans (the last one's fast call first) or the checking way."""
+    def _call_by_plans(self, args: tuple[object, ...], kwargs: dict[str, object],
+                       tried: Callable[..., object] | None = None) -> KernelResult:
+        """A call by the plans (the last one's fast call first, unless it is ``tried``
+        already: ``__call__``'s, which did not take these arguments) or the checking way."""
         if kwargs:
             positional = self._by_position(args, kwargs)
             if positional is not None:
@@ -168,7 +172,7 @@ class KernelFunction:
         if not kwargs:
             plan = self._plan
             fast = plan.fast if plan is not None else None
-            if fast is not None:  # the steady state: checks and delivery in one native call
+            if fast is not None and fast is not tried:  # checks and delivery in one native call
                 result = fast(args)
                 if result is not NOT_RUN:
                     self.stats = plan.stats  # type: ignore[union-attr]

@@ -893,16 +893,12 @@ class GemmBuilder:
         bm, ldb, pc, kc, jc, jend, n, packed = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         nv = self.nr // self.w
-        mask_t = ir.VectorType(I1, self.w)
-        vi = ir.VectorType(I64, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
-                               [PTR, I32, mask_t, self.vt])
+                               [PTR, I32, ir.VectorType(I1, self.w), self.vt])
         zero = zeros(self.vt)
 
         def per_jr(jr: ir.Value) -> None:
-            left = splat(b, b.sub(n, jr), vi)
-            masks = [b.icmp_signed(">", left, ir.Constant(vi, [v * self.w + lane for lane in range(self.w)]))
-                     for v in range(nv)]
+            masks = self.valid_masks(b, b.sub(n, jr))
             panel = b.gep(packed, [b.mul(b.sub(jr, jc), kc)], source_etype=self.et)
 
             def rows(load: Callable[[ir.Value, int], ir.Value]) -> None:

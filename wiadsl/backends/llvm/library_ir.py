@@ -165,14 +165,14 @@ def optimized(spec: Spec) -> llvm.ModuleRef:
 
 def link_into(mod: llvm.ModuleRef, specs: list[Spec]) -> None:
     """Copy the helpers' definitions into ``mod`` (for self-contained AOT output) with
-    the micro-kernels and one-row products they call, the scratch helper's once when anything in it calls
-    that, and the pool's when anything in it runs a parallel region (with a slot that
-    points at it from the start: no loader outside this process)."""
-    ukernels: list[Spec] = []
+    the micro-kernels and one-row products they call, the scratch helper's once when
+    anything in it calls that, and the pool's when anything in it runs a parallel region
+    (with a slot that points at it from the start: no loader outside this process)."""
+    called: list[Spec] = []
     for spec in specs:
-        ukernels += [d for d in dependencies(spec) if d["kind"] in ("ukernels", "dukernels", "gemv")
-                     and d not in ukernels]
-    for spec in specs + ukernels:
+        called += [d for d in dependencies(spec) if d["kind"] in ("ukernels", "dukernels", "gemv")
+                   and d not in called]
+    for spec in specs + called:
         if spec != SCRATCH_SPEC:
             mod.link_in(optimized(spec))
     if any(f.name == SCRATCH_SYMBOL and f.is_declaration for f in mod.functions):
