@@ -4,7 +4,7 @@ The per-specialization key (``key.KeyParts``) is taken from the lowered IR,
 so finding it means parsing, checking and lowering the source. This layer keys
 on what that IR is a function of, readable without the compiler:
 
-- ``source_key(text, filename, target, options)``: SHA-256 of the source text, its
+- ``source_key(text, filename, target, options, host, imports)``: SHA-256 of the source text, its
   file name, the text of every file its ``import``s may resolve to (found by a
   regex and the loader's search order, transitively), the target and its options,
   the compiler version, and the host CPU and its features.
@@ -28,7 +28,9 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,42 +54,44 @@ def _is_file(filename: str) -> bool:
 def import_closure(text: str, filename: str) -> dict[str, str]:
     """Path -> text of every file an ``import`` of ``text`` (transitively) may load,
     and a ``missing:`` entry for each candidate path that does not exist (a file
-    that appears later changes what the loader picks, so it changes the key)."""
+    that appears later changes what the loader picks, so it changes the key).
+    ``os.path`` and one ``stat`` per candidate: a warm start computes this."""
     found: dict[str, str] = {}
     todo = [(text, filename)]
     while todo:
         body, importer = todo.pop()
         names = re.findall(_IMPORT, body) if "import" in body else []  # most import nothing
         for name in dict.fromkeys(names):
-            folders = [Path(importer).resolve().parent] if _is_file(importer) else []
-            for folder in [*folders, stdlib_dir()]:
-                path = folder / f"{name}.wia"
+            folders = [os.path.dirname(os.path.realpath(importer))] if _is_file(importer) else []
+            for folder in [*folders, str(stdlib_dir())]:
                 # the name the loader gives the file (spans of runtime errors use it)
-                key = str(path) if path.exists() else f"missing:{path}"
+                path = os.path.join(folder, f"{name}.wia")
+                try:
+                    key, regular = path, stat.S_ISREG(os.stat(path).st_mode)
+                except OSError:
+                    key, regular = f"missing:{path}", False
                 if key in found:
                     break
-                if not path.is_file():
+                if not regular:
                     found[key] = ""
                     continue
-                found[key] = path.read_text(encoding="utf-8")
+                with open(path, encoding="utf-8") as f:
+                    found[key] = f.read()
                 todo.append((found[key], key))
                 break  # the first existing candidate is the one the loader takes
     return found
 
 
 def source_key(text: str, filename: str, target: str, options: dict[str, Any],
-               host: str) -> str | None:
-    """The key of compiling ``text`` for ``target``; None when an option has no stable
-    text form (an object: the slow path, uncached at this level)."""
+               host: str, imports: dict[str, str]) -> str | None:
+    """The key of compiling ``text`` for ``target``, given its ``import_closure``;
+    None when an option has no stable text form (an object: the slow path, uncached
+    at this level)."""
     from .key import compiler_version
 
     try:
         opts = canonical(options)
     except TypeError:
-        return None
-    try:
-        imports = import_closure(text, filename)
-    except (OSError, UnicodeDecodeError):
         return None
     return sha256(canonical({"format": FORMAT, "text": text, "filename": filename,
                              "imports": imports, "target": target, "options": opts,

@@ -546,12 +546,18 @@ class LazySource:
         return self._compiled
 
     @functools.cached_property
-    def files(self) -> dict[str, str]:
-        """Name -> text of the source and every file it may import (error spans); read
-        once, not once per specialization."""
+    def imports(self) -> dict[str, str]:
+        """Path -> text of every file the source may import (``import_closure``): the
+        source-level key hashes them, and runtime errors' spans show them. Read once,
+        not once per specialization."""
         from ..cache.sources import import_closure
 
-        return {self.filename: self.text, **import_closure(self.text, self.filename)}
+        return import_closure(self.text, self.filename)
+
+    @property
+    def files(self) -> dict[str, str]:
+        """Name -> text of the source and every file it may import."""
+        return {self.filename: self.text, **self.imports}
 
     def lower_kernel(self, name: str, generic: Any = None) -> ModuleOp:
         return self.compiled.lower_kernel(name, generic)
@@ -571,7 +577,11 @@ def source_key_for(backend: Backend, source: LazySource, target: str,
         return None
     run_options: frozenset[str] = getattr(backend, "run_options", frozenset())  # the same code
     code_options = {k: v for k, v in options.items() if k not in run_options}
-    return source_key(source.text, source.filename, target, code_options, host())
+    try:
+        imports = source.imports
+    except (OSError, UnicodeDecodeError):  # the frontend reports it (uncached)
+        return None
+    return source_key(source.text, source.filename, target, code_options, host(), imports)
 
 
 def jit_file(path: str | os.PathLike[str], kernel: str | None = None,
