@@ -79,7 +79,7 @@ def median_time(fn: Callable[[], object], repeat: int = 7, min_time: float = MIN
     return paired(fn, None, repeat, min_time)[0]
 
 
-#: Seconds to wait after NumPy's batch: OpenBLAS worker threads busy-wait ~0.1-0.2 s
+#: Seconds to wait before each timed batch: OpenBLAS worker threads busy-wait ~0.1-0.2 s
 #: after a BLAS call, taking the other core from whatever runs next (measured: our
 #: 1024^3 matmul right after ``a @ b`` ran at 60 GFLOP/s, 125 after a 0.2 s pause).
 SETTLE = 0.25
@@ -90,14 +90,16 @@ SETTLE = 0.25
 def paired(ours: Callable[[], object], theirs: Callable[[], object] | None, repeat: int = 9,
            min_time: float = MIN_TIME) -> tuple[float, float]:
     """Median seconds per call of both functions, measured in alternating batches so
-    that a load change on this shared machine hits both sides alike (with a pause
-    after NumPy's batches so its spinning BLAS threads do not slow ours)."""
+    that a load change on this shared machine hits both sides alike, each batch after
+    the same pause: OpenBLAS's spinning threads must not slow ours, and a pause before
+    one side's batches only (as here until stop 64) gave that side cold caches and
+    sleeping workers that the other's never had."""
     fns = [f for f in (ours, theirs) if f is not None]
     sizes = [_batch(f, min_time) for f in fns]
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        for k, (f, n, out) in enumerate(zip(fns, sizes, times, strict=True)):
-            if k == 0 and theirs is not None:
+        for f, n, out in zip(fns, sizes, times, strict=True):
+            if theirs is not None:
                 time.sleep(SETTLE)
             t0 = time.perf_counter()
             for _ in range(n):
