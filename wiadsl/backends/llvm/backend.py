@@ -60,11 +60,11 @@ from .layout import Layout
 from .library import ensure_loaded, load_object
 from .shape_policy import Pattern, ShapePolicy, Shapes, check_policy
 from .threads import THREADS
-from .tiered import MAX_STEPS, TierUp
 
 if TYPE_CHECKING:
     from ...ir.module import ModuleOp
     from ...signature import KernelSignature
+    from .tiered import TierUp
 
 _LIBC = ctypes.CDLL(None)
 _FREE = _LIBC.free
@@ -579,6 +579,9 @@ class CpuKernel:
         """The results of the interpreter while ``shapes``' code compiles in the
         background (started by the first call at these shapes); None when native code
         is there or was found cached (the caller then takes the native way)."""
+        # (the ``tiered`` option only: not on a warm start's path)
+        from .tiered import MAX_STEPS, TierUp
+
         with self._tiers_lock:
             tier = self._tiers.get(shapes)
             if tier is None:

@@ -119,18 +119,19 @@ class _Object:
         end = self.data.index(b"\0", table_offset + at)
         return self.data[table_offset + at:end].decode()
 
+    def _entries(self, table: _Section, layout: str) -> Iterator[tuple[int, ...]]:
+        """The fixed-size entries of ``table`` (``struct.iter_unpack``: a warm start
+        parses every helper it loads, and one ``unpack_from`` per entry cost more)."""
+        return struct.iter_unpack(layout, memoryview(self.data)[table.offset:table.offset + table.size])
+
     def _symbols(self, table: _Section) -> list[_Symbol]:
         strings = self.sections[table.link].offset
-        out = []
-        for at in range(table.offset, table.offset + table.size, 24):
-            name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", self.data, at)
-            out.append(_Symbol(self._string(strings, name), info >> 4, info & 0xF, shndx, value, size))
-        return out
+        return [_Symbol(self._string(strings, name), info >> 4, info & 0xF, shndx, value, size)
+                for name, info, _, shndx, value, size in self._entries(table, "<IBBHQQ")]
 
     def relocations(self, table: _Section) -> Iterator[tuple[int, int, int, int]]:
         """(offset, type, symbol index, addend) of each entry of a RELA section."""
-        for at in range(table.offset, table.offset + table.size, 24):
-            offset, info, addend = struct.unpack_from("<QQq", self.data, at)
+        for offset, info, addend in self._entries(table, "<QQq"):
             yield offset, info & 0xFFFFFFFF, info >> 32, addend
 
 
