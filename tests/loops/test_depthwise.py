@@ -89,6 +89,58 @@ def test_max_pool_lowers_to_maxpool2d(dt, k, s, shape) -> None:
     np.testing.assert_array_equal(run_func(loops, "f", [x])[0], run_func(tensor, "f", [x])[0])
 
 
+
+PADDED_MAXPOOL = """
+func @f(%x: tensor<?x?x?x?x{dt}>) -> tensor<?x?x?x?x{dt}> attributes {{kernel, outputs = ["y"]}} {{
+^entry:
+  %y = tensor.max_pool %x {{kernel = [3, 3], stride = [2, 2], padding = {pads}}} : tensor<?x?x?x?x{dt}> -> tensor<?x?x?x?x{dt}>
+  return %y : tensor<?x?x?x?x{dt}>
+}}
+"""
+
+
+@pytest.mark.parametrize("dt,pads,shape", [("f32", [1, 1, 1, 1], (1, 3, 9, 33)),
+                                           ("f64", [0, 1, 1, 0], (2, 1, 4, 5)),
+                                           ("f16", [2, 2, 2, 2], (1, 2, 1, 1))])
+def test_padded_max_pool_lowers_with_its_padding(dt, pads, shape) -> None:
+    """The planes kernel takes the top and left padding (the rest follows from the output
+    extents); f16's scalar loops read -inf outside the plane. Loops and tensor ops agree."""
+    tensor = parse_module(PADDED_MAXPOOL.format(dt=dt, pads=pads))
+    x = np.random.default_rng(1).standard_normal(shape).astype(dt.replace("f", "float"))
+    x.flat[0] = np.nan
+    loops = lower_module(tensor, {"f": [shape]})
+    verify(loops)
+    if dt != "f16":
+        padding = f", padding = [{pads[0]}, {pads[1]}]" if pads[:2] != [0, 0] else ""
+        filecheck(print_module(loops), f"CHECK: loop.maxpool2d %x, {{{{%[0-9]+}}}}, {{{{.*}}}} "
+                                       f"{{kernel = [3, 3], stride = [2, 2]{padding}}}")
+    np.testing.assert_array_equal(run_func(loops, "f", [x])[0], run_func(tensor, "f", [x])[0])
+
+
+@pytest.mark.parametrize("attrs,message", [
+    ("kernel = [3, 3], stride = [2, 2], padding = [3, 0, 0, 0]", "less than the kernel"),
+    ("kernel = [3, 3], stride = [2, 2], padding = [-1, 0, 0, 0]", "at least 0"),
+    ("kernel = [3, 3], stride = [2, 2], padding = [1, 1]", "must have 4 entries"),
+])
+def test_max_pool_rejects_bad_padding(attrs: str, message: str) -> None:
+    src = f"""func @f(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32> {{
+^entry:
+  %y = tensor.max_pool %x {{{attrs}}} : tensor<1x1x8x8xf32> -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}}"""
+    with pytest.raises(WiaIRError, match=message):
+        verify(parse_module(src))
+
+
+def test_avg_pool_takes_no_padding() -> None:
+    src = """func @f(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32> {
+^entry:
+  %y = tensor.avg_pool %x {kernel = [2, 2], stride = [2, 2], padding = [0, 0, 0, 0]} : tensor<1x1x8x8xf32> -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}"""
+    with pytest.raises(WiaIRError, match="only a max pool has one"):
+        verify(parse_module(src))
+
 CONV = """
 func @f(%x: tensor<?x?x?x?xf32>, %w: tensor<?x?x?x?xf32>, %b: tensor<{o}x1x1xf32>, %r: tensor<?x{o}x?x?xf32>) -> tensor<?x{o}x{ho}x{wo}xf32> attributes {{kernel, outputs = ["y"]}} {{
 ^entry:
@@ -143,6 +195,8 @@ def test_fused_conv_applies_its_epilogue_per_chunk_of_pixels(n, c, o, h, w, bias
      "dilation = [1, 1], padding = [1, 1]}", "stride >= 1"),
     ("loop.maxpool2d %b, %b, %i, %i, %i, %i, %i, %i, %i {kernel = [0, 3], stride = [1, 1]}",
      "kernel and a stride of at least 1"),
+    ("loop.maxpool2d %b, %b, %i, %i, %i, %i, %i, %i, %i {kernel = [3, 3], stride = [1, 1], padding = [3, 0]}",
+     "less than the kernel"),
     ("loop.conv2d %b, %b, %b, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i {stride = [1, 1]}",
      "pixel range and then a channel range, two operands each"),
     ("loop.conv2d %b, %b, %b, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i, %i {stride = [1, 1]}",

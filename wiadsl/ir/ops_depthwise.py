@@ -24,8 +24,10 @@ end padding is whatever the output extents imply: every read outside the input i
 a zero. The taps are added in order (i, j) = (0, 0), (0, 1), ..., as the sum they
 replace; a backend may fuse each multiply-add (float results then differ by rounding).
 ``loop.maxpool2d %x, %y, %xoff, %yoff, %h, %wd, %ho, %wo, %planes {kernel, stride}`` is
-``tensor.max_pool``'s (no padding) on consecutive planes: y[k, oh, ow] = the maximum
-over taps of x[k, oh*sh + i, ow*sw + j] (NumPy's ``maximum``: NaN wins).
+``tensor.max_pool``'s on consecutive planes: y[k, oh, ow] = the maximum over taps of
+x[k, oh*sh + i - pt, ow*sw + j - pl] (NumPy's ``maximum``: NaN wins), the taps outside
+the plane left out; ``padding = [pt, pl]`` (the begin padding, each less than the
+kernel; [0, 0] when absent) and the output extents place the windows.
 ``loop.depthwise2d`` is ``planes`` consecutive channel planes of one image: plane k
 reads ``x[xoff + k*h*wd + r*wd + s]`` for r < h, s < wd and the taps
 ``w[woff + k + (i*kw + j)*wstride]``, and writes ``y[yoff + k*ho*wo + oh*wo + ow]``
@@ -173,8 +175,9 @@ class Depthwise2dOp(Operation):
 @register
 class MaxPool2dOp(Operation):
     """``loop.maxpool2d``: buffers x, y, then seven ``index`` values xoff, yoff, h, wd, ho,
-    wo, planes; attributes ``kernel``, ``stride`` (module docstring). Every window lies
-    inside its plane: ``(ho - 1) * sh + kh <= h`` and the same for the width."""
+    wo, planes; attributes ``kernel``, ``stride`` and, optionally, ``padding`` (module
+    docstring). Every window starts inside its padded plane and ends past its first
+    row and column: ``(ho - 1) * sh - pt < h`` and the same for the width."""
 
     name = "loop.maxpool2d"
 
@@ -185,17 +188,30 @@ class MaxPool2dOp(Operation):
             raise self.error(f"takes f32 or f64 buffers of one dtype, got {', '.join(map(str, types))}")
         for i, t in enumerate(self.operand_types[2:]):
             expect_index(self, t, f"operand {i + 2}")
-        if min(attr_ints(self, "kernel", 2)) < 1 or min(attr_ints(self, "stride", 2)) < 1:
+        kernel = attr_ints(self, "kernel", 2)
+        if min(kernel) < 1 or min(attr_ints(self, "stride", 2)) < 1:
             raise self.error("needs a kernel and a stride of at least 1")
+        pad = self.padding
+        if min(pad) < 0 or pad[0] >= kernel[0] or pad[1] >= kernel[1]:
+            raise self.error(f"padding {pad} must be at least 0 and less than the kernel {kernel}")
+
+    @property
+    def padding(self) -> list[int]:
+        """[pt, pl]: [0, 0] when the op has none."""
+        return attr_ints(self, "padding", 2) if "padding" in self.attributes else [0, 0]
 
     def evaluate(self, args: list[Any]) -> list[Any]:
         x, y = (a.reshape(-1) for a in args[:2])
         xoff, yoff, h, wd, ho, wo, planes = (int(v) for v in args[2:])
         (kh, kw), (sh, sw) = attr_ints(self, "kernel", 2), attr_ints(self, "stride", 2)
+        pt, pl = self.padding
         if min(xoff, yoff, planes) < 0 or xoff + planes * h * wd > x.size \
-                or yoff + planes * ho * wo > y.size or (ho - 1) * sh + kh > h or (wo - 1) * sw + kw > wd:
+                or yoff + planes * ho * wo > y.size or (ho - 1) * sh - pt >= h or (wo - 1) * sw - pl >= wd:
             raise WiaRuntimeError(f"'{self.name}': a plane or a window lies outside the buffers")
         block = x[xoff:xoff + planes * h * wd].reshape(planes, h, wd)
+        # taps outside the plane read -inf: the maximum of the others
+        pb, pr = max(0, (ho - 1) * sh + kh - pt - h), max(0, (wo - 1) * sw + kw - pl - wd)
+        block = np.pad(block, [(0, 0), (pt, pb), (pl, pr)], constant_values=-np.inf)
         out = None
         for i in range(kh):
             for j in range(kw):

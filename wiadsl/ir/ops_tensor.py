@@ -7,6 +7,7 @@ Text forms:
     %t = tensor.transpose %a {perm = [1, 0]} : tensor<4x3xf32> -> tensor<3x4xf32>
     %y = tensor.conv2d %x, %w {stride = [1, 1], padding = [0, 0]} : (...) -> ...
     %p = tensor.max_pool %x {kernel = [2, 2], stride = [2, 2]} : ... -> ...
+    %p = tensor.max_pool %x {kernel = [3, 3], stride = [2, 2], padding = [1, 1, 1, 1]} : ...
     %q = tensor.quantize %x, %scale, %zp : (tensor<4xf32>, f32, i64) -> tensor<4xi8>
 """
 
@@ -239,7 +240,11 @@ def _conv_as_matmul(x: np.ndarray, w: np.ndarray, stride: tuple[int, int],
 
 
 class PoolOp(Operation):
-    """``{kernel = [kh, kw], stride = [sh, sw]}`` over the last two axes, no padding."""
+    """``{kernel = [kh, kw], stride = [sh, sw]}`` over the last two axes. A max pool may
+    also have ``padding = [top, left, bottom, right]``: windows reach that far past the
+    input, and what they read there takes no part (as a ``-inf`` fill would; the CPU
+    backend's ``fold-pool-padding`` pass makes it from a ``-inf``-padded copy, which
+    the backend's kernel then never makes)."""
 
     traits = PURE
     kind: ClassVar[str]
@@ -252,7 +257,14 @@ class PoolOp(Operation):
             raise self.error(f"needs rank >= 2, kernel >= 1 and stride >= 1, got {x}")
         if self.kind == "avg" and not x.dtype.is_float:
             raise self.error(f"needs a float operand, got {x}")
-        hw = [_window_extent(x.shape[-2 + i], kernel[i], stride[i], 0) for i in (0, 1)]
+        pad = pool_padding(self)
+        if "padding" in self.attributes and (self.kind != "max" or min(pad) < 0
+                                             or pad[0] >= kernel[0] or pad[1] >= kernel[1]):
+            raise self.error(f"padding {pad}: only a max pool has one, each side at least 0 "
+                             f"and the leading ones less than the kernel {kernel}")
+        extents = [x.shape[-2 + i] for i in (0, 1)]
+        hw = [None if e is None else (e + pad[i] + pad[i + 2] - kernel[i]) // stride[i] + 1
+              for i, e in enumerate(extents)]
         if any(e is not None and e < 1 for e in hw):
             raise self.error(f"kernel {kernel} larger than input {x}")
         expect_result_shape(self, self.result.type, x.dtype, [*x.shape[:-2], *hw])
@@ -263,6 +275,11 @@ class PoolOp(Operation):
     def evaluate(self, args: list[Any]) -> list[Any]:
         x = np.asarray(args[0])
         (kh, kw), (sh, sw) = self.attributes["kernel"], self.attributes["stride"]
+        top, left, bottom, right = pool_padding(self)
+        if top or left or bottom or right:
+            lowest = -np.inf if x.dtype.kind in "fc" else False if x.dtype == bool else np.iinfo(x.dtype).min
+            x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(top, bottom), (left, right)],
+                       constant_values=np.array(lowest).astype(x.dtype))
         ho, wo = (x.shape[-2] - kh) // sh + 1, (x.shape[-1] - kw) // sw + 1
         if ho < 1 or wo < 1:
             raise WiaRuntimeError(f"'{self.name}': kernel {[kh, kw]} larger than input {x.shape}")
@@ -274,6 +291,11 @@ class PoolOp(Operation):
             else:
                 out = np.sum(np.stack(windows), axis=0, dtype=x.dtype) / (kh * kw)
         return [finish(out, self.result.type)]
+
+
+def pool_padding(op: Operation) -> list[int]:
+    """A pool's ``padding`` [top, left, bottom, right]; zeros when it has none."""
+    return attr_ints(op, "padding", 4) if "padding" in op.attributes else [0, 0, 0, 0]
 
 
 register(type("MaxPoolOp", (PoolOp,), {"name": "tensor.max_pool", "kind": "max"}))

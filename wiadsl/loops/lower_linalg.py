@@ -10,9 +10,12 @@ materialized when the casts have no other user). Other dtypes get plain loops
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dtypes import DType
 from ..ir.core import Operation, OpResult, Value
 from ..ir.ops_loop import QGemmOp
+from ..ir.ops_tensor import pool_padding
 from ..ir.types import ScalarType, TensorType
 from .builder import LoopBuilder, const_value, contiguous_strides
 from .conv import implicit_gemm, phase_split, phase_split_pays, rows_pays, winograd_tile
@@ -286,8 +289,10 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
     lb = ctx.lb
     x: Expr = ctx.operand(op.operands[0])
     (kh, kw), (sh, sw) = op.attributes["kernel"], op.attributes["stride"]
+    top, left, bottom, right = pool_padding(op)
     *lead, h, wd = x.extents
-    ho, wo = _window(lb, h, lb.idx(kh), sh, 0), _window(lb, wd, lb.idx(kw), sw, 0)
+    ho = _window(lb, lb.add(h, lb.idx(top + bottom)), lb.idx(kh), sh, 0)
+    wo = _window(lb, lb.add(wd, lb.idx(left + right)), lb.idx(kw), sw, 0)
     ok = lb.and_(lb.cmp("sge", ho, lb.idx(1)), lb.cmp("sge", wo, lb.idx(1)))
     lb.check(ok, ctx.message(op, "kernel larger than the input"))
     is_max = op.name == "tensor.max_pool"
@@ -298,7 +303,8 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
     out = lb.alloc(dtype, out_ext)
     strides = contiguous_strides(lb, out_ext)
     if is_max and dtype in GEMM_DTYPES:
-        _max_pool_planes(lb, ctx.buffer(op.operands[0]), out, (h, wd, ho, wo), (kh, kw), (sh, sw))
+        _max_pool_planes(lb, ctx.buffer(op.operands[0]), out, (h, wd, ho, wo), (kh, kw), (sh, sw),
+                         (top, left))
         return [buffer_leaf(lb, out, owned=True)]
 
     def cell(lb2: LoopBuilder, ivs: list[Value]) -> None:
@@ -306,9 +312,9 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
         vals = []
         for i in range(kh):
             for j in range(kw):
-                hh = lb2.add(lb2.mul(oh, lb2.idx(sh)), lb2.idx(i))
-                ww = lb2.add(lb2.mul(ow, lb2.idx(sw)), lb2.idx(j))
-                vals.append(cast(lb2, x.at(lb2, [*li, hh, ww]), acc))
+                hh = lb2.add(lb2.mul(oh, lb2.idx(sh)), lb2.idx(i - top))
+                ww = lb2.add(lb2.mul(ow, lb2.idx(sw)), lb2.idx(j - left))
+                vals.append(_pool_tap(lb2, x, [*li, hh, ww], (h, wd), acc, bool(top or left or bottom or right)))
         r = vals[0]
         for v in vals[1:]:
             r = lb2.op("arith.max" if is_max else "arith.add", [r, v], ta)
@@ -319,11 +325,29 @@ def _pool(ctx: Ctx, op: Operation) -> list[Lowered]:
     return [buffer_leaf(lb, out, owned=True)]
 
 
+def _pool_tap(lb: LoopBuilder, x: Expr, ivs: list[Value], plane: tuple[Value, Value], acc: DType,
+              padded: bool) -> Value:
+    """``x`` at ``ivs`` as ``acc``; with ``padded`` (a max pool's padding), the lowest value
+    of ``acc`` where (row, column) lies outside ``plane``, read at a clamped position."""
+    if not padded:
+        return cast(lb, x.at(lb, ivs), acc)
+    *li, hh, ww = ivs
+    (h, wd), zero = plane, lb.idx(0)
+    inside = lb.and_(lb.and_(lb.cmp("sge", hh, zero), lb.cmp("slt", hh, h)),
+                     lb.and_(lb.cmp("sge", ww, zero), lb.cmp("slt", ww, wd)))
+    at = [*li, lb.min(lb.max(hh, zero), lb.sub(h, lb.idx(1))), lb.min(lb.max(ww, zero), lb.sub(wd, lb.idx(1)))]
+    lowest: float | int | bool = float("-inf") if acc.is_float else \
+        False if acc is DType.BOOL else int(np.iinfo(acc.numpy).min)
+    return lb.select(inside, cast(lb, x.at(lb, at), acc), lb.const(lowest, ScalarType(acc)))
+
+
 def _max_pool_planes(lb: LoopBuilder, x: Leaf, out: Value, dims: tuple[Value, ...],
-                     kernel: tuple[int, int], stride: tuple[int, int]) -> None:
+                     kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int]) -> None:
     """A float max pool as ``loop.maxpool2d`` on blocks of planes (the leading axes
     flattened), the depthwise kernel's structure (backends/llvm/depthwise.py):
-    vectors over output columns instead of a scalar loop per output element."""
+    vectors over output columns instead of a scalar loop per output element, and the
+    padding ``pad`` (top, left; the bottom and right ones follow from the output's
+    extents) by masked loads."""
     from .depthwise import BLOCK_ELEMENTS
     h, wd, ho, wo = dims
     planes = lb.numel(x.extents[:-2])
@@ -336,5 +360,6 @@ def _max_pool_planes(lb: LoopBuilder, x: Leaf, out: Value, dims: tuple[Value, ..
         q0 = lb2.mul(ivs[0], block)
         lb2.b.create("loop.maxpool2d", [x.buf, out, lb2.mul(q0, hw), lb2.mul(q0, ohw), h, wd, ho, wo,
                                         lb2.min(block, lb2.sub(planes, q0))],
-                     attributes={"kernel": list(kernel), "stride": list(stride)})
+                     attributes={"kernel": list(kernel), "stride": list(stride),
+                                 **({"padding": list(pad)} if any(pad) else {})})
     lb.nest([count], one, parallel=True)

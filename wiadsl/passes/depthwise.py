@@ -88,13 +88,15 @@ class Padded:
     left: int
 
 
-def _padded(p: Value, extents: Extents) -> Padded:
+def padded(p: Value, extents: Extents, fill: float = 0.0) -> Padded:
+    """``p`` as ``insert_slice(x, full(fill))``: x inside a band of ``fill`` on the last
+    two axes (its batch and channel extents provably ``p``'s); else ``p`` itself."""
     ins = _producer(p, "tensor.insert_slice")
     if ins is None:
         return Padded(p, 0, 0)
     x, dest = ins.operands[0], ins.operands[1]
     full = _producer(dest, "tensor.full")
-    if full is None or constant_of(full.operands[0]) not in (0, 0.0) or not isinstance(x.type, TensorType):
+    if full is None or constant_of(full.operands[0]) != fill or not isinstance(x.type, TensorType):
         return Padded(p, 0, 0)
     box = _spatial_slices(ins, dest.type)  # type: ignore[arg-type]
     xt = x.type
@@ -197,8 +199,8 @@ def rewrite_root(root: Operation, extents: Extents) -> bool:
     grid = _grid(terms)
     if grid is None:
         return False
-    src = _padded(terms[0].source, extents)
-    xt = src.x.type  # its batch and channel extents are the windows' (_padded)
+    src = padded(terms[0].source, extents)
+    xt = src.x.type  # its batch and channel extents are the windows' (padded)
     if not isinstance(xt, TensorType) or xt.dtype is not rt.dtype:
         return False
     (kh, kw), channels = grid.kernel, rt.shape[1]

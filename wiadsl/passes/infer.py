@@ -15,7 +15,7 @@ from ..ir.core import Operation, Trait, Value
 from ..ir.module import FuncOp
 from ..ir.ops import constant_of
 from ..ir.ops_fused import FusedProductOp
-from ..ir.ops_tensor import matmul_shape
+from ..ir.ops_tensor import matmul_shape, pool_padding
 from ..ir.types import TensorType, broadcast_shapes, shape_of
 
 Shape = tuple[int | None, ...]
@@ -51,8 +51,10 @@ def _conv(op: Operation) -> Shape | None:
 def _pool(op: Operation) -> Shape | None:
     x = op.operand_types[0]
     (kh, kw), (sh, sw) = op.attributes["kernel"], op.attributes["stride"]
+    top, left, bottom, right = pool_padding(op)
     s = x.shape  # type: ignore[union-attr]
-    return (*s[:-2], _window(s[-2], kh, sh, 0), _window(s[-1], kw, sw, 0))
+    h, w = (None if n is None else n + a + b for n, a, b in ((s[-2], top, bottom), (s[-1], left, right)))
+    return (*s[:-2], _window(h, kh, sh, 0), _window(w, kw, sw, 0))
 
 
 def _transpose(op: Operation) -> Shape | None:

@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     mixed_precision,
     pattern_pass,
     plan_memory,
+    pool_padding,
     quantize_int8,
     sccp,
     shape_specialize,

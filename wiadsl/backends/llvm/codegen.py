@@ -839,8 +839,8 @@ def _maxpool2d(e: FunctionEmitter, op: Operation) -> list[LLValue]:
     assert isinstance(t, TensorType)
     x, y = (e.buf(v) for v in op.operands[:2])
     xoff, yoff, *dims = (e.get(v) for v in op.operands[2:])
-    g = Geometry(tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]), (1, 1), (0, 0),
-                 static_extents(op.operands[4:8]))
+    g = Geometry(tuple(op.attributes["kernel"]), tuple(op.attributes["stride"]), (1, 1),
+                 tuple(op.padding), static_extents(op.operands[4:8]))  # type: ignore[attr-defined]
     fn = declare(e.mod.ll, e.mod.libraries, "maxpool", t.dtype, geometry=g)
     e.b.call(fn, [e.element_ptr(x, t, xoff), e.element_ptr(y, t, yoff), *dims])
     return []

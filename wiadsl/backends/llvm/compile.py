@@ -282,8 +282,9 @@ def _part_object(text: str, level: int) -> bytes:
 
 #: CPU-only tensor passes and the pass of the default pipeline each runs right before
 #: (their ops lower only here): ``depthwise`` makes the direct depthwise convolution
-#: (passes/depthwise.py) whose epilogue ``fuse`` then fuses
-CPU_PASSES = (("depthwise", "fuse"),)
+#: (passes/depthwise.py) whose epilogue ``fuse`` then fuses; ``fold-pool-padding``
+#: lets a max pool read its input in place (passes/pool_padding.py)
+CPU_PASSES = (("depthwise", "fuse"), ("fold-pool-padding", "fuse"))
 
 
 def cpu_pipeline(level: int) -> str:

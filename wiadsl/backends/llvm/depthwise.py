@@ -32,8 +32,10 @@ structures:
   input masked off, so a vector is filled where a row of 4 would fill a quarter.
   The masks are made once per W pixels and serve every plane.
 
-No padded copy of the input is made: masked-off lanes are never accessed. Each tap
-is an ``llvm.fmuladd`` on vectors (a fused multiply-add where the host has one).
+No padded copy of the input is made: masked-off lanes are never accessed, and read
+as the padding's value (zero; -inf for the max pool, which then takes no part in the
+maximum). Each tap is an ``llvm.fmuladd`` on vectors (a fused multiply-add where the
+host has one).
 """
 
 from __future__ import annotations
@@ -99,8 +101,8 @@ POOL_ARGS = [PTR, PTR] + [I64] * 5
 
 class DepthwiseBuilder:
     """Emits the plane kernel for one dtype and geometry into a module; ``combine`` is
-    ``fma`` (the depthwise convolution) or ``max`` (a max pool: no taps, windows inside
-    the input, lanes combined by ``llvm.maximum``, NumPy's NaN-propagating maximum)."""
+    ``fma`` (the depthwise convolution) or ``max`` (a max pool: no taps, lanes combined
+    by ``llvm.maximum``, NumPy's NaN-propagating maximum, reads outside the input -inf)."""
 
     def __init__(self, mod: ir.Module, dtype: DType, g: Geometry, combine: str = "fma"):
         self.mod, self.g, self.combine = mod, g, combine
@@ -109,6 +111,10 @@ class DepthwiseBuilder:
         self.w = current_config().vector_bits // (8 * self.size)
         self.vt = ir.VectorType(self.et, self.w)
         self.suffix = "f32" if dtype is DType.F32 else "f64"
+        #: what a read outside the input gives: a convolution's zero padding, or -inf
+        #: for a max pool (no part in the maximum)
+        self.fill_value = float("-inf") if combine == "max" else 0.0
+        self.fill = ir.Constant(self.vt, [self.fill_value] * self.w)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.mod.globals.get(name)
@@ -177,15 +183,13 @@ class DepthwiseBuilder:
         (kh, kw), (sh, sw), (dh, _), (pt, pl) = self.g.kernel, self.g.stride, self.g.dilation, self.g.padding
         fma = self.intrinsic(f"llvm.fmuladd.v{self.w}{self.suffix}", self.vt, [self.vt] * 3)
         pooling = self.combine == "max"
-        # a row of zeros for the tap rows outside the input (masked loads read only
+        # a row of the fill for the tap rows outside the input (masked loads read only
         # its columns [0, wd)); at least one element so the alloca is never empty
-        zero_row = x
-        if not pooling:
-            with b.goto_entry_block():
-                zero_row = b.alloca(self.et, size=b.add(wd, _i(1)))
-            memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
-            b.call(memset, [zero_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
-                            ir.Constant(I1, 0)])
+        with b.goto_entry_block():
+            fill_row = b.alloca(self.et, size=b.add(wd, _i(1)))
+        fill = ir.Constant(self.et, self.fill_value)
+        for_range(b, _i(0), b.add(wd, _i(1)), 1,
+                  lambda j: b.store(fill, b.gep(fill_row, [j], source_etype=self.et)), "fill")
 
         def segment(ow0: ir.Value) -> None:
             n = b.sub(wo, ow0)  # lanes < n are output columns
@@ -207,8 +211,7 @@ class DepthwiseBuilder:
                     for off in sorted({r * sh + i * dh for r in range(count) for i in range(kh)}):
                         ih = b.add(b.mul(oh0, _i(sh)), _i(off - pt))
                         at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
-                        # a pool's windows lie inside the input (the op's contract)
-                        row = at if pooling else b.select(b.icmp_unsigned("<", ih, h), at, zero_row)
+                        row = b.select(b.icmp_unsigned("<", ih, h), at, fill_row)
                         values = columns(row)
                         for r in range(count):
                             i, rem = divmod(off - r * sh, dh)
@@ -302,7 +305,7 @@ class DepthwiseBuilder:
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
-        align, zero = ir.Constant(I32, self.size), zeros(self.vt)
+        align, zero = ir.Constant(I32, self.size), self.fill
         masks = [b.and_(self.in_range(b, self.lanes(b, b.add(col0, _i(half * self.w)), 1, self.w), _i(0), wd),
                         b.icmp_signed("<", self.lanes(b, _i(half * self.w), 1, self.w), self.lanes(b, count, 0, self.w)))
                  for half in (0, 1)]
@@ -316,7 +319,7 @@ class DepthwiseBuilder:
     def column_loads(self, b: ir.IRBuilder, col0: ir.Value, n: ir.Value, live: ir.Value, wd: ir.Value):
         """A function of a row pointer: the segment's W lanes of one tap column (input
         column col0 + l * sw for lane l), zero where masked off."""
-        sw, zero = self.g.stride[1], zeros(self.vt)
+        sw, zero = self.g.stride[1], self.fill
         mask_t = ir.VectorType(I1, self.w)
         mload = self.intrinsic(f"llvm.masked.load.v{self.w}{self.suffix}.p0", self.vt,
                                [PTR, I32, mask_t, self.vt])
