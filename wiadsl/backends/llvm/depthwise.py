@@ -40,6 +40,7 @@ host has one).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -205,7 +206,11 @@ class DepthwiseBuilder:
                 def rows(oh0: ir.Value, count: int) -> None:
                     # input rows in order, each row's kw column vectors loaded once and
                     # used by every output row of the block that reads it; each output
-                    # still sums its taps in (i, j) order (the same rounding as one row)
+                    # still sums its taps in (i, j) order (the same rounding as one row).
+                    # A pool takes each input row's maximum over its kw columns once, for
+                    # every output row that reads the row (max is exact and ``maximum``
+                    # order-free, NaN included): 3x3 at stride 2, 26 instead of 36 of
+                    # ``llvm.maximum``'s several instructions per 4 output rows
                     identity = ir.Constant(self.vt, [float("-inf") if pooling else 0.0] * self.w)
                     accs: list[ir.Value] = [identity] * count
                     for off in sorted({r * sh + i * dh for r in range(count) for i in range(kh)}):
@@ -213,6 +218,9 @@ class DepthwiseBuilder:
                         at = b.gep(xk, [b.mul(ih, wd)], source_etype=self.et)
                         row = b.select(b.icmp_unsigned("<", ih, h), at, fill_row)
                         values = columns(row)
+                        if pooling:
+                            values = [functools.reduce(
+                                lambda m, v: mathlib.intrinsic(b, "maximum", [m, v]), values)]
                         for r in range(count):
                             i, rem = divmod(off - r * sh, dh)
                             if rem or not 0 <= i < kh:
