@@ -188,9 +188,14 @@ class DepthwiseBuilder:
         # its columns [0, wd)); at least one element so the alloca is never empty
         with b.goto_entry_block():
             fill_row = b.alloca(self.et, size=b.add(wd, _i(1)))
-        fill = ir.Constant(self.et, self.fill_value)
-        for_range(b, _i(0), b.add(wd, _i(1)), 1,
-                  lambda j: b.store(fill, b.gep(fill_row, [j], source_etype=self.et)), "fill")
+        if pooling:
+            fill = ir.Constant(self.et, self.fill_value)
+            for_range(b, _i(0), b.add(wd, _i(1)), 1,
+                      lambda j: b.store(fill, b.gep(fill_row, [j], source_etype=self.et)), "fill")
+        else:
+            memset = self.mod.declare_intrinsic("llvm.memset", [PTR, I64])
+            b.call(memset, [fill_row, ir.Constant(ir.IntType(8), 0), b.mul(b.add(wd, _i(1)), _i(self.size)),
+                            ir.Constant(I1, 0)])
 
         def segment(ow0: ir.Value) -> None:
             n = b.sub(wo, ow0)  # lanes < n are output columns
