@@ -176,8 +176,8 @@ class Depthwise2dOp(Operation):
 class MaxPool2dOp(Operation):
     """``loop.maxpool2d``: buffers x, y, then seven ``index`` values xoff, yoff, h, wd, ho,
     wo, planes; attributes ``kernel``, ``stride`` and, optionally, ``padding`` (module
-    docstring). Every window starts inside its padded plane and ends past its first
-    row and column: ``(ho - 1) * sh - pt < h`` and the same for the width."""
+    docstring). Every window reaches into its plane: ``(ho - 1) * sh - pt < h`` and the
+    same for the width (the first windows do too: the padding is less than the kernel)."""
 
     name = "loop.maxpool2d"
 

@@ -40,9 +40,9 @@ from .extents import Extents
 def fold(pool: Operation, extents: Extents) -> bool:
     """Give ``pool`` its input's ``-inf`` band as ``padding``; whether it did."""
     p = pool.operands[0]
-    pt, xt = p.type, None
-    if not isinstance(pt, TensorType) or not pt.dtype.is_float or pt.rank != 4 or None in pt.shape[2:] \
-            or any(pool_padding(pool)):
+    ptype = p.type
+    if not isinstance(ptype, TensorType) or not ptype.dtype.is_float or ptype.rank != 4 \
+            or None in ptype.shape[2:] or any(pool_padding(pool)):
         return False
     src = padded(p, extents, float("-inf"))
     xt = src.x.type
@@ -50,7 +50,8 @@ def fold(pool: Operation, extents: Extents) -> bool:
         return False
     (kh, kw) = pool.attributes["kernel"]
     top, left = src.top, src.left
-    bottom, right = pt.shape[2] - top - xt.shape[2], pt.shape[3] - left - xt.shape[3]  # type: ignore[operator]
+    bottom = ptype.shape[2] - top - xt.shape[2]  # type: ignore[operator]
+    right = ptype.shape[3] - left - xt.shape[3]  # type: ignore[operator]
     if top >= kh or left >= kw:
         return False
     b = Builder.before(pool)
