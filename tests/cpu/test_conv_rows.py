@@ -165,6 +165,31 @@ def test_which_convolutions_take_the_rows_layout(extents, pays) -> None:
     assert rows_pays(*extents) == pays
 
 
+@pytest.mark.parametrize(("extents", "lanes", "pays"), [
+    ((32, 32, 3, 3, 4, 4), 32, True), ((32, 32, 3, 3, 4, 4), 16, False),
+    ((64, 64, 3, 3, 2, 2), 16, True), ((8, 8, 3, 3, 1, 1), 2, True), ((8, 8, 3, 3, 1, 1), 1, False),
+    ((64, 64, 1, 1, 2, 2), 32, False), ((32, 32, 3, 3, 4, 4), 0, False),
+    ((16, 16, 3, 1, 3, 5), 32, True)])  # a 3x1 kernel is larger than 1x1 too
+def test_a_plane_of_at_most_half_the_lanes_takes_the_rows_layout(extents, lanes, pays) -> None:
+    assert rows_pays(*extents, lanes) == pays
+
+
+# (images, channels in, plane, channels out, kernel, stride, padding): output planes of
+# 1 to 16 pixels (rows on the hosts whose direct kernel has twice their pixels in
+# lanes, the direct kernel elsewhere: the same results either way), channels that end
+# inside a panel, strides, a kernel the size of its input
+SMALL = [(1, 32, 4, 32, 3, 1, 1), (1, 64, 2, 64, 3, 1, 1), (2, 33, 3, 7, 3, 1, 1),
+         (1, 16, 8, 33, 3, 2, 1), (3, 5, 1, 9, 3, 1, 1), (1, 7, 7, 129, 7, 1, 0),
+         (2, 8, 3, 16, 3, 2, 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("source", [BIASED, PLAIN], ids=["epilogue", "plain"])
+@pytest.mark.parametrize("case", SMALL, ids=lambda c: "x".join(map(str, c)))
+def test_planes_of_a_few_pixels_match_numpy(case, source: str, threads: int, no_winograd) -> None:
+    test_small_planes_of_frozen_weights_match_numpy(case, source, threads, no_winograd)
+
+
 def test_few_rows_split_by_output_channels() -> None:
     """The driver (as IR text) runs its part on every row and a range of whole panels
     of output channels when the rows are few, on a range of rows and every channel

@@ -146,3 +146,30 @@ def test_phase_split_loop_ir_runs_like_the_tensor_ir(dt, h, w, k, ph, pw):
         assert "stride = [1, 1]" in print_module(module)
     np.testing.assert_allclose(run_func(module, "f", [x, wt])[0], run_func(tensor, "f", [x, wt])[0],
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("x", "w", "stride", "dt", "panel_bits", "rows"), [
+    ((1, 32, 4, 4), (32, 32, 3, 3), 1, "f32", 1024, True),    # 16 pixels, 32 lanes (AVX-512)
+    ((1, 32, 4, 4), (32, 32, 3, 3), 1, "f32", 512, False),    # 16 lanes (AVX2): the direct kernel's
+    ((1, 64, 2, 2), (64, 64, 3, 3), 1, "f32", 512, True),     # 4 pixels, 16 lanes
+    ((1, 64, 2, 2), (64, 64, 3, 3), 1, "f64", 512, True),     # 8 f64 lanes: 4 pixels
+    ((1, 32, 4, 4), (32, 32, 3, 3), 1, "f64", 1024, False),   # 16 f64 lanes: 16 pixels fill them
+    ((1, 32, 2, 4), (32, 32, 3, 3), 1, "f64", 1024, True),    # 8 pixels
+    ((1, 16, 8, 8), (32, 16, 3, 3), 2, "f32", 1024, True),    # stride 2 to 4x4
+    ((1, 64, 4, 4), (64, 64, 1, 1), 1, "f32", 1024, False),   # 1x1: a transposed copy for nothing
+    ((1, 32, 4, 4), (32, 32, 3, 3), 1, "f32", 0, False)])     # lanes unknown
+def test_a_small_plane_of_a_frozen_weight_takes_the_rows_layout(x, w, stride, dt, panel_bits, rows):
+    """A kernel larger than 1x1 whose output plane fills at most half the direct kernel's
+    pixel lanes (``panel_bits`` / the dtype's bits) takes ``loop.conv2d {rows}``."""
+    pad = w[2] // 2
+    module = lower_module(parse_module(conv(dt, stride, stride, pad, pad)), {"f": [x, w]},
+                          {"f": frozenset({1})}, panel_bits)
+    verify(module)
+    out = print_module(module)
+    # CHECK: loop.conv2d {{.*}} {stride = [s, s], rows}
+    assert (f"{{stride = [{stride}, {stride}], rows}}" in out) == rows
+    assert out.count("loop.conv2d") == 1
+    # without a frozen weight, never (the rows layout packs the weight once)
+    plain = print_module(lower_module(parse_module(conv(dt, stride, stride, pad, pad)), {"f": [x, w]},
+                                      None, panel_bits))
+    assert "rows}" not in plain

@@ -1,8 +1,10 @@
 """The form a convolution imports to by its shape (ops/conv.py), each against ONNX
 Runtime on the interpreter and the CPU backend, and the source on both sides of
 each threshold:
-- a constant weight and at most FEW_PIXELS output pixels: a matmul over channels x
-  taps (``_few_pixels``), the patches of the (padded) input @ the weight transposed;
+- a constant weight and at most FEW_PIXELS output pixels, of a 1x1, dilated or
+  unevenly strided kernel: a matmul over channels x taps (``_few_pixels``), the
+  patches of the (padded) input @ the weight transposed (a plain kernel larger than
+  1x1 stays ``conv2d``, which the CPU runs with the pixels as a GEMM's rows);
 - a strided depthwise convolution: strided windows of the padded input, whatever
   its width (the CPU backend runs them as one direct kernel, tests/cpu/test_depthwise.py)."""
 
@@ -67,12 +69,19 @@ def test_few_pixels_matches_onnxruntime(case: str, target: str) -> None:
 
 
 def test_the_threshold_picks_the_form() -> None:
-    """2x3 output pixels: a matmul on the weight transposed (a [C*kh*kw, O] constant);
-    3x3 = 9 pixels: conv2d, which vectorizes over the pixels."""
-    few = onnx_to_source(_conv((1, 4, 2, 3), (8, 4, 3, 3), pads=[1, 1, 1, 1])[0])
-    assert "conv2d(" not in few and "@" in few and "f32[36, 8]" in few
-    many = onnx_to_source(_conv((1, 4, 3, 3), (8, 4, 3, 3), pads=[1, 1, 1, 1])[0])
+    """2x3 output pixels of a 1x1 kernel at stride 2, or of a dilated 3x3 one: a matmul
+    on the weight transposed (a [C*kh*kw, O] constant); 3x3 = 9 pixels: conv2d, which
+    vectorizes over the pixels; and a plain 3x3 kernel at any plane: conv2d, which the
+    CPU runs as a GEMM over the pixels when the plane is small (loops/conv.py)."""
+    strided = onnx_to_source(_conv((1, 4, 4, 6), (8, 4, 1, 1), strides=[2, 2])[0])
+    assert "conv2d(" not in strided and "@" in strided and "f32[4, 8]" in strided
+    dilated = onnx_to_source(_conv((1, 4, 4, 5), (8, 4, 3, 3), dilations=[2, 2], pads=[1, 1, 1, 1])[0])
+    assert "conv2d(" not in dilated and "@" in dilated and "f32[36, 8]" in dilated
+    many = onnx_to_source(_conv((1, 4, 6, 6), (8, 4, 1, 1), strides=[2, 2])[0])
     assert "conv2d(" in many and "@" not in many
+    for h, wd in ((2, 3), (1, 1), (3, 3)):
+        plain = onnx_to_source(_conv((1, 4, h, wd), (8, 4, 3, 3), pads=[1, 1, 1, 1])[0])
+        assert "conv2d(" in plain and "@" not in plain
 
 
 #: id -> (input, weight, attributes): depthwise (group = channels), strided

@@ -55,6 +55,8 @@ class Ctx:
     env: dict[int, Lowered] = field(default_factory=dict)
     #: the function's frozen arguments (``lower_module``), by value id
     frozen: frozenset[int] = frozenset()
+    #: bits of a row of the target's direct convolution tile (``lower_module``)
+    panel_bits: int = 0
 
     def get(self, v: Value) -> Lowered:
         try:
@@ -84,7 +86,7 @@ class Ctx:
 
 
 def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] | None = None,
-                 frozen: dict[str, frozenset[int]] | None = None) -> ModuleOp:
+                 frozen: dict[str, frozenset[int]] | None = None, panel_bits: int = 0) -> ModuleOp:
     """The loop-level module of ``module`` (every function lowered).
 
     ``shapes`` specializes functions to the concrete shapes of their tensor
@@ -92,20 +94,25 @@ def lower_module(module: ModuleOp, shapes: dict[str, Sequence[tuple[int, ...]]] 
     trip counts, allocations and offsets fold). ``frozen``: the positions of a
     function's parameters whose contents never change between calls (a model's
     weights), which some lowerings lay out for (loops/conv.py's ``rows``).
+    ``panel_bits``: the bits of a row of the target's direct convolution tile (its
+    output pixels' vector lanes; 0: not known), which loops/conv.py's ``rows_pays``
+    weighs a small plane against.
     """
     shapes, frozen = shapes or {}, frozen or {}
-    return ModuleOp([lower_func(f, shapes.get(f.name), frozen.get(f.name, frozenset())) for f in module])
+    return ModuleOp([lower_func(f, shapes.get(f.name), frozen.get(f.name, frozenset()), panel_bits)
+                     for f in module])
 
 
 def lower_func(src: FuncOp, shapes: Sequence[tuple[int, ...]] | None = None,
-               frozen: frozenset[int] = frozenset()) -> FuncOp:
+               frozen: frozenset[int] = frozenset(), panel_bits: int = 0) -> FuncOp:
     dst = FuncOp(src.name, src.arg_types, src.result_types, src.arg_names,
                  dict(src.attributes), entry_name=src.entry.name_hint or "entry")
     blocks: dict[int, Block] = {id(src.entry): dst.entry}
     for b in src.blocks[1:]:
         blocks[id(b)] = dst.add_block(b.arg_types, [a.name_hint for a in b.args], b.name_hint)
     lb = LoopBuilder(dst, dst.entry)
-    ctx = Ctx(lb, Liveness(src), frozen=frozenset(id(a) for i, a in enumerate(src.args) if i in frozen))
+    ctx = Ctx(lb, Liveness(src), frozen=frozenset(id(a) for i, a in enumerate(src.args) if i in frozen),
+              panel_bits=panel_bits)
     for b in src.blocks:
         lb.move_to(blocks[id(b)])
         owned = b is not src.entry

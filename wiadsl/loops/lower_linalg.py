@@ -273,7 +273,9 @@ def image_layout(ctx: Ctx, op: Operation, extents: tuple[Value, ...],
     c, o, kh, kw, ho, wo = sizes
     frozen = id(op.operands[1]) in ctx.frozen
     winograd = winograd_tile(c, o, kh, kw, stride, ho, wo, frozen)  # type: ignore[arg-type]
-    rows = frozen and (bool(winograd) or rows_pays(c, o, kh, kw, ho, wo))  # type: ignore[arg-type]
+    x_type = op.operand_types[0]
+    lanes = ctx.panel_bits // x_type.dtype.bits if isinstance(x_type, TensorType) else 0
+    rows = frozen and (bool(winograd) or rows_pays(c, o, kh, kw, ho, wo, lanes))  # type: ignore[arg-type]
     phases = not (rows or winograd) and phase_split_pays(c, o, kh, kw, stride, ho, wo)  # type: ignore[arg-type]
     return rows, winograd, phases
 

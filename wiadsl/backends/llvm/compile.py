@@ -35,7 +35,7 @@ from ...loops.passes import default_loop_pipeline, run_loop_passes
 from .batch_split import SLICE_ENTRY, BatchSplit, plan, split_entry
 from .caches import last_level_bytes
 from .codegen import ModuleEmitter, slot_count
-from .gemm import GemmConfig, default_config, use_config
+from .gemm import GemmConfig, current_config, default_config, use_config
 from .host import host
 from .layout import Layout
 from .library import ARENA_SPEC, POOL_SPEC, Spec, prefetch, ukernels_spec
@@ -95,7 +95,8 @@ def lower_kernel(module: ModuleOp, kernel: str, shapes: Sequence[Sequence[int | 
     afterwards every function (outlined bodies included) is transformed, and the
     parallel regions (hence thread hand-offs) stay what the default gives."""
     at = split.slice_shapes(shapes) if split is not None else shapes
-    loops = lower_module(module, {kernel: list(at)}, {kernel: frozen})
+    config = current_config()  # its tile rows: the direct convolution's pixel lanes
+    loops = lower_module(module, {kernel: list(at)}, {kernel: frozen}, config.nv * config.vector_bits)
     pipeline = ",".join(p for p in (cpu_loop_pipeline(), loop_pipeline) if p)
     if pipeline:
         run_loop_passes(loops, pipeline)

@@ -168,8 +168,19 @@ def _depthwise(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int, 
 #: output pixels up to which a convolution with a constant weight runs as a matmul over
 #: channels x taps: conv2d vectorizes over the pixels (16 lanes with AVX-512), so a 2x2
 #: output filled a quarter of each vector (1x1, 80 -> 1280 channels at 2x2: 27 us; as
-#: pixels x channels @ the weight transposed, packed once at load: 7 us; ONNX Runtime 9)
+#: pixels x channels @ the weight transposed, packed once at load: 7 us; ONNX Runtime 9).
+#: Not a kernel larger than 1x1 that conv2d takes as it is (``_few_pixels_pays``).
 FEW_PIXELS = 8
+
+
+def _few_pixels_pays(g: ConvGeometry, out: tuple[int, int]) -> bool:
+    """Whether a constant weight's convolution to ``out`` runs as ``_few_pixels``' matmul.
+    A kernel larger than 1x1, undilated, at one stride stays ``conv2d``: the CPU runs a
+    frozen weight's small plane as a GEMM with the pixels as its rows (loops/conv.py's
+    ``rows_pays``), packing the patches itself, where the gather of every tap was a loop
+    of its own (ResNet-18's 64 -> 64 channels 3x3 at 2x2: 3.3 -> 2.8 us a layer)."""
+    direct = g.kernel != (1, 1) and g.dilations == (1, 1) and g.strides[0] == g.strides[1]
+    return out[0] * out[1] <= FEW_PIXELS and not direct
 
 
 def _few_pixels(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int, int]) -> str:
@@ -198,7 +209,7 @@ def _few_pixels(n: Node, x: Val, w: np.ndarray, g: ConvGeometry, out: tuple[int,
 
 def _dense(n: Node, x: Val, w: Val, g: ConvGeometry, out: tuple[int, int]) -> str:
     """``conv2d`` for one group: explicit padding and a strided slice where it must."""
-    if w.const is not None and out[0] * out[1] <= FEW_PIXELS:
+    if w.const is not None and _few_pixels_pays(g, out):
         return _few_pixels(n, x, w.const, g, out)
     if g.dilations != (1, 1):
         return _dilated(n, x, w, g, out)
