@@ -177,10 +177,11 @@ def test_a_plane_of_at_most_half_the_lanes_takes_the_rows_layout(extents, lanes,
 # (images, channels in, plane, channels out, kernel, stride, padding): output planes of
 # 1 to 16 pixels (rows on the hosts whose direct kernel has twice their pixels in
 # lanes, the direct kernel elsewhere: the same results either way), channels that end
-# inside a panel, strides, a kernel the size of its input
+# inside a panel, strides, a kernel the size of its input; kernel rows of 3, 7 and 11
+# taps (``pack``'s copies of 4, 8 and W lanes)
 SMALL = [(1, 32, 4, 32, 3, 1, 1), (1, 64, 2, 64, 3, 1, 1), (2, 33, 3, 7, 3, 1, 1),
          (1, 16, 8, 33, 3, 2, 1), (3, 5, 1, 9, 3, 1, 1), (1, 7, 7, 129, 7, 1, 0),
-         (2, 8, 3, 16, 3, 2, 1)]
+         (2, 8, 3, 16, 3, 2, 1), (1, 6, 4, 20, 11, 1, 5)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
