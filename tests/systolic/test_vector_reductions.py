@@ -375,6 +375,26 @@ def test_a_group_using_the_reduced_value_is_not_fused_into_the_row_pass(kernel, 
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2)
 
 
+DYNAMIC_EPILOGUE = """
+kernel f(input a: i32[N], input b: f16[M], output y: i32[N]) {
+    y = a + cast(reduce_min(b, keepdims=true), i32);
+}
+"""
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 2), (1, 1), (3, 3), (2, 7)])
+def test_an_epilogue_narrower_than_the_reduction_runs_apart(n, m):
+    """Fuzz seed 14900000000265: with dynamic dims the plan fused ``a + reduced`` into
+    the pass over ``b``'s rows (both ``?`` at plan time); at N = 1, M = 2 the result
+    had M elements. Only an epilogue whose result has ``b``'s shape rides on the pass."""
+    a = np.arange(1, n + 1, dtype=np.int32)
+    b = np.linspace(-4, 4, m).astype(np.float16)
+    got = wiadsl.jit(DYNAMIC_EPILOGUE, "f", target="systolic")(a, b)
+    want = wiadsl.jit(DYNAMIC_EPILOGUE, "f", target="interp")(a, b)
+    assert got.shape == want.shape == (n,)
+    np.testing.assert_array_equal(got, want)
+
+
 EMPTY_RELAYOUTS = """
 kernel max_t(input x: i8[N, M], output y: i8[M, N]) { y = max(transpose(x), 1); }
 kernel sum_exp_t(input x: f32[N, M], output y: f32[M]) { y = reduce_sum(exp(transpose(x)) * 2.0, axis=-1); }
