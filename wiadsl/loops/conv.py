@@ -52,9 +52,10 @@ ROWS_MACS = 1 << 24
 #: (``rows_pays``' ``lanes``) takes the ``rows`` layout whatever its channels: the direct
 #: kernel would compute as many lanes again for nothing. Single layers with bias and
 #: ReLU, one thread, per layer (four more in a chain), AMD Zen 5: with AVX-512 (32 lanes)
-#: 32 -> 32 channels 3x3 at 4x4 4.05 -> 2.8 us, 64 -> 64 at 2x2 (imported as a gather
-#: and a matmul, onnx/ops/conv.py) 3.26 -> 2.8 us; with AVX2 (16 lanes) the 4x4 plane
-#: fills the direct kernel's lanes (2.94 us against 3.37 as rows) and 2x2 3.97 -> 3.48.
+#: 32 -> 32 channels 3x3 at 4x4 4.05 -> 2.1 us, 64 -> 64 at 2x2 (imported as a gather
+#: and a matmul before, onnx/ops/conv.py) 3.26 -> 2.2 us (ONNX Runtime 1.9); with AVX2
+#: (16 lanes) the 4x4 plane fills the direct kernel's lanes (2.94 us against 3.37 as
+#: rows) and 2x2 3.97 -> 3.48 (before conv_rows.py copied short kernel rows in 4 lanes).
 #: A 1x1 kernel stays: its rows would be a transposed copy of the input for nothing.
 SMALL_PLANE_SHARE = 2
 
