@@ -54,8 +54,8 @@ ROWS_MACS = 1 << 24
 #: ReLU, one thread, per layer (four more in a chain), AMD Zen 5: with AVX-512 (32 lanes)
 #: 32 -> 32 channels 3x3 at 4x4 4.05 -> 2.1 us, 64 -> 64 at 2x2 (imported as a gather
 #: and a matmul before, onnx/ops/conv.py) 3.26 -> 2.2 us (ONNX Runtime 1.9); with AVX2
-#: (16 lanes) the 4x4 plane fills the direct kernel's lanes (2.94 us against 3.37 as
-#: rows) and 2x2 3.97 -> 3.48 (before conv_rows.py copied short kernel rows in 4 lanes).
+#: (16 lanes) the 4x4 plane fills the direct kernel's lanes (2.9-3.1 us against 3.2-3.4
+#: as rows) and 2x2 3.97 -> 3.5-3.6.
 #: A 1x1 kernel stays: its rows would be a transposed copy of the input for nothing.
 SMALL_PLANE_SHARE = 2
 
